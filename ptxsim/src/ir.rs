@@ -1,0 +1,285 @@
+//! The internal instruction form: registers are indices, labels are program counters, and each
+//! arithmetic instruction carries a pointer to the pure function that gives its meaning.
+
+use crate::num::{IRnd, Rnd};
+use crate::types::{Space, Ty};
+
+/// "No register" marker for optional destinations.
+pub(crate) const NOREG: u32 = u32::MAX;
+
+/// An operand: a register index, an immediate, or a module symbol resolved at launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Opd {
+    Reg(u32),
+    Imm(u64),
+    /// Index into the launch's symbol address table (`.global`/`.const` variables), plus offset.
+    Sym(u32, i64),
+}
+
+/// Comparison operator of `setp`/`set`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Lo,
+    Ls,
+    Hi,
+    Hs,
+    Equ,
+    Neu,
+    Ltu,
+    Leu,
+    Gtu,
+    Geu,
+    Num,
+    Nan,
+}
+
+/// Boolean combiner of `setp`/`set` with a third predicate operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BoolOp {
+    And,
+    Or,
+    Xor,
+}
+
+/// Instruction modifiers passed to the semantic functions.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Mods {
+    /// Instruction (destination) type.
+    pub ty: Ty,
+    /// Source type (`cvt`, `set`, `slct`).
+    pub sty: Ty,
+    pub rnd: Rnd,
+    pub irnd: Option<IRnd>,
+    pub ftz: bool,
+    pub sat: bool,
+    pub cmp: Cmp,
+    /// Instruction-specific extra (prmt mode, testp class, shift clamp, ...).
+    pub aux: u32,
+}
+
+impl Mods {
+    pub(crate) fn new(ty: Ty) -> Mods {
+        Mods {
+            ty,
+            sty: ty,
+            rnd: Rnd::Rn,
+            irnd: None,
+            ftz: false,
+            sat: false,
+            cmp: Cmp::Eq,
+            aux: 0,
+        }
+    }
+}
+
+/// A pure per-lane function computing one result from up to four source values.
+pub(crate) type AluFn = fn(&Mods, [u64; 4]) -> u64;
+/// A pure per-lane comparison.
+pub(crate) type CmpFn = fn(&Mods, u64, u64) -> bool;
+
+/// Atomic operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AtomOp {
+    Add,
+    Min,
+    Max,
+    Exch,
+    Cas,
+    Inc,
+    Dec,
+    And,
+    Or,
+    Xor,
+}
+
+/// `shfl.sync` mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ShflMode {
+    Up,
+    Down,
+    Bfly,
+    Idx,
+}
+
+/// `vote.sync` mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum VoteMode {
+    All,
+    Any,
+    Uni,
+    Ballot,
+}
+
+/// `redux.sync` operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReduxOp {
+    Add,
+    Min,
+    Max,
+    And,
+    Or,
+    Xor,
+}
+
+/// Warp-synchronous operations (all wait for every lane of their member mask).
+#[derive(Clone, Debug)]
+pub(crate) enum SyncOp {
+    Shfl {
+        mode: ShflMode,
+        d: u32,
+        p: u32,
+        a: Opd,
+        b: Opd,
+        c: Opd,
+    },
+    Vote {
+        mode: VoteMode,
+        d: u32,
+        s: Opd,
+        neg: bool,
+    },
+    BarWarp,
+    Redux {
+        op: ReduxOp,
+        signed: bool,
+        d: u32,
+        s: Opd,
+    },
+    Elect {
+        d: u32,
+        p: u32,
+    },
+    Match {
+        all: bool,
+        bits64: bool,
+        d: u32,
+        p: u32,
+        s: Opd,
+    },
+}
+
+/// Block barrier flavours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BarOp {
+    Sync,
+    Arrive,
+    /// `bar.red.popc.u32`
+    RedPopc,
+    /// `bar.red.and.pred`
+    RedAnd,
+    /// `bar.red.or.pred`
+    RedOr,
+}
+
+/// Bytes copied between per-thread parameter slots in local memory at call/return.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Copy3 {
+    pub from: u32,
+    pub to: u32,
+    pub len: u32,
+}
+
+/// One lowered instruction.
+#[derive(Clone, Debug)]
+pub(crate) enum Kind {
+    Alu {
+        f: AluFn,
+        m: Mods,
+        d: u32,
+        s: [Opd; 4],
+    },
+    /// `setp`/`set`: `p = cmp(a,b) bop c`, `q = !cmp(a,b) bop c`; `set_ty` writes an integer/float instead.
+    Setp {
+        f: CmpFn,
+        m: Mods,
+        p: u32,
+        q: u32,
+        a: Opd,
+        b: Opd,
+        c: Option<(Opd, bool, BoolOp)>,
+        set_ty: Option<Ty>,
+    },
+    /// `mov.bN d, {a, b, ..}`: pack `n` fields of `w` bits.
+    Pack {
+        d: u32,
+        s: [Opd; 4],
+        n: u8,
+        w: u8,
+    },
+    /// `mov.bN {a, b, ..}, s`: unpack.
+    Unpack {
+        d: [u32; 4],
+        n: u8,
+        w: u8,
+        s: Opd,
+    },
+    Ld {
+        sp: Space,
+        sz: u8,
+        sext: bool,
+        n: u8,
+        d: [u32; 4],
+        a: Opd,
+        off: i64,
+    },
+    St {
+        sp: Space,
+        sz: u8,
+        n: u8,
+        s: [Opd; 4],
+        a: Opd,
+        off: i64,
+    },
+    Atom {
+        sp: Space,
+        op: AtomOp,
+        ty: Ty,
+        d: u32,
+        a: Opd,
+        off: i64,
+        b: Opd,
+        c: Opd,
+    },
+    Bra {
+        t: u32,
+    },
+    Bar {
+        op: BarOp,
+        id: Opd,
+        cnt: Option<Opd>,
+        d: u32,
+        src: Option<(Opd, bool)>,
+    },
+    Sync {
+        op: SyncOp,
+        mask: Opd,
+    },
+    Activemask {
+        d: u32,
+    },
+    Call {
+        target: u32,
+        args: Vec<Copy3>,
+        rets: Vec<Copy3>,
+    },
+    Ret,
+    Exit,
+    Trap,
+    Nop,
+}
+
+/// An instruction with its guard predicate and PTX line.
+#[derive(Clone, Debug)]
+pub(crate) struct Instr {
+    pub kind: Kind,
+    /// Guard register (NOREG = none) and whether it is negated.
+    pub guard: u32,
+    pub neg: bool,
+    pub line: u32,
+}

@@ -1,0 +1,24 @@
+//! The kernel ABI: argument structs shared with the CUDA C++ kernels.
+//!
+//! `generated.rs` is produced from `cuda/abi.h` by `cargo xtask bindings` (bindgen, offline)
+//! and committed; CI checks that it is fresh. Never edit it by hand.
+
+#[rustfmt::skip]
+#[allow(missing_docs)]
+mod generated;
+
+pub use generated::*;
+
+/// Marks the generated structs as kernel argument structs (they are padding-free POD: the
+/// header keeps every field naturally aligned with explicit padding, and bindgen's layout
+/// tests check size and alignment).
+macro_rules! abi_args {
+    ($($t:ident),* $(,)?) => {$(
+        // SAFETY: `$t` is a bindgen-generated #[repr(C)] POD struct without implicit padding.
+        unsafe impl crate::plan::AbiArgs for $t {
+            const NAME: &'static str = stringify!($t);
+        }
+    )*};
+}
+
+abi_args!(WnCopyArgs);

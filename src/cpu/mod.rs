@@ -1,0 +1,2 @@
+//! Reference implementations on the host, accumulating in f64, with exactly the semantics of
+//! the GPU ops. They need no GPU and serve as the test suite's oracle.

@@ -1,0 +1,99 @@
+//! Device properties the launch planners depend on.
+
+use cudarc::driver::{sys::CUdevice_attribute as Attr, CudaContext};
+
+use crate::{Error, Result};
+
+/// The few properties of a GPU that launch planning needs. Plans are a pure function of the
+/// problem and these figures, so tests can plan for any GPU without having one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceProps {
+    /// Compute capability (major, minor).
+    pub compute_capability: (u32, u32),
+    /// Streaming multiprocessors.
+    pub sm_count: u32,
+    /// Maximum threads per block.
+    pub max_threads_per_block: u32,
+    /// Maximum resident threads per SM.
+    pub max_threads_per_sm: u32,
+    /// Shared memory per block without opting in (bytes; 48 KiB on every current GPU).
+    pub max_shared_per_block: u32,
+    /// Shared memory per block with `cudaFuncAttributeMaxDynamicSharedMemorySize` (bytes).
+    pub max_shared_per_block_optin: u32,
+    /// Maximum grid size in y and z (x is 2^31 - 1).
+    pub max_grid_yz: u32,
+}
+
+impl DeviceProps {
+    /// An NVIDIA H200 (SXM): sm_90, 132 SMs, 227 KiB opt-in shared memory per block.
+    pub const H200: DeviceProps = DeviceProps {
+        compute_capability: (9, 0),
+        sm_count: 132,
+        max_threads_per_block: 1024,
+        max_threads_per_sm: 2048,
+        max_shared_per_block: 48 * 1024,
+        max_shared_per_block_optin: 232_448,
+        max_grid_yz: 65_535,
+    };
+
+    /// An NVIDIA A100: sm_80, 108 SMs, 163 KiB opt-in shared memory per block.
+    pub const A100: DeviceProps = DeviceProps {
+        compute_capability: (8, 0),
+        sm_count: 108,
+        max_threads_per_block: 1024,
+        max_threads_per_sm: 2048,
+        max_shared_per_block: 48 * 1024,
+        max_shared_per_block_optin: 166_912,
+        max_grid_yz: 65_535,
+    };
+
+    /// An NVIDIA T4: sm_75, 40 SMs, 64 KiB opt-in shared memory per block.
+    pub const T4: DeviceProps = DeviceProps {
+        compute_capability: (7, 5),
+        sm_count: 40,
+        max_threads_per_block: 1024,
+        max_threads_per_sm: 1024,
+        max_shared_per_block: 48 * 1024,
+        max_shared_per_block_optin: 65_536,
+        max_grid_yz: 65_535,
+    };
+
+    /// A small GPU for simulator tests: few SMs keep simulated grids small, so that every
+    /// tier (including the ones chosen when there are too few rows to fill the GPU) is reached
+    /// with small shapes.
+    pub const SIM: DeviceProps = DeviceProps {
+        compute_capability: (8, 0),
+        sm_count: 4,
+        max_threads_per_block: 1024,
+        max_threads_per_sm: 2048,
+        max_shared_per_block: 48 * 1024,
+        max_shared_per_block_optin: 166_912,
+        max_grid_yz: 65_535,
+    };
+
+    /// Maximum grid size in x.
+    pub const MAX_GRID_X: u32 = i32::MAX as u32;
+
+    /// Reads the properties of the context's device.
+    pub fn query(ctx: &CudaContext) -> Result<DeviceProps> {
+        let get = |a: Attr| -> Result<u32> {
+            ctx.attribute(a)
+                .map(|v| v.max(0) as u32)
+                .map_err(Error::driver("reading a device attribute"))
+        };
+        Ok(DeviceProps {
+            compute_capability: (
+                get(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+                get(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+            ),
+            sm_count: get(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+            max_threads_per_block: get(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            max_threads_per_sm: get(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
+            max_shared_per_block: get(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+            max_shared_per_block_optin: get(
+                Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )?,
+            max_grid_yz: get(Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+        })
+    }
+}

@@ -1,0 +1,196 @@
+//! Running plans on a GPU through cudarc: module loading (once per context), function lookup,
+//! and launches on the caller's stream.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{
+    result::DriverError, sys, CudaContext, CudaFunction, CudaModule, CudaStream,
+};
+
+use crate::device::DeviceProps;
+use crate::kernels;
+use crate::plan::{Executor, Plan};
+use crate::{Error, Result};
+
+/// Modules and functions loaded into one context.
+struct Loaded {
+    modules: HashMap<&'static str, Arc<CudaModule>>,
+    functions: Mutex<HashMap<String, CudaFunction>>,
+    props: DeviceProps,
+}
+
+/// Keyed by the context handle. Modules stay loaded while the process runs (like candle's
+/// per-device kernel cache); a context that is destroyed and recreated at the same address
+/// gets a fresh entry because the entry also holds the `Arc<CudaContext>` it was built for.
+type Cache = Mutex<Vec<(Arc<CudaContext>, Arc<Loaded>)>>;
+
+fn cache() -> &'static Cache {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// Number of CUDA devices, or an error saying why there are none. Never panics: the driver
+/// library's presence is checked before any driver call, and a stub libcuda (as in containers
+/// without a GPU) answers with an error that is returned as [`Error::NoDevice`].
+pub fn device_count() -> Result<usize> {
+    // SAFETY: only tries to dlopen libcuda; no symbol is called.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(Error::NoDevice(
+            "the CUDA driver library (libcuda.so) was not found".into(),
+        ));
+    }
+    let n = std::panic::catch_unwind(CudaContext::device_count)
+        .map_err(|_| Error::NoDevice("the CUDA driver library could not be used".into()))?
+        .map_err(|e| Error::NoDevice(format!("cuDeviceGetCount/cuInit failed: {e}")))?;
+    if n <= 0 {
+        return Err(Error::NoDevice("the driver reports no CUDA device".into()));
+    }
+    Ok(n as usize)
+}
+
+/// Creates a context on device `ordinal`, with the same never-panic guarantees as
+/// [`device_count`].
+pub fn context(ordinal: usize) -> Result<Arc<CudaContext>> {
+    let n = device_count()?;
+    if ordinal >= n {
+        return Err(Error::NoDevice(format!(
+            "device {ordinal} requested but only {n} present"
+        )));
+    }
+    CudaContext::new(ordinal).map_err(Error::driver(format!("creating a context on device {ordinal}")))
+}
+
+fn no_image(ctx: &CudaContext, e: DriverError) -> Error {
+    let (major, minor) = ctx
+        .compute_capability()
+        .map(|(a, b)| (a as u32, b as u32))
+        .unwrap_or((0, 0));
+    Error::NoKernelImage {
+        major,
+        minor,
+        built: kernels::SASS_ARCHS
+            .iter()
+            .map(|a| format!("sm_{a}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        ptx: kernels::FATBIN_PTX_ARCH,
+        nvcc: kernels::NVCC_VERSION,
+        driver: e.to_string(),
+    }
+}
+
+fn load(ctx: &Arc<CudaContext>) -> Result<Arc<Loaded>> {
+    kernels::ensure_built()?;
+    let mut cache = cache().lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, l)) = cache.iter().find(|(c, _)| Arc::ptr_eq(c, ctx)) {
+        return Ok(l.clone());
+    }
+    let mut modules = HashMap::new();
+    for f in kernels::FAMILIES {
+        let image = cudarc::nvrtc::Ptx::from_binary(f.fatbin.to_vec());
+        let m = ctx.load_module(image).map_err(|e| match e.0 {
+            sys::cudaError_enum::CUDA_ERROR_NO_BINARY_FOR_GPU
+            | sys::cudaError_enum::CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+            | sys::cudaError_enum::CUDA_ERROR_INVALID_PTX
+            | sys::cudaError_enum::CUDA_ERROR_INVALID_IMAGE => no_image(ctx, e),
+            _ => Error::Driver {
+                during: format!("loading the {} module", f.name),
+                source: e,
+            },
+        })?;
+        modules.insert(f.name, m);
+    }
+    let loaded = Arc::new(Loaded {
+        modules,
+        functions: Mutex::new(HashMap::new()),
+        props: DeviceProps::query(ctx)?,
+    });
+    cache.push((ctx.clone(), loaded.clone()));
+    Ok(loaded)
+}
+
+impl Loaded {
+    fn function(&self, name: &str, shared_mem_bytes: u32) -> Result<CudaFunction> {
+        let mut fns = self.functions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = fns.get(name) {
+            return Ok(f.clone());
+        }
+        let family = kernels::family_of(name).ok_or_else(|| Error::UnknownKernel(name.into()))?;
+        let module = &self.modules[family.name];
+        let f = module
+            .load_function(name)
+            .map_err(Error::driver(format!("looking up kernel {name}")))?;
+        // Opt in to the largest dynamic shared memory once per function, so that plans may
+        // use up to DeviceProps::max_shared_per_block_optin.
+        if shared_mem_bytes > self.props.max_shared_per_block {
+            let max = self.props.max_shared_per_block_optin as i32;
+            f.set_attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                max,
+            )
+            .map_err(Error::driver(format!("raising {name}'s shared memory limit")))?;
+        }
+        fns.insert(name.to_string(), f.clone());
+        Ok(f)
+    }
+}
+
+/// The device properties of the stream's device (cached with its modules).
+pub fn device_props(stream: &Arc<CudaStream>) -> Result<DeviceProps> {
+    Ok(load(stream.context())?.props)
+}
+
+/// Runs plans on a CUDA stream. Launches are asynchronous: nothing here synchronizes with
+/// the host or allocates device memory, so plans can be captured in a CUDA graph.
+pub struct GpuExecutor<'a> {
+    stream: &'a Arc<CudaStream>,
+}
+
+impl<'a> GpuExecutor<'a> {
+    /// An executor that launches on `stream`.
+    pub fn new(stream: &'a Arc<CudaStream>) -> Self {
+        GpuExecutor { stream }
+    }
+}
+
+impl Executor for GpuExecutor<'_> {
+    fn execute(&mut self, plan: &Plan) -> Result<()> {
+        if plan.launches.is_empty() {
+            return Ok(());
+        }
+        let loaded = load(self.stream.context())?;
+        plan.check(&loaded.props)?;
+        // Resolve every function before the first launch, so that a lookup failure cannot
+        // leave a plan half-executed.
+        let functions = plan
+            .launches
+            .iter()
+            .map(|l| loaded.function(&l.kernel, l.shared_mem_bytes))
+            .collect::<Result<Vec<_>>>()?;
+        self.stream
+            .context()
+            .bind_to_thread()
+            .map_err(Error::driver("binding the context"))?;
+        for (l, f) in plan.launches.iter().zip(&functions) {
+            let mut params = [l.args.as_ptr() as *mut c_void];
+            // SAFETY: the kernel takes exactly one by-value struct parameter whose C layout is
+            // the one `l.args` holds (both come from cuda/abi.h); the pointers inside it were
+            // taken from live device buffers by the planner's caller, which keeps them borrowed
+            // for the duration of this call.
+            unsafe {
+                cudarc::driver::result::launch_kernel(
+                    f.cu_function(),
+                    (l.grid[0], l.grid[1], l.grid[2]),
+                    (l.block[0], l.block[1], l.block[2]),
+                    l.shared_mem_bytes,
+                    self.stream.cu_stream(),
+                    &mut params,
+                )
+            }
+            .map_err(Error::driver(format!("launching {}", l.kernel)))?;
+        }
+        Ok(())
+    }
+}
