@@ -6,7 +6,7 @@
 mod common;
 
 use common::isa::{random_rows, row, run_cases, Case, Row, W};
-use W::{B16, B32, B64};
+use W::{B32, B64};
 
 const N: usize = 48;
 
