@@ -43,6 +43,7 @@
 #![warn(missing_docs)]
 
 pub mod abi;
+pub mod batch_norm;
 mod buffers;
 pub mod copy;
 pub mod cpu;
@@ -50,6 +51,7 @@ pub mod device;
 pub mod dtype;
 mod error;
 pub mod kernels;
+pub mod layer_norm;
 pub mod plan;
 pub mod runtime;
 

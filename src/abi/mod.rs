@@ -9,9 +9,9 @@ mod generated;
 
 pub use generated::*;
 
-/// Marks the generated structs as kernel argument structs (they are padding-free POD: the
+/// Marks generated structs as kernel argument structs (they are padding-free POD: the
 /// header keeps every field naturally aligned with explicit padding, and bindgen's layout
-/// tests check size and alignment).
+/// tests check size and alignment). Each op family invokes it for its own structs.
 macro_rules! abi_args {
     ($($t:ident),* $(,)?) => {$(
         // SAFETY: `$t` is a bindgen-generated #[repr(C)] POD struct without implicit padding.
@@ -20,5 +20,7 @@ macro_rules! abi_args {
         }
     )*};
 }
+
+pub(crate) use abi_args;
 
 abi_args!(WnCopyArgs);

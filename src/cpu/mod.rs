@@ -1,2 +1,5 @@
 //! Reference implementations on the host, accumulating in f64, with exactly the semantics of
 //! the GPU ops. They need no GPU and serve as the test suite's oracle.
+
+pub mod batch_norm;
+pub mod layer_norm;

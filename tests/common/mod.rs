@@ -2,4 +2,5 @@
 #![allow(dead_code)]
 
 pub mod fixtures;
+pub mod gpu;
 pub mod sim;

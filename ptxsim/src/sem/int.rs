@@ -329,7 +329,7 @@ mod tests {
         assert_eq!(shr(&m(Ty::U32), [0x8000_0000, 40, 0, 0]), 0);
         assert_eq!(shl(&m(Ty::B32), [1, 31, 0, 0]), 0x8000_0000);
         assert_eq!(bfe(&m(Ty::U32), [0xabcd_1234, 8, 8, 0]), 0x12);
-        assert_eq!(bfe(&m(Ty::S32), [0x0000_8000, 8, 8, 0]), u64::MAX << 7 >> 7 & u64::MAX);
+        assert_eq!(bfe(&m(Ty::S32), [0x0000_8000, 8, 8, 0]), (-128i64) as u64);
         assert_eq!(bfi(&m(Ty::B32), [0xf, 0, 4, 4]), 0xf0);
         assert_eq!(prmt(&m(Ty::B32), [0x0403_0201, 0x0807_0605, 0x7654, 0]), 0x0807_0605);
         assert_eq!(clz(&m(Ty::B32), [1, 0, 0, 0]), 31);

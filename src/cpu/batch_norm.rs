@@ -1,0 +1,1 @@
+//! BatchNorm reference (f64 accumulation).

@@ -1,0 +1,1 @@
+//! LayerNorm reference (f64 accumulation).

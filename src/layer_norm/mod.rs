@@ -1,0 +1,1 @@
+//! LayerNorm: functional ops, the `LayerNorm` module type, and launch planning.
