@@ -204,6 +204,8 @@ pub(crate) enum Kind {
         b: Opd,
         c: Option<(Opd, bool, BoolOp)>,
         set_ty: Option<Ty>,
+        /// `.f16x2`/`.bf16x2`: `p` from the low halves, `q` from the high halves.
+        packed: bool,
     },
     /// `mov.bN d, {a, b, ..}`: pack `n` fields of `w` bits.
     Pack {
@@ -246,6 +248,17 @@ pub(crate) enum Kind {
         b: Opd,
         c: Opd,
     },
+    /// Extended-precision arithmetic with the carry flag register `cc`
+    /// (op: 0 add, 1 sub, 2 mad.lo, 3 mad.hi).
+    Carry {
+        op: u8,
+        ty: Ty,
+        d: u32,
+        s: [Opd; 3],
+        cc: u32,
+        cin: bool,
+        cout: bool,
+    },
     Bra {
         t: u32,
     },
@@ -282,4 +295,82 @@ pub(crate) struct Instr {
     pub guard: u32,
     pub neg: bool,
     pub line: u32,
+}
+
+impl Kind {
+    /// Calls `f` on every source/address operand (used to patch placeholders after lowering).
+    pub(crate) fn for_each_opd_mut(&mut self, f: &mut dyn FnMut(&mut Opd)) {
+        match self {
+            Kind::Alu { s, .. } | Kind::Pack { s, .. } => s.iter_mut().for_each(f),
+            Kind::Setp { a, b, c, .. } => {
+                f(a);
+                f(b);
+                if let Some((c, _, _)) = c {
+                    f(c);
+                }
+            }
+            Kind::Unpack { s, .. } => f(s),
+            Kind::Carry { s, .. } => s.iter_mut().for_each(f),
+            Kind::Ld { a, .. } => f(a),
+            Kind::St { s, a, .. } => {
+                s.iter_mut().for_each(&mut *f);
+                f(a);
+            }
+            Kind::Atom { a, b, c, .. } => {
+                f(a);
+                f(b);
+                f(c);
+            }
+            Kind::Bar { id, cnt, src, .. } => {
+                f(id);
+                if let Some(c) = cnt {
+                    f(c);
+                }
+                if let Some((s, _)) = src {
+                    f(s);
+                }
+            }
+            Kind::Sync { op, mask } => {
+                f(mask);
+                match op {
+                    SyncOp::Shfl { a, b, c, .. } => {
+                        f(a);
+                        f(b);
+                        f(c);
+                    }
+                    SyncOp::Vote { s, .. } | SyncOp::Redux { s, .. } | SyncOp::Match { s, .. } => {
+                        f(s)
+                    }
+                    SyncOp::BarWarp | SyncOp::Elect { .. } => {}
+                }
+            }
+            Kind::Activemask { .. }
+            | Kind::Bra { .. }
+            | Kind::Call { .. }
+            | Kind::Ret
+            | Kind::Exit
+            | Kind::Trap
+            | Kind::Nop => {}
+        }
+    }
+}
+
+impl Kind {
+    /// True for instructions after which every lane of the group simply continues at pc+1.
+    #[inline]
+    pub(crate) fn is_simple(&self) -> bool {
+        matches!(
+            self,
+            Kind::Alu { .. }
+                | Kind::Setp { .. }
+                | Kind::Pack { .. }
+                | Kind::Unpack { .. }
+                | Kind::Ld { .. }
+                | Kind::St { .. }
+                | Kind::Atom { .. }
+                | Kind::Activemask { .. }
+                | Kind::Carry { .. }
+                | Kind::Nop
+        )
+    }
 }

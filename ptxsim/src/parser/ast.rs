@@ -70,7 +70,10 @@ impl VarDecl {
 
     /// Alignment in bytes.
     pub(crate) fn alignment(&self) -> u64 {
-        self.align.map(u64::from).unwrap_or(self.ty.bytes() as u64).max(1)
+        self.align
+            .map(u64::from)
+            .unwrap_or(self.ty.bytes() as u64)
+            .max(1)
     }
 }
 
@@ -87,9 +90,7 @@ pub(crate) enum InitVal {
 pub(crate) enum Stmt {
     /// `.reg .ty names;` each name with an optional `<N>` count.
     Reg {
-        ty: Ty,
         names: Vec<(String, Option<u32>)>,
-        line: usize,
     },
     Var(VarDecl),
     Label(String, usize),

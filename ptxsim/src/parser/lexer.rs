@@ -121,8 +121,8 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, SimError> {
                     line,
                 });
             }
-            b',' | b';' | b'{' | b'}' | b'[' | b']' | b'(' | b')' | b'<' | b'>' | b'+'
-            | b'-' | b'@' | b'!' | b'|' | b':' | b'=' | b'*' => {
+            b',' | b';' | b'{' | b'}' | b'[' | b']' | b'(' | b')' | b'<' | b'>' | b'+' | b'-'
+            | b'@' | b'!' | b'|' | b':' | b'=' | b'*' => {
                 out.push(Token {
                     tok: Tok::P(c as char),
                     line,
@@ -132,7 +132,10 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, SimError> {
             _ => {
                 return Err(SimError::Parse {
                     line,
-                    message: format!("unexpected character `{}`", src[i..].chars().next().unwrap_or('?')),
+                    message: format!(
+                        "unexpected character `{}`",
+                        src[i..].chars().next().unwrap_or('?')
+                    ),
                 })
             }
         }
@@ -143,7 +146,12 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, SimError> {
 /// Lexes a number at the start of `s`; returns the token and its length.
 fn lex_number(s: &str) -> Option<(Tok<'_>, usize)> {
     let b = s.as_bytes();
-    let hexlen = |from: usize| b[from..].iter().take_while(|c| c.is_ascii_hexdigit()).count();
+    let hexlen = |from: usize| {
+        b[from..]
+            .iter()
+            .take_while(|c| c.is_ascii_hexdigit())
+            .count()
+    };
     if b.len() > 2 && b[0] == b'0' && (b[1] == b'f' || b[1] == b'F') {
         let n = hexlen(2);
         if n == 8 {
@@ -162,7 +170,10 @@ fn lex_number(s: &str) -> Option<(Tok<'_>, usize)> {
         let n = hexlen(2);
         (u64::from_str_radix(&s[2..2 + n], 16).ok()?, 2 + n)
     } else if b.len() > 2 && b[0] == b'0' && (b[1] == b'b' || b[1] == b'B') {
-        let n = b[2..].iter().take_while(|c| **c == b'0' || **c == b'1').count();
+        let n = b[2..]
+            .iter()
+            .take_while(|c| **c == b'0' || **c == b'1')
+            .count();
         (u64::from_str_radix(&s[2..2 + n], 2).ok()?, 2 + n)
     } else {
         let n = b.iter().take_while(|c| c.is_ascii_digit()).count();

@@ -473,7 +473,8 @@ fn parse_func(p: &mut P<'_>) -> R<Func> {
                     }
                 }
                 p.expect_p(';')?;
-                body.push(Stmt::Reg { ty, names, line });
+                let _ = ty;
+                body.push(Stmt::Reg { names });
             }
             Some(Tok::Ident(".pragma" | ".loc" | ".file")) => {
                 let l = p.line();
@@ -570,9 +571,7 @@ fn parse_operand(p: &mut P<'_>) -> R<Operand> {
                 Some(Tok::Ident(s)) => {
                     p.i += 1;
                     base = Some(s.to_string());
-                    if p.eat_p('+') {
-                        off = p.signed_int()? as i64;
-                    } else if p.is_p('-') {
+                    if p.eat_p('+') || p.is_p('-') {
                         off = p.signed_int()? as i64;
                     }
                 }
@@ -654,7 +653,9 @@ mod tests {
         assert_eq!(f.params[1].size(), 16);
         assert_eq!(f.params[1].alignment(), 8);
         let body = f.body.as_ref().unwrap();
-        assert!(matches!(&body[2], Stmt::Instr(i) if i.operands[1] == Operand::Addr { base: Some("k_param_0".into()), off: 8 }));
+        assert!(
+            matches!(&body[2], Stmt::Instr(i) if i.operands[1] == Operand::Addr { base: Some("k_param_0".into()), off: 8 })
+        );
         assert!(matches!(&body[3], Stmt::Instr(i) if i.guard == Some(("%p1".into(), true))));
         assert!(matches!(&body[5], Stmt::Label(l, 14) if l == "$L__BB0_1"));
     }

@@ -83,13 +83,13 @@ pub(crate) fn fmin(m: &Mods, s: [u64; 4]) -> u64 {
     if m.ty == Ty::F64 {
         let (a, b) = (d(s[0]), d(s[1]));
         if m.aux & 1 != 0 && (a.is_nan() || b.is_nan()) {
-            return num::CANON_F64;
+            return num::CANONICAL_NAN_F64;
         }
         num::min_f64(a, b).to_bits()
     } else {
         let (a, b) = (f(s[0], m), f(s[1], m));
         if m.aux & 1 != 0 && (a.is_nan() || b.is_nan()) {
-            return num::CANON_F32 as u64;
+            return num::CANONICAL_NAN_F32 as u64;
         }
         out32(num::min_f32(a, b), m)
     }
@@ -98,13 +98,13 @@ pub(crate) fn fmax(m: &Mods, s: [u64; 4]) -> u64 {
     if m.ty == Ty::F64 {
         let (a, b) = (d(s[0]), d(s[1]));
         if m.aux & 1 != 0 && (a.is_nan() || b.is_nan()) {
-            return num::CANON_F64;
+            return num::CANONICAL_NAN_F64;
         }
         num::max_f64(a, b).to_bits()
     } else {
         let (a, b) = (f(s[0], m), f(s[1], m));
         if m.aux & 1 != 0 && (a.is_nan() || b.is_nan()) {
-            return num::CANON_F32 as u64;
+            return num::CANONICAL_NAN_F32 as u64;
         }
         out32(num::max_f32(a, b), m)
     }
