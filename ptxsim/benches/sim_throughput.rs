@@ -77,7 +77,7 @@ fn main() {
     let rows = env_usize("PTXSIM_BENCH_ROWS", 4096);
     let d = env_usize("PTXSIM_BENCH_D", 1024);
     assert!(
-        d % 128 == 0 && d <= 1024,
+        d & 127 == 0 && d <= 1024,
         "PTXSIM_BENCH_D must be a multiple of 128 up to 1024"
     );
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/cuda/layernorm_bench.cu");

@@ -278,6 +278,23 @@ impl Device {
                 cfg.block
             )));
         }
+        if let Some(m) = k.maxntid {
+            if nthreads > m[0] as u64 * m[1] as u64 * m[2] as u64 {
+                return Err(SimError::InvalidArgument(format!(
+                    "launch of {entry}: block {:?} exceeds the kernel's .maxntid {m:?}",
+                    cfg.block
+                )));
+            }
+        }
+        if let Some(r) = k.reqntid {
+            let want: u64 = r.iter().map(|v| *v as u64).product();
+            if nthreads != want {
+                return Err(SimError::InvalidArgument(format!(
+                    "launch of {entry}: block {:?} differs from the kernel's .reqntid {r:?}",
+                    cfg.block
+                )));
+            }
+        }
         if gx > i32::MAX as u32 || gy > 65535 || gz > 65535 {
             return Err(SimError::InvalidArgument(format!(
                 "launch of {entry}: grid {:?} exceeds (2^31-1, 65535, 65535)",

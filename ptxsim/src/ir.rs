@@ -4,6 +4,9 @@
 use crate::num::{IRnd, Rnd};
 use crate::types::{Space, Ty};
 
+/// Call target of an ignored external function (`vprintf`): return slots are zeroed.
+pub(crate) const BUILTIN_IGNORE: u32 = u32::MAX;
+
 /// "No register" marker for optional destinations.
 pub(crate) const NOREG: u32 = u32::MAX;
 
@@ -259,6 +262,16 @@ pub(crate) enum Kind {
         cin: bool,
         cout: bool,
     },
+    /// `cp.async` global -> shared, executed synchronously (the copy is complete before the
+    /// next instruction, which is a legal schedule of the asynchronous copy).
+    CpAsync {
+        dst: Opd,
+        doff: i64,
+        src: Opd,
+        soff: i64,
+        size: u8,
+        src_size: Option<Opd>,
+    },
     Bra {
         t: u32,
     },
@@ -278,8 +291,18 @@ pub(crate) enum Kind {
     },
     Call {
         target: u32,
+        /// Callee index in `Kernel::frames`.
+        func: u32,
         args: Vec<Copy3>,
         rets: Vec<Copy3>,
+    },
+    /// Indirect call through a function address in a register.
+    CallInd {
+        f: Opd,
+        /// (local offset, size) of each argument `.param` in the caller.
+        args: Vec<(u32, u32)>,
+        /// (local offset, size) of each result `.param` in the caller.
+        rets: Vec<(u32, u32)>,
     },
     Ret,
     Exit,
@@ -310,7 +333,17 @@ impl Kind {
                 }
             }
             Kind::Unpack { s, .. } => f(s),
+            Kind::CallInd { f: t, .. } => f(t),
             Kind::Carry { s, .. } => s.iter_mut().for_each(f),
+            Kind::CpAsync {
+                dst, src, src_size, ..
+            } => {
+                f(dst);
+                f(src);
+                if let Some(s) = src_size {
+                    f(s);
+                }
+            }
             Kind::Ld { a, .. } => f(a),
             Kind::St { s, a, .. } => {
                 s.iter_mut().for_each(&mut *f);
@@ -370,6 +403,7 @@ impl Kind {
                 | Kind::Atom { .. }
                 | Kind::Activemask { .. }
                 | Kind::Carry { .. }
+                | Kind::CpAsync { .. }
                 | Kind::Nop
         )
     }

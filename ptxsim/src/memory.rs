@@ -22,6 +22,10 @@ const WINDOW_SIZE: u64 = 1 << 32;
 /// First global allocation address.
 pub(crate) const GLOBAL_START: u64 = 0x7f00_0000_0000;
 const GAP: u64 = 4096;
+/// End of the global address range.
+const GLOBAL_END: u64 = 0x7fff_0000_0000_0000;
+/// Largest single allocation (64 GiB).
+const MAX_ALLOC: u64 = 64 << 30;
 
 /// Where a generic address points.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,22 +67,41 @@ pub(crate) struct Alloc {
 }
 
 impl Alloc {
-    fn new(base: u64, size: usize, init: bool) -> Alloc {
+    /// A new allocation, or `None` if the host cannot provide the memory.
+    fn new(base: u64, size: usize, init: bool) -> Option<Alloc> {
         let nw = size.div_ceil(8);
         let ni = size.div_ceil(64);
         let fill = if init { u64::MAX } else { 0 };
-        Alloc {
+        let mut words = Vec::new();
+        words.try_reserve_exact(nw).ok()?;
+        words.extend((0..nw).map(|_| AtomicU64::new(0)));
+        let mut bits = Vec::new();
+        bits.try_reserve_exact(ni).ok()?;
+        bits.extend((0..ni).map(|_| AtomicU64::new(fill)));
+        Some(Alloc {
             base,
             size,
-            words: (0..nw).map(|_| AtomicU64::new(0)).collect(),
-            init: (0..ni).map(|_| AtomicU64::new(fill)).collect(),
-        }
+            words: words.into_boxed_slice(),
+            init: bits.into_boxed_slice(),
+        })
     }
 
     #[inline]
     fn mark_init(&self, off: usize, len: usize) {
-        for b in off..off + len {
-            self.init[b / 64].fetch_or(1 << (b % 64), Relaxed);
+        let mut b = off;
+        let end = off + len;
+        while b < end {
+            let n = (64 - b % 64).min(end - b);
+            let mask = if n == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << n) - 1) << (b % 64)
+            };
+            let cell = &self.init[b / 64];
+            if cell.load(Relaxed) & mask != mask {
+                cell.fetch_or(mask, Relaxed);
+            }
+            b += n;
         }
     }
 
@@ -90,7 +113,7 @@ impl Alloc {
 
     /// Loads `sz` (1,2,4,8) bytes at aligned offset `off`.
     #[inline]
-    fn load(&self, off: usize, sz: usize) -> u64 {
+    pub(crate) fn load(&self, off: usize, sz: usize) -> u64 {
         let w = self.words[off / 8].load(Relaxed);
         let sh = (off % 8) * 8;
         if sz == 8 {
@@ -100,8 +123,9 @@ impl Alloc {
         }
     }
 
+    /// Stores `sz` (1,2,4,8) bytes at aligned offset `off`.
     #[inline]
-    fn store(&self, off: usize, sz: usize, v: u64) {
+    pub(crate) fn store(&self, off: usize, sz: usize, v: u64) {
         let cell = &self.words[off / 8];
         if sz == 8 {
             cell.store(v, Relaxed);
@@ -153,13 +177,18 @@ impl GlobalMem {
 
     /// Allocates `size` bytes, 256-byte aligned, separated from neighbours by an unmapped gap.
     pub(crate) fn alloc(&mut self, size: usize, zeroed: bool) -> Option<u64> {
-        let base = self.next;
-        let span = (size as u64).checked_add(255)? / 256 * 256;
-        self.next = base.checked_add(span)?.checked_add(GAP)?;
-        if self.next >= u64::MAX / 2 {
+        if size as u64 > MAX_ALLOC {
             return None;
         }
-        self.live.push(Alloc::new(base, size, zeroed));
+        let base = self.next;
+        let span = (size as u64).checked_add(255)? / 256 * 256;
+        let next = base.checked_add(span)?.checked_add(GAP)?;
+        if next >= GLOBAL_END {
+            return None;
+        }
+        let a = Alloc::new(base, size, zeroed)?;
+        self.next = next;
+        self.live.push(a);
         Some(base)
     }
 
@@ -219,7 +248,7 @@ impl GlobalMem {
     }
 
     fn check_align(addr: u64, align: usize) -> Result<(), MemErr> {
-        if addr % align as u64 != 0 {
+        if addr & (align as u64 - 1) != 0 {
             return Err(MemErr {
                 kind: FaultKind::Misaligned,
                 allocation: None,
@@ -260,16 +289,39 @@ impl GlobalMem {
     /// Host write of bytes (marks them initialized).
     pub(crate) fn write_bytes(&self, addr: u64, bytes: &[u8]) -> Result<(), MemErr> {
         let (a, off) = self.find(addr, bytes.len())?;
-        for (i, b) in bytes.iter().enumerate() {
-            a.store(off + i, 1, *b as u64);
+        let mut i = 0;
+        while i < bytes.len() {
+            let o = off + i;
+            if o % 8 == 0 && i + 8 <= bytes.len() {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&bytes[i..i + 8]);
+                a.words[o / 8].store(u64::from_le_bytes(w), Relaxed);
+                i += 8;
+            } else {
+                a.store(o, 1, bytes[i] as u64);
+                i += 1;
+            }
         }
+        a.mark_init(off, bytes.len());
         Ok(())
     }
 
     /// Host read of bytes.
     pub(crate) fn read_bytes(&self, addr: u64, len: usize) -> Result<Vec<u8>, MemErr> {
         let (a, off) = self.find(addr, len)?;
-        Ok((0..len).map(|i| a.load(off + i, 1) as u8).collect())
+        let mut out = Vec::with_capacity(len);
+        let mut i = 0;
+        while i < len {
+            let o = off + i;
+            if o % 8 == 0 && i + 8 <= len {
+                out.extend_from_slice(&a.words[o / 8].load(Relaxed).to_le_bytes());
+                i += 8;
+            } else {
+                out.push(a.load(o, 1) as u8);
+                i += 1;
+            }
+        }
+        Ok(out)
     }
 }
 

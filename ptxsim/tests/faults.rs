@@ -5,18 +5,12 @@
 
 mod common;
 
-use common::{cfg1, device, expect_fault, lines_in_entry, nvcc, parse, ptx_module, simple_entry};
+use common::{cfg1, device, expect_fault, lines_in_entry, parse, ptx_module, simple_entry};
 use ptxsim::{Arg, Device, Fault, FaultKind, LaunchConfig, Module, Options, SimError};
 
 /// Runs `f` with the faults module for every arch (skip without nvcc).
 fn for_archs(f: impl Fn(&str, &str, &Module)) {
-    let Some(all) = nvcc::compile_all("faults.cu") else {
-        return;
-    };
-    for (arch, ptx) in all {
-        let m = parse(&ptx, &format!("faults.cu ({arch})"));
-        f(arch, &ptx, &m);
-    }
+    common::cuda::for_archs("faults.cu", f);
 }
 
 /// The single line of `entry` containing `needle`.
@@ -78,6 +72,18 @@ fn out_of_bounds_global_write() {
             Some((p, n * 4)),
             "nearest allocation ({arch})"
         );
+        let shown = f.to_string();
+        for part in [
+            "out-of-bounds global store of 4 bytes",
+            "in kernel oob_write",
+            "block (2,0,0) thread (5,0,0)",
+            "12 bytes past allocation",
+        ] {
+            assert!(
+                shown.contains(part),
+                "message should contain {part:?}: {shown}"
+            );
+        }
     });
 }
 

@@ -10,7 +10,7 @@ use common::isa::{row, run_cases, Case, Row, W};
 use common::Rng;
 use W::{B16, B32, B64};
 
-const N: usize = 64;
+const N: usize = 256;
 
 /// A round-to-integral function.
 type Round = fn(f32) -> f32;
@@ -126,6 +126,29 @@ fn float_to_float() {
             .row(b32(-1.5), 0, 0, 0)
             .row(b32(0.25), 0, 0, b32(0.25))
             .row(b32(f32::NAN), 0, 0, 0),
+    );
+    // .sat on narrowing float conversions: clamp to [0, 1], NaN -> +0.
+    cases.push(
+        Case::new(
+            "cvt.rn.sat.f16.f32",
+            "cvt.rn.sat.f16.f32 %d, %a;",
+            [B32, B32, B32, B16],
+        )
+        .row(b32(1.5), 0, 0, 0x3c00)
+        .row(b32(-2.0), 0, 0, 0)
+        .row(b32(f32::NAN), 0, 0, 0)
+        .row(b32(0.3), 0, 0, f32_to_f16(0.3, Mode::Rn) as u64)
+        .row(b32(1e9), 0, 0, 0x3c00),
+    );
+    cases.push(
+        Case::new(
+            "cvt.rz.sat.f32.f64",
+            "cvt.rz.sat.f32.f64 %d, %a;",
+            [B64, B64, B64, B32],
+        )
+        .row(b64(1.0 + 1e-12), 0, 0, b32(1.0))
+        .row(b64(-1e-300), 0, 0, 0)
+        .row(b64(0.1), 0, 0, f64_to_f32(0.1, Mode::Rz) as u64),
     );
     run_cases(&cases);
 }

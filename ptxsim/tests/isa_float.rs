@@ -11,7 +11,7 @@ use common::isa::{row, run_cases, Case, Row, W};
 use common::Rng;
 use W::{B32, B64};
 
-const N: usize = 64;
+const N: usize = 256;
 const QNAN32: u64 = 0x7fff_ffff;
 const QNAN64: u64 = 0x7fff_ffff_ffff_ffff;
 
@@ -47,6 +47,11 @@ fn f32_rows(op: Op, mode: Mode, seed: u64) -> Vec<Row> {
         [f32::INFINITY, f32::NEG_INFINITY, 0.0],
         [f32::from_bits(0x7fc1_2345), 1.0, 1.0],
         [0.0, 0.0, 0.0],
+        // Subnormal inputs and results.
+        [1.5 * f32::MIN_POSITIVE, 0.7, 1e-39],
+        [1e-41, -3.3, 2e-41],
+        [f32::MIN_POSITIVE, -0.5, f32::MIN_POSITIVE],
+        [3e-39, 3e-39, -1e-45],
     ]);
     inputs
         .into_iter()
@@ -233,6 +238,19 @@ fn ftz_sat_min_max_abs_neg() {
             0,
             b32(t130),
         ),
+        Case::new("fma.rn.ftz.f32", "fma.rn.ftz.f32 %d, %a, %b, %c;", w)
+            .row(b32(sub), b32(1.0), b32(0.0), 0)
+            .row(b32(2f32.powi(-70)), b32(2f32.powi(-70)), b32(0.0), 0)
+            .row(b32(1.0), b32(1.0), b32(sub), b32(1.0)),
+        Case::new(
+            "setp.ftz.f32 (subnormal == 0)",
+            "setp.eq.ftz.f32 %p1, %a, %b;\nsetp.lt.ftz.f32 %p2, %b, %a;\nsetp.eq.f32 %p3, %a, %b;\n\
+             selp.u32 %r1, 1, 0, %p1;\nselp.u32 %r2, 2, 0, %p2;\nselp.u32 %r3, 4, 0, %p3;\nor.b32 %r1, %r1, %r2;\nor.b32 %d, %r1, %r3;",
+            w,
+        )
+        .row(b32(sub), 0, 0, 1)
+        .row(b32(-sub), 0, 0, 1)
+        .row(b32(f32::MIN_POSITIVE), 0, 0, 2),
         Case::new("add.sat.f32", "add.sat.f32 %d, %a, %b;", w)
             .row(b32(0.7), b32(0.7), 0, b32(1.0))
             .row(b32(-3.0), b32(1.0), 0, 0)

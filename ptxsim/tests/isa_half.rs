@@ -11,7 +11,7 @@ use common::Rng;
 use half::{bf16, f16};
 use W::{B16, B32, B64};
 
-const N: usize = 64;
+const N: usize = 256;
 
 #[derive(Clone, Copy)]
 enum Fmt {

@@ -8,7 +8,7 @@ mod common;
 use common::isa::{random_rows, row, run_cases, Case, Row, W};
 use W::{B32, B64};
 
-const N: usize = 48;
+const N: usize = 200;
 
 /// A signed / unsigned comparison.
 type CmpS = fn(i32, i32) -> bool;

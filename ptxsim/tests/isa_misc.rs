@@ -8,7 +8,7 @@ use common::isa::{random_rows, run_cases, Case, W};
 use common::{cfg1, ptx_module, run_buffers, simple_entry};
 use W::{B16, B32, B64};
 
-const N: usize = 48;
+const N: usize = 200;
 
 #[test]
 fn carry_chains() {
@@ -244,4 +244,66 @@ fn packed_half_and_64bit_atomics() {
         half::f16::from_f32(256.0).to_bits(),
         "red.add.f16"
     );
+}
+
+/// Each thread stages 16 bytes global -> shared (with `copy`), then writes the words reversed
+/// (the last one re-read from global with cache hints); odd threads leave through `exit` before
+/// even threads overwrite word 3 with word 0 + 1.
+fn staged_copy(copy: &str) -> Result<(), String> {
+    let body = format!(
+        ".shared .align 16 .b8 stage[1024];\n\
+         mul.wide.u32 %rd1, %t, 16;\n\
+         add.s64 %rd2, %a0, %rd1;\n\
+         mov.u32 %r1, stage;\n\
+         mul.lo.u32 %r2, %t, 16;\n\
+         add.u32 %r3, %r1, %r2;\n\
+         {copy}\n\
+         bar.sync 0;\n\
+         nanosleep.u32 20;\n\
+         prefetch.global.L2 [%rd2];\n\
+         ld.shared.v4.u32 {{%r4, %r5, %r6, %r7}}, [%r3];\n\
+         ld.global.nc.L1::no_allocate.L2::256B.u32 %r8, [%rd2];\n\
+         add.s64 %rd3, %a1, %rd1;\n\
+         st.global.L1::no_allocate.v4.u32 [%rd3], {{%r7, %r6, %r5, %r8}};\n\
+         and.b32 %r9, %t, 1;\n\
+         setp.ne.u32 %p1, %r9, 0;\n\
+         @%p1 exit;\n\
+         add.u32 %r4, %r4, 1;\n\
+         st.global.u32 [%rd3+12], %r4;"
+    );
+    let ptx = ptx_module(&simple_entry("staged", 2, &body));
+    let input: Vec<u8> = (0..1024u32).map(|i| (i * 13 + 1) as u8).collect();
+    let out = run_buffers(&ptx, "staged", cfg1(1, 64), &[input.clone(), vec![0; 1024]])?;
+    let inw = common::u32s(&input);
+    let outw = common::u32s(&out[1]);
+    for t in 0..64 {
+        let w = &inw[4 * t..4 * t + 4];
+        let last = if t % 2 == 1 {
+            w[0]
+        } else {
+            w[0].wrapping_add(1)
+        };
+        let e = [w[3], w[2], w[1], last];
+        if outw[4 * t..4 * t + 4] != e {
+            return Err(format!(
+                "thread {t}: expected {e:x?}, got {:x?}",
+                &outw[4 * t..4 * t + 4]
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn cache_hints_nanosleep_prefetch_exit() {
+    let copy = "ld.global.v4.u32 {%r10, %r11, %r12, %r13}, [%rd2];\nst.shared.v4.u32 [%r3], {%r10, %r11, %r12, %r13};";
+    staged_copy(copy).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn cp_async_global_to_shared() {
+    let copy = "cp.async.ca.shared.global [%r3], [%rd2], 16;\ncp.async.commit_group;\ncp.async.wait_group 0;";
+    staged_copy(copy).unwrap_or_else(|e| panic!("{e}"));
+    let copy = "cp.async.cg.shared.global [%r3], [%rd2], 16;\ncp.async.wait_all;";
+    staged_copy(copy).unwrap_or_else(|e| panic!("{e}"));
 }

@@ -150,6 +150,21 @@ fn vote_match_redux_activemask_laneid() {
         Case::new("activemask.b32 (converged)", "activemask.b32 %d;", [B32; 4]).rows(rows(|_, _| u32::MAX)),
         Case::new("%laneid", "mov.u32 %d, %laneid;", [B32; 4]).rows(rows(|_, t| (t % 32) as u32)),
         Case::new(
+            "%lanemask_lt/le/eq/ge/gt",
+            "mov.u32 %r1, %lanemask_lt;\nmov.u32 %r2, %lanemask_le;\nmov.u32 %r3, %lanemask_eq;\nmov.u32 %r4, %lanemask_ge;\nmov.u32 %r5, %lanemask_gt;\n\
+             xor.b32 %r1, %r1, %r2;\nxor.b32 %r1, %r1, %r3;\nmul.lo.u32 %r4, %r4, 3;\nxor.b32 %r1, %r1, %r4;\nmul.lo.u32 %r5, %r5, 5;\nxor.b32 %d, %r1, %r5;",
+            [B32; 4],
+        )
+        .rows(rows(|_, t| {
+            let l = (t % 32) as u32;
+            let eq = 1u32 << l;
+            let lt = eq - 1;
+            let le = lt | eq;
+            let ge = !lt;
+            let gt = !le;
+            lt ^ le ^ eq ^ ge.wrapping_mul(3) ^ gt.wrapping_mul(5)
+        })),
+        Case::new(
             "%ntid/%nctaid/%ctaid",
             "mov.u32 %r1, %ntid.x;\nmov.u32 %r2, %nctaid.x;\nmov.u32 %r3, %ctaid.x;\nmov.u32 %r4, %ntid.y;\n\
              shl.b32 %r2, %r2, 16;\nshl.b32 %r3, %r3, 24;\nshl.b32 %r4, %r4, 12;\nor.b32 %r1, %r1, %r2;\nor.b32 %r1, %r1, %r3;\nor.b32 %d, %r1, %r4;",

@@ -1,7 +1,7 @@
 //! Instruction classes of lowered instructions, for [`super::Metrics::instructions_by_class`].
 
 use super::InstrClass;
-use crate::ir::{AluFn, Kind};
+use crate::ir::{AluFn, Instr, Kind};
 use crate::sem;
 use crate::types::{Space, Ty};
 
@@ -25,9 +25,9 @@ pub(crate) fn class_of(k: &Kind) -> InstrClass {
         Kind::Alu { f, m, .. } => {
             if is(*f, sem::int::mov) || is(*f, sem::int::selp) {
                 InstrClass::Move
-            } else if is(*f, sem::cvt::cvt) {
-                InstrClass::Convert
-            } else if m.sty != m.ty && (m.sty.is_float() || m.ty.is_float()) {
+            } else if is(*f, sem::cvt::cvt)
+                || (m.sty != m.ty && (m.sty.is_float() || m.ty.is_float()))
+            {
                 InstrClass::Convert
             } else {
                 by_type(m.ty)
@@ -55,4 +55,9 @@ pub(crate) fn class_of(k: &Kind) -> InstrClass {
         Kind::Call { .. } | Kind::Ret | Kind::Exit | Kind::Trap => InstrClass::Control,
         Kind::Nop => InstrClass::Other,
     }
+}
+
+/// The class of every instruction of `code`, indexed by program counter.
+pub(crate) fn classes(code: &[Instr]) -> Vec<InstrClass> {
+    code.iter().map(|i| class_of(&i.kind)).collect()
 }

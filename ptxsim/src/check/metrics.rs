@@ -85,6 +85,41 @@ instr_classes! {
 /// A request is one warp-level execution of a memory instruction by its active lanes (the
 /// simulator executes a warp's lanes together, so for convergent code this is exactly the
 /// hardware's grouping of the k-th execution of an instruction across the lanes of a warp).
+///
+/// ```
+/// use ptxsim::{Arg, Device, LaunchConfig, Module};
+///
+/// let ptx = r#"
+/// .version 7.0
+/// .target sm_80
+/// .address_size 64
+/// .visible .entry copy(.param .u64 src, .param .u64 dst)
+/// {
+///     .reg .b32 %r<2>; .reg .f32 %f<2>; .reg .b64 %rd<6>;
+///     ld.param.u64 %rd1, [src];
+///     ld.param.u64 %rd2, [dst];
+///     mov.u32 %r1, %tid.x;
+///     mul.wide.u32 %rd3, %r1, 4;
+///     add.s64 %rd4, %rd1, %rd3;
+///     add.s64 %rd5, %rd2, %rd3;
+///     ld.global.f32 %f1, [%rd4];
+///     st.global.f32 [%rd5], %f1;
+///     ret;
+/// }
+/// "#;
+/// let m = Module::parse(ptx)?;
+/// let mut dev = Device::new();
+/// let (src, dst) = (dev.alloc(4096)?, dev.alloc(4096)?);
+/// dev.write_slice(src, &[1.0f32; 1024])?;
+/// let cfg = LaunchConfig { grid: [1, 1, 1], block: [1024, 1, 1], shared_mem_bytes: 0 };
+/// let stats = dev.launch(&m, "copy", cfg, &[Arg::Ptr(src), Arg::Ptr(dst)])?;
+/// let metrics = stats.metrics.expect("metrics are on by default");
+/// assert_eq!(metrics.global_load_requests, 32); // one per warp
+/// assert_eq!(metrics.sectors_per_request(), 4.0); // 32 lanes x 4 bytes = 4 sectors
+/// assert_eq!(metrics.unique_bytes, 8192); // 4 KiB read + 4 KiB written
+/// println!("{metrics}");
+/// # Ok::<(), ptxsim::SimError>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Metrics {
     /// Warp-level instruction executions by class, indexed by `InstrClass as usize`.
@@ -402,6 +437,17 @@ impl SectorSet {
                     self.count += 1;
                 }
                 i += 1;
+            }
+        }
+    }
+
+    /// Adds every sector of `other`.
+    pub(super) fn merge(&mut self, other: &SectorSet) {
+        for (page, bits) in &other.pages {
+            let mine = self.pages.entry(*page).or_insert_with(|| Box::new([0; 64]));
+            for (m, o) in mine.iter_mut().zip(bits.iter()) {
+                self.count += (o & !*m).count_ones() as u64;
+                *m |= o;
             }
         }
     }

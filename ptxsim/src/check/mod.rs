@@ -35,7 +35,6 @@ mod report;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use classify::class_of;
 pub use metrics::{InstrClass, Metrics};
 pub use report::{AccessKind, AccessSite, Hazard, MemSpace, Report, ReportKind};
 
@@ -97,7 +96,7 @@ impl CheckConfig {
 }
 
 /// Launch shape, for thread and block indices in reports and shadow sizes.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Geometry {
     /// Grid dimensions in blocks.
     pub grid: [u32; 3],
@@ -147,16 +146,37 @@ struct Acc {
 pub(crate) struct LaunchChecks {
     cfg: CheckConfig,
     geo: Geometry,
+    /// Class of each instruction of the kernel, by program counter (metrics).
+    classes: Vec<InstrClass>,
     acc: Mutex<Acc>,
 }
 
 impl LaunchChecks {
-    /// Check state for one launch.
+    /// Check state for one launch of a kernel with no code attached (instruction classes
+    /// unknown: [`BlockChecks::instruction`] counts them as [`InstrClass::Other`]).
     pub(crate) fn new(cfg: CheckConfig, geo: Geometry) -> LaunchChecks {
         LaunchChecks {
             cfg,
             geo,
+            classes: Vec::new(),
             acc: Mutex::new(Acc::default()),
+        }
+    }
+
+    /// Check state for one launch of a kernel whose code is `code`.
+    pub(crate) fn for_kernel(
+        cfg: CheckConfig,
+        geo: Geometry,
+        code: &[crate::ir::Instr],
+    ) -> LaunchChecks {
+        let classes = if cfg.metrics {
+            classify::classes(code)
+        } else {
+            Vec::new()
+        };
+        LaunchChecks {
+            classes,
+            ..LaunchChecks::new(cfg, geo)
         }
     }
 
@@ -170,8 +190,10 @@ impl LaunchChecks {
             race: BlockRace::default(),
             shared_init: Vec::new(),
             metrics: Metrics::default(),
-            load_sectors: Vec::new(),
-            store_sectors: Vec::new(),
+            sectors: Vec::new(),
+            loads: SectorSet::default(),
+            stores: SectorSet::default(),
+            spare: Vec::new(),
             reports: ReportSet::default(),
             ranges: Vec::new(),
         }
@@ -232,8 +254,13 @@ pub(crate) struct BlockChecks<'l> {
     /// Shared bytes written by this block, one bit each.
     shared_init: Vec<u64>,
     metrics: Metrics,
-    load_sectors: Vec<u64>,
-    store_sectors: Vec<u64>,
+    /// Sectors of the current request (scratch).
+    sectors: Vec<u64>,
+    /// Sectors this worker loaded / stored in the launch (merged into the launch on drop).
+    loads: SectorSet,
+    stores: SectorSet,
+    /// Lane buffers lent to the executor ([`BlockChecks::take_buffer`]).
+    spare: Vec<Vec<LaneAccess>>,
     reports: ReportSet,
     ranges: Vec<GRange>,
 }
@@ -272,13 +299,17 @@ impl BlockChecks<'_> {
     /// One warp-level global or shared memory instruction.
     pub(crate) fn access(&mut self, ev: &WarpAccess<'_>) {
         if self.cfg.metrics {
-            let sectors = if ev.kind == AccessKind::Load {
-                &mut self.load_sectors
-            } else {
-                &mut self.store_sectors
-            };
             self.metrics
-                .record_access(ev.space, ev.kind, ev.size, ev.lanes, sectors);
+                .record_access(ev.space, ev.kind, ev.size, ev.lanes, &mut self.sectors);
+            if !self.sectors.is_empty() {
+                let set = if ev.kind == AccessKind::Load {
+                    &mut self.loads
+                } else {
+                    &mut self.stores
+                };
+                set.insert_all(&self.sectors);
+                self.sectors.clear();
+            }
         }
         if self.cfg.initcheck {
             self.initcheck(ev);
@@ -360,9 +391,18 @@ impl BlockChecks<'_> {
         }
     }
 
-    /// One warp-level instruction of `class` executed by `active` lanes.
+    /// The warp-level instruction at `pc` executed by `active` lanes (guard true).
     #[inline]
-    pub(crate) fn instruction(&mut self, class: InstrClass, active: u32) {
+    pub(crate) fn instruction(&mut self, pc: u32, active: u32) {
+        if self.cfg.metrics {
+            let class = self.launch.classes.get(pc as usize).copied();
+            self.count(class.unwrap_or(InstrClass::Other), active);
+        }
+    }
+
+    /// Counts one warp-level instruction of `class` executed by `active` lanes.
+    #[inline]
+    pub(crate) fn count(&mut self, class: InstrClass, active: u32) {
         if self.cfg.metrics {
             self.metrics.instructions_by_class[class as usize] += 1;
             self.metrics.thread_instructions_by_class[class as usize] += active as u64;
@@ -374,15 +414,9 @@ impl BlockChecks<'_> {
         if self.cfg.racecheck {
             self.race.global_ranges(self.block, &mut self.ranges);
         }
-        for v in [&mut self.load_sectors, &mut self.store_sectors] {
-            v.sort_unstable();
-            v.dedup();
-        }
         let mut acc = self.launch.acc.lock().unwrap_or_else(|e| e.into_inner());
         if self.cfg.metrics {
             acc.metrics.add(&self.metrics);
-            acc.loads.insert_all(&self.load_sectors);
-            acc.stores.insert_all(&self.store_sectors);
         }
         if !self.reports.is_empty() {
             acc.reports.merge(&mut self.reports);
@@ -390,7 +424,30 @@ impl BlockChecks<'_> {
         acc.ranges.append(&mut self.ranges);
         drop(acc);
         self.metrics = Metrics::default();
-        self.load_sectors.clear();
-        self.store_sectors.clear();
+    }
+
+    /// An empty lane buffer (capacity 32) for gathering one instruction's accesses; hand it
+    /// back with [`BlockChecks::give_buffer`] to reuse it.
+    #[inline]
+    pub(crate) fn take_buffer(&mut self) -> Vec<LaneAccess> {
+        self.spare.pop().unwrap_or_else(|| Vec::with_capacity(32))
+    }
+
+    /// Returns a buffer from [`BlockChecks::take_buffer`].
+    #[inline]
+    pub(crate) fn give_buffer(&mut self, mut v: Vec<LaneAccess>) {
+        v.clear();
+        self.spare.push(v);
+    }
+}
+
+impl Drop for BlockChecks<'_> {
+    /// Merges the worker's unique-sector sets into the launch.
+    fn drop(&mut self) {
+        if self.cfg.metrics {
+            let mut acc = self.launch.acc.lock().unwrap_or_else(|e| e.into_inner());
+            acc.loads.merge(&self.loads);
+            acc.stores.merge(&self.stores);
+        }
     }
 }

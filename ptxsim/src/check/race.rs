@@ -54,6 +54,7 @@ impl Rec {
 /// another block reads as empty, so the shadow needs no clearing between blocks. A word cell
 /// with `split` set defers to four byte cells in the block's split table.
 #[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))] // one cache line per cell
 struct Cell {
     gen: u32,
     split: bool,
@@ -70,12 +71,72 @@ const FRESH: Cell = Cell {
     r2: EMPTY,
 };
 
-/// The thread making an access, with its lane's vector clock.
+/// Vector clocks of the 32 lanes of a warp. Lane `l`'s clock is `rows[l]` when `l` is in
+/// `explicit`, else `base` with its own component `own[l]` (the state a whole-warp sync
+/// leaves, kept implicit so that such a sync costs O(32) instead of O(32 x 32)).
+/// Invariant: `own[k]` is the largest component `k` of any lane (only lane `k` advances it).
+#[derive(Clone)]
+struct WarpClock {
+    base: [u32; 32],
+    own: [u32; 32],
+    explicit: u32,
+    rows: Box<[[u32; 32]; 32]>,
+}
+
+impl WarpClock {
+    fn new() -> WarpClock {
+        WarpClock {
+            base: [0; 32],
+            own: [1; 32],
+            explicit: 0,
+            rows: Box::new([[0; 32]; 32]),
+        }
+    }
+
+    /// Component `k` of lane `l`'s clock.
+    #[inline]
+    fn get(&self, l: usize, k: usize) -> u32 {
+        if self.explicit >> l & 1 == 1 {
+            self.rows[l][k]
+        } else if k == l {
+            self.own[l]
+        } else {
+            self.base[k]
+        }
+    }
+
+    /// Joins the clocks of the lanes in `mask`, then advances each one's own component.
+    fn sync(&mut self, mask: u32) {
+        if mask == u32::MAX {
+            // The join of every lane is the diagonal (see the invariant).
+            self.base = self.own;
+            for o in &mut self.own {
+                *o += 1;
+            }
+            self.explicit = 0;
+            return;
+        }
+        let mut join = [0u32; 32];
+        for l in (0..32).filter(|l| mask >> l & 1 == 1) {
+            for (k, j) in join.iter_mut().enumerate() {
+                *j = (*j).max(self.get(l, k));
+            }
+        }
+        for l in (0..32).filter(|l| mask >> l & 1 == 1) {
+            self.rows[l] = join;
+            self.rows[l][l] += 1;
+            self.own[l] = self.rows[l][l];
+        }
+        self.explicit |= mask;
+    }
+}
+
+/// The thread making an access, with its warp's clocks.
 struct Who<'a> {
     tid: u32,
     interval: u32,
     line: u32,
-    vc: &'a [u32; 32],
+    clock: &'a WarpClock,
 }
 
 impl Who<'_> {
@@ -84,7 +145,7 @@ impl Who<'_> {
         Rec {
             tid: self.tid,
             interval: self.interval,
-            epoch: self.vc[(self.tid & 31) as usize],
+            epoch: self.clock.own[(self.tid & 31) as usize],
             line: self.line,
         }
     }
@@ -94,7 +155,11 @@ impl Who<'_> {
     fn after(&self, r: &Rec) -> bool {
         r.tid == self.tid
             || r.interval < self.interval
-            || (r.tid >> 5 == self.tid >> 5 && self.vc[(r.tid & 31) as usize] >= r.epoch)
+            || (r.tid >> 5 == self.tid >> 5
+                && self
+                    .clock
+                    .get((self.tid & 31) as usize, (r.tid & 31) as usize)
+                    >= r.epoch)
     }
 }
 
@@ -107,7 +172,7 @@ impl Cell {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn op(&mut self, store: bool, who: &Who<'_>) -> Option<(Hazard, Rec)> {
         if store {
             self.store(who)
@@ -116,7 +181,7 @@ impl Cell {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn load(&mut self, who: &Who<'_>) -> Option<(Hazard, Rec)> {
         let hz = if self.w.is_some() && !who.after(&self.w) {
             Some((Hazard::ReadAfterWrite, self.w))
@@ -135,19 +200,17 @@ impl Cell {
         hz
     }
 
-    #[inline]
+    #[inline(always)]
     fn store(&mut self, who: &Who<'_>) -> Option<(Hazard, Rec)> {
-        let mut hz = None;
-        if self.w.is_some() && !who.after(&self.w) {
-            hz = Some((Hazard::WriteAfterWrite, self.w));
+        let hz = if self.w.is_some() && !who.after(&self.w) {
+            Some((Hazard::WriteAfterWrite, self.w))
+        } else if self.r1.is_some() && !who.after(&self.r1) {
+            Some((Hazard::WriteAfterRead, self.r1))
+        } else if self.r2.is_some() && !who.after(&self.r2) {
+            Some((Hazard::WriteAfterRead, self.r2))
         } else {
-            for r in [self.r1, self.r2] {
-                if r.is_some() && !who.after(&r) {
-                    hz = Some((Hazard::WriteAfterRead, r));
-                    break;
-                }
-            }
-        }
+            None
+        };
         self.w = who.rec();
         hz
     }
@@ -174,6 +237,8 @@ const PAGE: usize = 1 << PAGE_BITS;
 struct Paged {
     map: FastMap<u64, u32>,
     pages: Vec<Box<[Cell]>>,
+    /// Lowest and highest word index touched in each page in use (by page index).
+    bounds: Vec<(u32, u32)>,
     used: usize,
     last: Option<(u64, u32)>,
 }
@@ -196,7 +261,9 @@ impl Paged {
                     None => {
                         if self.used == self.pages.len() {
                             self.pages.push(vec![FRESH; PAGE].into_boxed_slice());
+                            self.bounds.push((0, 0));
                         }
+                        self.bounds[self.used] = (u32::MAX, 0);
                         let i = self.used as u32;
                         self.used += 1;
                         self.map.insert(page, i);
@@ -207,7 +274,11 @@ impl Paged {
                 i
             }
         };
-        &mut self.pages[idx as usize][(word as usize) & (PAGE - 1)]
+        let w = (word as usize) & (PAGE - 1);
+        let b = &mut self.bounds[idx as usize];
+        b.0 = b.0.min(w as u32);
+        b.1 = b.1.max(w as u32);
+        &mut self.pages[idx as usize][w]
     }
 
     fn reset_gens(&mut self) {
@@ -217,8 +288,9 @@ impl Paged {
     }
 }
 
-/// A run of global bytes one block wrote (or read) at one PTX line, by one thread or by
-/// consecutive threads `per` bytes each (as a coalesced access lays them out).
+/// A run of global bytes one block wrote (or read) at one PTX line, by one thread, or by a
+/// sequence of threads `per` bytes each whose indices advance by `tstep` (a coalesced access:
+/// `tstep` 1; a strided one: the thread stride).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct GRange {
     pub start: u64,
@@ -230,6 +302,8 @@ pub(super) struct GRange {
     pub tid: u32,
     /// Bytes per thread; 0 when one thread accessed the whole range.
     pub per: u32,
+    /// Thread index step from one `per`-byte run to the next.
+    pub tstep: i32,
 }
 
 impl GRange {
@@ -237,7 +311,10 @@ impl GRange {
     pub(super) fn tid_at(&self, addr: u64) -> u32 {
         match self.per {
             0 => self.tid,
-            p => self.tid + ((addr - self.start) / p as u64) as u32,
+            p => {
+                let runs = ((addr - self.start) / p as u64) as i64;
+                (self.tid as i64 + runs * self.tstep as i64) as u32
+            }
         }
     }
 }
@@ -260,7 +337,15 @@ impl RangeBuilder {
     }
 
     /// Adds the `len` bytes at `addr` (above every byte added before), accessed by `r`.
-    fn push(&mut self, addr: u64, len: u64, r: &Rec, block: u64, write: bool, out: &mut Vec<GRange>) {
+    fn push(
+        &mut self,
+        addr: u64,
+        len: u64,
+        r: &Rec,
+        block: u64,
+        write: bool,
+        out: &mut Vec<GRange>,
+    ) {
         if let Some(g) = &mut self.open {
             if g.end == addr && g.line == r.line {
                 // Bytes of the current thread's run so far.
@@ -269,14 +354,16 @@ impl RangeBuilder {
                     g.end += len;
                     return;
                 }
+                let step = r.tid as i64 - self.last_tid as i64;
                 let first_run = g.per == 0 && self.run_start == g.start;
-                let per = if first_run { run } else { g.per as u64 };
-                if r.tid == self.last_tid.wrapping_add(1)
-                    && run == per
-                    && len <= per
-                    && per <= u32::MAX as u64
-                {
+                let (per, tstep) = if first_run {
+                    (run, step)
+                } else {
+                    (g.per as u64, g.tstep as i64)
+                };
+                if step == tstep && run == per && len <= per && per <= u32::MAX as u64 {
                     g.per = per as u32;
+                    g.tstep = tstep as i32;
                     g.end += len;
                     self.last_tid = r.tid;
                     self.run_start = addr;
@@ -293,6 +380,7 @@ impl RangeBuilder {
             line: r.line,
             tid: r.tid,
             per: 0,
+            tstep: 0,
         });
         self.last_tid = r.tid;
         self.run_start = addr;
@@ -308,8 +396,8 @@ impl RangeBuilder {
 pub(super) struct BlockRace {
     gen: u32,
     interval: u32,
-    /// Vector clock of each thread (by linear index) over the lanes of its warp.
-    clocks: Vec<[u32; 32]>,
+    /// Lane clocks of each warp.
+    clocks: Vec<WarpClock>,
     /// Shared memory, one cell per word.
     shared: Vec<Cell>,
     global: Paged,
@@ -335,10 +423,9 @@ impl BlockRace {
         }
         // Clocks carry over from the previous block: every sync bumps the owner's component
         // past what the other lanes learned, so old knowledge never orders new accesses.
-        while self.clocks.len() < threads as usize {
-            let mut c = [0u32; 32];
-            c[self.clocks.len() % 32] = 1;
-            self.clocks.push(c);
+        let warps = threads.div_ceil(32) as usize;
+        if self.clocks.len() < warps {
+            self.clocks.resize_with(warps, WarpClock::new);
         }
         self.global.clear();
         self.shared_split.clear();
@@ -352,33 +439,8 @@ impl BlockRace {
 
     /// A warp-synchronous instruction completed for the lanes of `mask` of `warp`.
     pub(super) fn warp_sync(&mut self, warp: u32, mask: u32) {
-        let base = warp as usize * 32;
-        let n = self.clocks.len().saturating_sub(base).min(32);
-        let rows = &mut self.clocks[base..base + n];
-        let valid = if n == 32 { u32::MAX } else { (1u32 << n) - 1 };
-        let mask = mask & valid;
-        let mut join = [0u32; 32];
-        if mask == valid {
-            // Whole warp (the common case): plain loops the compiler vectorizes.
-            for row in rows.iter() {
-                for (j, c) in join.iter_mut().zip(row) {
-                    *j = (*j).max(*c);
-                }
-            }
-            for (l, row) in rows.iter_mut().enumerate() {
-                *row = join;
-                row[l] += 1;
-            }
-            return;
-        }
-        for (_, row) in rows.iter().enumerate().filter(|(l, _)| mask >> l & 1 == 1) {
-            for (j, c) in join.iter_mut().zip(row) {
-                *j = (*j).max(*c);
-            }
-        }
-        for (l, row) in rows.iter_mut().enumerate().filter(|(l, _)| mask >> l & 1 == 1) {
-            *row = join;
-            row[l] += 1;
+        if let Some(c) = self.clocks.get_mut(warp as usize) {
+            c.sync(mask);
         }
     }
 
@@ -390,14 +452,14 @@ impl BlockRace {
         let gen = self.gen;
         for l in ev.lanes {
             let tid = ev.warp * 32 + l.lane as u32;
-            let Some(vc) = self.clocks.get(tid as usize) else {
+            let Some(clock) = self.clocks.get(ev.warp as usize) else {
                 continue;
             };
             let who = Who {
                 tid,
                 interval: self.interval,
                 line: ev.line,
-                vc,
+                clock,
             };
             let mut first: Option<(Hazard, Rec, u64)> = None;
             let end = l.addr.saturating_add(ev.size.max(1) as u64);
@@ -448,12 +510,13 @@ impl BlockRace {
         pages.sort_unstable();
         let (mut writes, mut reads) = (RangeBuilder::new(), RangeBuilder::new());
         for (page, idx) in pages {
-            let cells = &self.global.pages[idx as usize];
+            let (lo, hi) = self.global.bounds[idx as usize];
+            let cells = &self.global.pages[idx as usize][lo as usize..=hi as usize];
             for (i, c) in cells.iter().enumerate() {
                 if c.gen != self.gen {
                     continue;
                 }
-                let word = (page << PAGE_BITS) + i as u64;
+                let word = (page << PAGE_BITS) + lo as u64 + i as u64;
                 match (c.split, self.global_split.get(&word)) {
                     (true, Some(bytes)) => {
                         for (b, c) in bytes.iter().enumerate() {

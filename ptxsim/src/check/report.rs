@@ -112,6 +112,39 @@ impl fmt::Display for AccessSite {
 
 /// A race or an uninitialized read found in a launch.
 ///
+/// ```
+/// use ptxsim::{Device, Hazard, LaunchConfig, MemSpace, Module, ReportKind};
+///
+/// // Every thread writes the same shared word: a write-after-write race.
+/// let ptx = r#"
+/// .version 7.0
+/// .target sm_80
+/// .address_size 64
+/// .visible .entry clash()
+/// {
+///     .shared .align 4 .b8 s[4];
+///     .reg .b32 %r<2>;
+///     mov.u32 %r1, %tid.x;
+///     st.shared.u32 [s], %r1;
+///     ret;
+/// }
+/// "#;
+/// let line = ptx.lines().position(|l| l.contains("st.shared")).unwrap() + 1;
+/// let m = Module::parse(ptx)?;
+/// let mut dev = Device::new();
+/// let cfg = LaunchConfig { grid: [1, 1, 1], block: [64, 1, 1], shared_mem_bytes: 0 };
+/// let stats = dev.launch(&m, "clash", cfg, &[])?;
+/// let r = &stats.reports[0];
+/// assert_eq!(r.kind, ReportKind::Race(Hazard::WriteAfterWrite));
+/// assert_eq!((r.space, r.address), (MemSpace::Shared, 0));
+/// assert_eq!(r.lines(), (line, line));
+/// assert_eq!(r.first.thread, [0, 0, 0]);
+/// assert_eq!(r.second.unwrap().thread, [1, 0, 0]);
+/// assert_eq!(r.count, 63); // threads 1..64 each overwrite an unordered write
+/// println!("{r}");
+/// # Ok::<(), ptxsim::SimError>(())
+/// ```
+///
 /// Reports are merged by (kind, space, first line, second line): `count` says how many hazards
 /// were merged (one per lane access within a block; one per overlapping access range for
 /// global races across blocks), and the sites and address are those of the first hazard in

@@ -23,8 +23,8 @@ pub(crate) struct Warp {
     /// Lanes blocked at a warp-synchronous instruction.
     pub sync_wait: u32,
     pub sync_mask: [u32; 32],
-    /// Per-lane return stacks (only used by kernels with calls).
-    pub stacks: Vec<Vec<u32>>,
+    /// Per-lane call stacks (only used by kernels with calls).
+    pub stacks: Vec<Vec<Frame>>,
 }
 
 impl Warp {
@@ -33,6 +33,16 @@ impl Warp {
     pub(crate) fn running(&self) -> u32 {
         self.valid & !self.exited & !self.bar_wait & !self.sync_wait
     }
+}
+
+/// One active call of a lane.
+pub(crate) struct Frame {
+    /// Return address.
+    pub ret: u32,
+    /// Callee id.
+    pub func: u32,
+    /// Callee state saved because the call was recursive (restored at return).
+    pub saved: Option<Box<(Vec<u64>, Vec<u8>)>>,
 }
 
 /// Block barrier state.
@@ -88,7 +98,7 @@ impl<'a, 's> Block<'a, 's> {
             w.bar_wait = 0;
             w.sync_wait = 0;
             if cx.k.has_calls {
-                w.stacks.resize(32, Vec::new());
+                w.stacks.resize_with(32, Vec::new);
                 w.stacks.iter_mut().for_each(|s| s.clear());
             }
             init_specials(cx, idx, nthreads, w);

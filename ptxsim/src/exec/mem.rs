@@ -134,6 +134,65 @@ impl Block<'_, '_> {
         (w.id as u64 * 32 + l as u64) * self.cx.k.local_size
     }
 
+    /// Global (vector) load of `n` elements of `sz` bytes at `a`: one bounds check for the whole
+    /// access, then direct element loads.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn global_load(
+        &self,
+        w: &Warp,
+        l: usize,
+        pc: u32,
+        a: u64,
+        sz: usize,
+        n: usize,
+        out: &mut [u64; 4],
+    ) -> Result<(), SimError> {
+        let len = sz * n;
+        if a & (len as u64 - 1) != 0 {
+            return Err(self
+                .misaligned(w, l, pc, "global", Dir::Load, a, len)
+                .into());
+        }
+        let (al, off) = self.cx.g.find(a, len).map_err(|e| -> SimError {
+            self.mem_fault(w, l, pc, "global", Dir::Load, a, len, e)
+                .into()
+        })?;
+        for (j, o) in out.iter_mut().enumerate().take(n) {
+            *o = al.load(off + j * sz, sz);
+        }
+        Ok(())
+    }
+
+    /// Global (vector) store; see [`Block::global_load`].
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn global_store(
+        &self,
+        w: &Warp,
+        l: usize,
+        pc: u32,
+        a: u64,
+        sz: usize,
+        n: usize,
+        vals: &[u64; 4],
+    ) -> Result<(), SimError> {
+        let len = sz * n;
+        if a & (len as u64 - 1) != 0 {
+            return Err(self
+                .misaligned(w, l, pc, "global", Dir::Store, a, len)
+                .into());
+        }
+        let (al, off) = self.cx.g.find(a, len).map_err(|e| -> SimError {
+            self.mem_fault(w, l, pc, "global", Dir::Store, a, len, e)
+                .into()
+        })?;
+        for (j, v) in vals.iter().enumerate().take(n) {
+            al.store(off + j * sz, sz, *v);
+        }
+        Ok(())
+    }
+
     /// Checks alignment and bounds of a whole (vector) access of `len` bytes.
     pub(crate) fn check_access(
         &self,
@@ -150,7 +209,7 @@ impl Block<'_, '_> {
             Loc::Local(o) => (o, "local"),
             Loc::Param(o) => (o, "parameter"),
         };
-        if a % len as u64 != 0 {
+        if a & (len as u64 - 1) != 0 {
             return Err(self.misaligned(w, l, pc, name, dir, a, len).into());
         }
         match loc {
@@ -384,7 +443,7 @@ impl Block<'_, '_> {
                     .into()
             }),
             Loc::Shared(o) => {
-                if o % sz as u64 != 0 {
+                if o & (sz as u64 - 1) != 0 {
                     return Err(self
                         .misaligned(w, l, pc, "shared", Dir::Atomic, o, sz)
                         .into());
@@ -419,12 +478,65 @@ impl Block<'_, '_> {
         }
     }
 
-    /// Copies `len` bytes inside a thread's local memory (call parameter passing).
-    pub(crate) fn local_copy(&mut self, w: &Warp, l: usize, from: u32, to: u32, len: u32) {
-        let base = self.local_base(w, l) as usize;
-        let (f, t, n) = (base + from as usize, base + to as usize, len as usize);
-        if f + n <= self.local.data.len() && t + n <= self.local.data.len() {
-            self.local.data.copy_within(f..f + n, t);
+    /// Zeroes `len` bytes of a thread's local memory.
+    pub(crate) fn local_zero(&mut self, w: &Warp, l: usize, to: u32, len: u32) {
+        let t = self.local_base(w, l) as usize + to as usize;
+        if let Some(s) = self.local.data.get_mut(t..t + len as usize) {
+            s.fill(0);
+        }
+    }
+
+    /// Reads `len` bytes of a thread's local memory (call parameter passing).
+    pub(crate) fn local_bytes(&self, w: &Warp, l: usize, from: u32, len: u32) -> Vec<u8> {
+        let f = self.local_base(w, l) as usize + from as usize;
+        self.local
+            .data
+            .get(f..f + len as usize)
+            .map(|s| s.to_vec())
+            .unwrap_or_default()
+    }
+
+    /// Writes bytes into a thread's local memory.
+    pub(crate) fn local_set(&mut self, w: &Warp, l: usize, to: u32, v: &[u8]) {
+        let t = self.local_base(w, l) as usize + to as usize;
+        if let Some(s) = self.local.data.get_mut(t..t + v.len()) {
+            s.copy_from_slice(v);
+        }
+    }
+
+    /// Snapshot of function `func`'s registers and local memory for lane `l`.
+    pub(crate) fn save_frame(&self, w: &Warp, l: usize, func: u32) -> (Vec<u64>, Vec<u8>) {
+        let fr = &self.cx.k.frames[func as usize];
+        let regs = (fr.regs.0..fr.regs.1)
+            .map(|r| w.regs[r as usize * 32 + l])
+            .collect();
+        let mut bytes = Vec::new();
+        for (a, b) in &fr.locals {
+            bytes.extend(self.local_bytes(w, l, *a, b - a));
+        }
+        (regs, bytes)
+    }
+
+    /// Restores a snapshot taken by [`Block::save_frame`].
+    pub(crate) fn restore_frame(
+        &mut self,
+        w: &mut Warp,
+        l: usize,
+        func: u32,
+        saved: (Vec<u64>, Vec<u8>),
+    ) {
+        let k = self.cx.k;
+        let fr = &k.frames[func as usize];
+        for (i, r) in (fr.regs.0..fr.regs.1).enumerate() {
+            w.regs[r as usize * 32 + l] = saved.0[i];
+        }
+        let mut off = 0usize;
+        for (a, b) in &fr.locals {
+            let n = (b - a) as usize;
+            if let Some(s) = saved.1.get(off..off + n) {
+                self.local_set(w, l, *a, s);
+            }
+            off += n;
         }
     }
 }

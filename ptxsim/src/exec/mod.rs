@@ -93,3 +93,6 @@ pub(crate) fn run(cx: &LaunchCtx<'_>, threads: usize) -> Result<Counts, SimError
         warp_instructions: wi.into_inner(),
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,12 +1,15 @@
 //! The warp interpreter loop: picks the lowest-PC group of runnable lanes and executes it.
 
 use super::block::{Block, Warp, NBAR};
-use super::mem::Dir;
+use super::mem::{Dir, Loc};
 use super::Counts;
 use crate::error::{FaultKind, SimError};
 use crate::ir::{BarOp, Kind, Opd, NOREG};
 use crate::sem::atom::atom_new;
 use crate::types::extend;
+
+/// Deepest call nesting per thread before a fault.
+const MAX_CALL_DEPTH: usize = 1024;
 
 /// Reads operand `o` for lane `l`.
 #[inline(always)]
@@ -272,11 +275,19 @@ impl Block<'_, '_> {
                 for l in lanes(em) {
                     let addr = rd(&w.regs, syms, a, l).wrapping_add(*off as u64);
                     let loc = self.loc(*sp, addr);
-                    self.check_access(w, l, pc, loc, sz * n, Dir::Load)?;
                     let mut vals = [0u64; 4];
-                    for (j, v) in vals.iter_mut().enumerate().take(n) {
-                        let e = offset_loc(loc, (j * sz) as u64);
-                        *v = extend(self.load(w, l, pc, e, sz)?, sz as u32 * 8, *sext);
+                    if let Loc::Global(ga) = loc {
+                        self.global_load(w, l, pc, ga, sz, n, &mut vals)?;
+                    } else {
+                        self.check_access(w, l, pc, loc, sz * n, Dir::Load)?;
+                        for (j, v) in vals.iter_mut().enumerate().take(n) {
+                            *v = self.load(w, l, pc, offset_loc(loc, (j * sz) as u64), sz)?;
+                        }
+                    }
+                    if *sext {
+                        for v in vals.iter_mut().take(n) {
+                            *v = extend(*v, sz as u32 * 8, true);
+                        }
                     }
                     for j in 0..n {
                         if d[j] != NOREG {
@@ -298,10 +309,17 @@ impl Block<'_, '_> {
                 for l in lanes(em) {
                     let addr = rd(&w.regs, syms, a, l).wrapping_add(*off as u64);
                     let loc = self.loc(*sp, addr);
-                    self.check_access(w, l, pc, loc, sz * n, Dir::Store)?;
-                    for (j, so) in s.iter().enumerate().take(n) {
-                        let v = rd(&w.regs, syms, so, l);
-                        self.store(w, l, pc, offset_loc(loc, (j * sz) as u64), sz, v)?;
+                    let mut vals = [0u64; 4];
+                    for (v, so) in vals.iter_mut().zip(s.iter()).take(n) {
+                        *v = rd(&w.regs, syms, so, l);
+                    }
+                    if let Loc::Global(ga) = loc {
+                        self.global_store(w, l, pc, ga, sz, n, &vals)?;
+                    } else {
+                        self.check_access(w, l, pc, loc, sz * n, Dir::Store)?;
+                        for (j, v) in vals.iter().enumerate().take(n) {
+                            self.store(w, l, pc, offset_loc(loc, (j * sz) as u64), sz, *v)?;
+                        }
                     }
                 }
                 Ok(Flow::Next)
@@ -356,6 +374,46 @@ impl Block<'_, '_> {
                 }
                 Ok(Flow::Next)
             }
+            Kind::CpAsync {
+                dst,
+                doff,
+                src,
+                soff,
+                size,
+                src_size,
+            } => {
+                let size = *size as usize;
+                for l in lanes(em) {
+                    let s = rd(&w.regs, syms, src, l).wrapping_add(*soff as u64);
+                    let d = rd(&w.regs, syms, dst, l).wrapping_add(*doff as u64);
+                    let n = match src_size {
+                        Some(o) => (rd(&w.regs, syms, o, l) as usize).min(size),
+                        None => size,
+                    };
+                    let mut bytes = [0u8; 16];
+                    let sloc = self.loc(crate::types::Space::Global, s);
+                    if n == size {
+                        let mut v = [0u64; 4];
+                        self.global_load(w, l, pc, s, 4, size / 4, &mut v)?;
+                        for (j, x) in v.iter().enumerate().take(size / 4) {
+                            bytes[4 * j..4 * j + 4].copy_from_slice(&(*x as u32).to_le_bytes());
+                        }
+                    } else {
+                        for (j, b) in bytes.iter_mut().enumerate().take(n) {
+                            *b = self.load(w, l, pc, offset_loc(sloc, j as u64), 1)? as u8;
+                        }
+                    }
+                    let dloc = self.loc(crate::types::Space::Shared, d);
+                    self.check_access(w, l, pc, dloc, size, Dir::Store)?;
+                    for j in 0..size / 4 {
+                        let v = u32::from_le_bytes(
+                            bytes[4 * j..4 * j + 4].try_into().unwrap_or([0; 4]),
+                        );
+                        self.store(w, l, pc, offset_loc(dloc, 4 * j as u64), 4, v as u64)?;
+                    }
+                }
+                Ok(Flow::Next)
+            }
             Kind::Bra { t } => {
                 if em == group {
                     return Ok(Flow::Jump(*t));
@@ -379,16 +437,7 @@ impl Block<'_, '_> {
                     }
                     match w.stacks.get_mut(l).and_then(|s| s.pop()) {
                         None => exiting |= 1 << l,
-                        Some(ret) => {
-                            if let Some(Kind::Call { rets, .. }) =
-                                self.cx.k.code.get(ret as usize - 1).map(|i| &i.kind)
-                            {
-                                for cp in rets {
-                                    self.local_copy(w, l, cp.from, cp.to, cp.len);
-                                }
-                            }
-                            w.pc[l] = ret;
-                        }
+                        Some(fr) => self.leave_call(w, l, fr),
                     }
                 }
                 if exiting != 0 {
@@ -396,28 +445,77 @@ impl Block<'_, '_> {
                 }
                 Ok(Flow::Resched)
             }
-            Kind::Call { target, args, .. } => {
+            Kind::Call { target, rets, .. } if *target == crate::ir::BUILTIN_IGNORE => {
+                for l in lanes(em) {
+                    for cp in rets {
+                        self.local_zero(w, l, cp.to, cp.len);
+                    }
+                }
+                Ok(Flow::Next)
+            }
+            Kind::Call {
+                target, func, args, ..
+            } => {
                 for l in lanes(group) {
                     if em >> l & 1 == 0 {
                         w.pc[l] = pc + 1;
                         continue;
                     }
-                    for cp in args {
-                        self.local_copy(w, l, cp.from, cp.to, cp.len);
+                    let copies: Vec<(u32, u32, u32)> =
+                        args.iter().map(|c| (c.from, c.to, c.len)).collect();
+                    self.enter_call(w, l, pc, *target, *func, &copies)?;
+                }
+                Ok(Flow::Resched)
+            }
+            Kind::CallInd { f, args, .. } => {
+                for l in lanes(group) {
+                    if em >> l & 1 == 0 {
+                        w.pc[l] = pc + 1;
+                        continue;
                     }
-                    if w.stacks[l].len() >= 64 {
+                    let addr = rd(&w.regs, syms, f, l);
+                    let k = self.cx.k;
+                    let id = addr
+                        .checked_sub(crate::lower::FUNC_BASE)
+                        .filter(|d| d % 16 == 0)
+                        .and_then(|d| k.func_table.get((d / 16) as usize))
+                        .copied()
+                        .filter(|id| *id != u32::MAX);
+                    let Some(id) = id else {
                         return Err(self
                             .fault(
                                 FaultKind::InvalidControlFlow,
                                 w,
                                 l,
                                 pc,
-                                "call depth exceeds 64 (recursion is not supported)".into(),
+                                format!(
+                                    "indirect call to {addr:#x}, which is not a function address"
+                                ),
+                            )
+                            .into());
+                    };
+                    let fr = &k.frames[id as usize];
+                    if fr.params.len() != args.len() {
+                        return Err(self
+                            .fault(
+                                FaultKind::InvalidControlFlow,
+                                w,
+                                l,
+                                pc,
+                                format!(
+                                    "indirect call with {} arguments to a function taking {}",
+                                    args.len(),
+                                    fr.params.len()
+                                ),
                             )
                             .into());
                     }
-                    w.stacks[l].push(pc + 1);
-                    w.pc[l] = *target;
+                    let copies: Vec<(u32, u32, u32)> = args
+                        .iter()
+                        .zip(&fr.params)
+                        .map(|(a, p)| (a.0, p.0, p.1))
+                        .collect();
+                    self.enter_call(w, l, pc, fr.pc, id, &copies)?;
                 }
                 Ok(Flow::Resched)
             }
@@ -469,7 +567,7 @@ impl Block<'_, '_> {
                     None => self.nthreads,
                 };
                 if cnt.is_some()
-                    && (expected % 32 != 0 || expected == 0)
+                    && (expected & 31 != 0 || expected == 0)
                     && expected < self.nthreads
                 {
                     return Err(self
@@ -521,6 +619,76 @@ impl Block<'_, '_> {
                 Ok(Flow::Resched)
             }
         }
+    }
+
+    /// Enters function `func` at `target` for lane `l`, copying `(from, to, len)` argument
+    /// bytes; saves the callee's state first if the call is recursive.
+    fn enter_call(
+        &mut self,
+        w: &mut Warp,
+        l: usize,
+        pc: u32,
+        target: u32,
+        func: u32,
+        copies: &[(u32, u32, u32)],
+    ) -> Result<(), SimError> {
+        if w.stacks[l].len() >= MAX_CALL_DEPTH {
+            return Err(self
+                .fault(
+                    FaultKind::InvalidControlFlow,
+                    w,
+                    l,
+                    pc,
+                    format!("call depth exceeds {MAX_CALL_DEPTH} (runaway recursion?)"),
+                )
+                .into());
+        }
+        let vals: Vec<Vec<u8>> = copies
+            .iter()
+            .map(|c| self.local_bytes(w, l, c.0, c.2))
+            .collect();
+        let recursive = w.stacks[l].iter().any(|f| f.func == func);
+        let saved = if recursive {
+            Some(Box::new(self.save_frame(w, l, func)))
+        } else {
+            None
+        };
+        for (c, v) in copies.iter().zip(vals) {
+            self.local_set(w, l, c.1, &v);
+        }
+        w.stacks[l].push(super::block::Frame {
+            ret: pc + 1,
+            func,
+            saved,
+        });
+        w.pc[l] = target;
+        Ok(())
+    }
+
+    /// Returns from the call `fr` for lane `l`: copies results, restores saved state.
+    fn leave_call(&mut self, w: &mut Warp, l: usize, fr: super::block::Frame) {
+        let k = self.cx.k;
+        let copies: Vec<(u32, u32, u32)> = match k.code.get(fr.ret as usize - 1).map(|i| &i.kind) {
+            Some(Kind::Call { rets, .. }) => rets.iter().map(|c| (c.from, c.to, c.len)).collect(),
+            Some(Kind::CallInd { rets, .. }) => k.frames[fr.func as usize]
+                .rets
+                .iter()
+                .zip(rets)
+                .map(|(cr, r)| (cr.0, r.0, cr.1))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let vals: Vec<Vec<u8>> = copies
+            .iter()
+            .map(|c| self.local_bytes(w, l, c.0, c.2))
+            .collect();
+        if let Some(saved) = fr.saved {
+            self.restore_frame(w, l, fr.func, *saved);
+        }
+        for (c, v) in copies.iter().zip(vals) {
+            self.local_set(w, l, c.1, &v);
+        }
+        w.pc[l] = fr.ret;
     }
 
     /// Marks lanes `em` as exited (others of `group` continue at pc+1) and checks that no

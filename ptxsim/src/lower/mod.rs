@@ -114,6 +114,12 @@ pub(crate) struct Kernel {
     pub dyn_shared_offset: u64,
     pub local_size: u64,
     pub has_calls: bool,
+    /// Per called function: the state saved around a recursive call.
+    pub frames: Vec<FrameInfo>,
+    /// Module function index -> frame id, for indirect calls (`u32::MAX`: not callable).
+    pub func_table: Vec<u32>,
+    pub maxntid: Option<[u32; 3]>,
+    pub reqntid: Option<[u32; 3]>,
 }
 
 /// What a name in a function body refers to.
@@ -131,9 +137,25 @@ enum Name {
 
 #[derive(Clone, Debug)]
 struct FuncInfo {
+    id: u32,
     params: Vec<(u64, u64)>,
     rets: Vec<(u64, u64)>,
     pc: Option<u32>,
+}
+
+/// What a recursive call must save for one `.func`: its registers and its local memory.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FrameInfo {
+    /// Entry program counter.
+    pub pc: u32,
+    /// Parameter slots (offset, size) in local memory.
+    pub params: Vec<(u32, u32)>,
+    /// Return-value slots (offset, size) in local memory.
+    pub rets: Vec<(u32, u32)>,
+    /// Register index range `[start, end)`.
+    pub regs: (u32, u32),
+    /// Local-memory byte ranges `[start, end)` (parameter slots and the body's locals).
+    pub locals: Vec<(u32, u32)>,
 }
 
 /// Lowering state for one kernel.
@@ -148,7 +170,9 @@ pub(crate) struct KCtx<'m> {
     extern_align: u64,
     local_end: u64,
     funcs: HashMap<String, FuncInfo>,
+    frames: Vec<FrameInfo>,
     queue: Vec<String>,
+    indirect: bool,
     /// (instruction index, callee) to patch once callee pcs are known.
     patches: Vec<(usize, String)>,
     // per-function state
@@ -211,6 +235,10 @@ pub(crate) fn lower_globals(m: &ast::Module) -> R<(Vec<GlobalVar>, HashMap<Strin
                     }
                     ast::InitVal::Sym(name, add) => match map.get(name) {
                         Some(t) => vars[idx].relocs.push((off, *t, *add)),
+                        None if func_index(m, name).is_some() => {
+                            let a = func_addr(func_index(m, name).unwrap_or(0)) + *add as u64;
+                            bytes[off..off + el].copy_from_slice(&a.to_le_bytes()[..el]);
+                        }
                         None => {
                             return unsupported(
                                 v.line,
@@ -224,6 +252,21 @@ pub(crate) fn lower_globals(m: &ast::Module) -> R<(Vec<GlobalVar>, HashMap<Strin
         vars[idx].init = bytes;
     }
     Ok((vars, map))
+}
+
+/// Base of the (unmapped) address range standing for function addresses.
+pub(crate) const FUNC_BASE: u64 = 0x0000_5000_0000_0000;
+
+/// Module-wide index of the `.func` with a body named `name`.
+fn func_index(m: &ast::Module, name: &str) -> Option<usize> {
+    m.funcs
+        .iter()
+        .position(|f| f.name == name && !f.is_entry && f.body.is_some())
+}
+
+/// The "address" of module function `i`.
+pub(crate) fn func_addr(i: usize) -> u64 {
+    FUNC_BASE + 16 * i as u64
 }
 
 /// Encodes an immediate for an instruction of type `ty`.
@@ -266,7 +309,9 @@ impl<'m> KCtx<'m> {
             extern_align: 16,
             local_end: 0,
             funcs: HashMap::new(),
+            frames: Vec::new(),
             queue: Vec::new(),
+            indirect: false,
             patches: Vec::new(),
             scopes: Vec::new(),
             labels: HashMap::new(),
@@ -294,6 +339,52 @@ impl<'m> KCtx<'m> {
         k.scopes.push(pscope);
         k.lower_body(f)?;
         k.in_entry = false;
+        k.drain_queue(f)?;
+        if k.indirect {
+            // an indirect call may reach any function of the module
+            for g in ast.funcs.iter().filter(|g| !g.is_entry && g.body.is_some()) {
+                k.func_info(&g.name, g.line)?;
+            }
+            k.drain_queue(f)?;
+        }
+        for (i, callee) in std::mem::take(&mut k.patches) {
+            let pc = k.funcs[&callee].pc.expect("all called funcs lowered");
+            if let Kind::Call { target, .. } = &mut k.code[i].kind {
+                *target = pc;
+            }
+        }
+        let mut func_table = vec![u32::MAX; ast.funcs.len()];
+        for (name, fi) in &k.funcs {
+            if let Some(i) = func_index(ast, name) {
+                func_table[i] = fi.id;
+            }
+            k.frames[fi.id as usize].pc = fi.pc.unwrap_or(0);
+        }
+        let static_shared = k.shared_end;
+        let dyn_off = align_up(static_shared, k.extern_align);
+        patch_dyn_shared(&mut k.code, dyn_off);
+        let has_calls = !k.funcs.is_empty();
+        Ok(Kernel {
+            name: f.name.clone(),
+            code: k.code,
+            nregs: k.nregs,
+            params,
+            param_size,
+            specials: k.specials.into_iter().map(|(s, r)| (r, s)).collect(),
+            static_shared,
+            dyn_shared_offset: dyn_off,
+            local_size: align_up(k.local_end, 16),
+            has_calls,
+            frames: k.frames,
+            func_table,
+            maxntid: f.maxntid,
+            reqntid: f.reqntid,
+        })
+    }
+
+    /// Lowers every queued function body.
+    fn drain_queue(&mut self, f: &ast::Func) -> R<()> {
+        let k = self;
         while let Some(name) = k.queue.pop() {
             let func = k
                 .ast
@@ -318,30 +409,13 @@ impl<'m> KCtx<'m> {
                 scope.insert(p.name.clone(), Name::FParam(*o));
             }
             k.scopes = vec![scope];
+            let (r0, l0) = (k.nregs, k.local_end);
             k.lower_body(func)?;
+            let fr = &mut k.frames[info.id as usize];
+            fr.regs = (r0, k.nregs);
+            fr.locals.push((l0 as u32, k.local_end as u32));
         }
-        for (i, callee) in std::mem::take(&mut k.patches) {
-            let pc = k.funcs[&callee].pc.expect("all called funcs lowered");
-            if let Kind::Call { target, .. } = &mut k.code[i].kind {
-                *target = pc;
-            }
-        }
-        let static_shared = k.shared_end;
-        let dyn_off = align_up(static_shared, k.extern_align);
-        patch_dyn_shared(&mut k.code, dyn_off);
-        let has_calls = !k.funcs.is_empty();
-        Ok(Kernel {
-            name: f.name.clone(),
-            code: k.code,
-            nregs: k.nregs,
-            params,
-            param_size,
-            specials: k.specials.into_iter().map(|(s, r)| (r, s)).collect(),
-            static_shared,
-            dyn_shared_offset: dyn_off,
-            local_size: align_up(k.local_end, 16),
-            has_calls,
-        })
+        Ok(())
     }
 
     /// The per-thread carry flag register (`CC.CF`).
@@ -410,7 +484,20 @@ impl<'m> KCtx<'m> {
         };
         let params = slots(&f.params);
         let rets = slots(&f.rets);
+        let id = self.frames.len() as u32;
+        self.frames.push(FrameInfo {
+            pc: 0,
+            params: params.iter().map(|(o, s)| (*o as u32, *s as u32)).collect(),
+            rets: rets.iter().map(|(o, s)| (*o as u32, *s as u32)).collect(),
+            regs: (0, 0),
+            locals: params
+                .iter()
+                .chain(rets.iter())
+                .map(|(o, s)| (*o as u32, (*o + (*s).max(1)) as u32))
+                .collect(),
+        });
         let fi = FuncInfo {
+            id,
             params,
             rets,
             pc: None,
@@ -609,6 +696,11 @@ impl<'m> KCtx<'m> {
             Some(Name::Shared(o)) => Ok(shared_opd(o, off, false)),
             Some(Name::Local(o)) | Some(Name::FParam(o)) | Some(Name::KParam(o)) => Ok(add(o)),
             Some(Name::Global(g)) => Ok(Opd::Sym(g, off)),
+            None if func_index(self.ast, name).is_some() => {
+                self.func_info(name, line)?;
+                let i = func_index(self.ast, name).unwrap_or(0);
+                Ok(Opd::Imm(func_addr(i).wrapping_add(off as u64)))
+            }
             None => Err(SimError::Parse {
                 line,
                 message: format!("undeclared name `{name}`"),
@@ -683,6 +775,7 @@ impl<'m> KCtx<'m> {
                 Operand::List(l) if callee.is_none() => rets = l.clone(),
                 Operand::List(l) => args = l.clone(),
                 Operand::Name { name, .. } if callee.is_none() => callee = Some(name.clone()),
+                Operand::Name { .. } => {} // call prototype of an indirect call
                 _ => return unsupported(line, format!("call operand {o:?}")),
             }
         }
@@ -692,8 +785,27 @@ impl<'m> KCtx<'m> {
                 message: "call without a target".into(),
             });
         };
-        if self.lookup(&callee).is_some() {
-            return unsupported(line, "indirect call through a register");
+        if let Some(Name::Reg(freg)) = self.lookup(&callee) {
+            self.indirect = true;
+            let mut slot = |o: &Operand| -> R<(u32, u32)> {
+                match o {
+                    Operand::Name { name, .. } => match self.lookup(name) {
+                        Some(Name::FParam(off)) => Ok((off as u32, 0)),
+                        _ => unsupported(
+                            line,
+                            format!("call argument `{name}` is not a .param variable"),
+                        ),
+                    },
+                    _ => unsupported(line, format!("call argument {o:?}")),
+                }
+            };
+            let a = args.iter().map(&mut slot).collect::<R<Vec<_>>>()?;
+            let r = rets.iter().map(&mut slot).collect::<R<Vec<_>>>()?;
+            return Ok(Kind::CallInd {
+                f: Opd::Reg(freg),
+                args: a,
+                rets: r,
+            });
         }
         let fi = self.func_info(&callee, line)?;
         if fi.params.len() != args.len() || fi.rets.len() != rets.len() {
@@ -739,6 +851,7 @@ impl<'m> KCtx<'m> {
         self.patches.push((self.code.len(), callee));
         Ok(Kind::Call {
             target: 0,
+            func: fi.id,
             args: a,
             rets: r,
         })

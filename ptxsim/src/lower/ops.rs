@@ -397,6 +397,8 @@ pub(super) fn lower_op(k: &mut KCtx<'_>, i: &ast::Instr) -> R<Kind> {
                 ("sin", Ty::F32, _) => f::sin_approx,
                 ("cos", Ty::F32, _) => f::cos_approx,
                 ("tanh", Ty::F32, _) => f::tanh_approx,
+                ("ex2", t, true) if is_half(t) => f::hex2,
+                ("tanh", t, true) if is_half(t) => f::htanh,
                 _ => return unsupported(line, format!("`{}`", i.opcode)),
             };
             let m = sx.mods(ty);
@@ -473,6 +475,7 @@ pub(super) fn lower_op(k: &mut KCtx<'_>, i: &ast::Instr) -> R<Kind> {
         }
         "bar" | "barrier" => bar(k, &sx, i),
         "shfl" | "vote" | "redux" | "elect" | "match" | "activemask" => warp(k, &sx, i),
+        "cp" => cp_async(k, &sx, i),
         "membar" | "fence" | "nanosleep" | "prefetch" | "prefetchu" | "griddepcontrol"
         | "pmevent" => Ok(Kind::Nop),
         "createpolicy" => {
@@ -507,6 +510,39 @@ fn isspacep(m: &Mods, s: [u64; 4]) -> u64 {
             | (Window::Local(_), 2)
             | (Window::Param(_), 3)
     ) as u64
+}
+
+fn cp_async(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
+    let line = i.line;
+    if !sx.has("async") || sx.has("bulk") || sx.has("mbarrier") {
+        return unsupported(line, format!("`{}`", i.opcode));
+    }
+    if sx.has("commit_group") || sx.has("wait_group") || sx.has("wait_all") {
+        return Ok(Kind::Nop);
+    }
+    sx.check(&["async", "L2::64B", "L2::128B", "L2::256B", "L2::cache_hint"])?;
+    let o = strip_hint(sx, &i.operands);
+    if !(3..=4).contains(&o.len()) {
+        return need(o, 3, i).map(|_| Kind::Nop);
+    }
+    let (_, dst, doff) = k.addr(&o[0], Some(Space::Shared), line)?;
+    let (_, src, soff) = k.addr(&o[1], Some(Space::Global), line)?;
+    let size = match &o[2] {
+        Operand::Imm(ast::Imm::Int(v)) if matches!(*v, 4 | 8 | 16) => *v as u8,
+        _ => return unsupported(line, "cp.async size other than 4, 8 or 16"),
+    };
+    let src_size = match o.get(3) {
+        Some(x) => Some(k.src(x, Ty::U32, line)?),
+        None => None,
+    };
+    Ok(Kind::CpAsync {
+        dst,
+        doff,
+        src,
+        soff,
+        size,
+        src_size,
+    })
 }
 
 fn carry(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
@@ -554,10 +590,10 @@ fn arith(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
     need(o, nsrc + 1, i)?;
     let fun: AluFn = if is_half(ty) {
         sx.check(&["ftz", "sat", "NaN", "xorsign", "abs", "relu", "oob"])?;
-        if sx.has("xorsign") || sx.has("relu") || sx.has("oob") {
+        if sx.has("xorsign") || sx.has("oob") {
             return unsupported(line, format!("`{}`", i.opcode));
         }
-        m.aux = sx.has("NaN") as u32;
+        m.aux = sx.has("NaN") as u32 | (sx.has("relu") as u32) << 1;
         match sx.base {
             "add" => f::hadd,
             "sub" => f::hsub,
@@ -774,7 +810,7 @@ fn mov(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
 fn cvt(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
     let line = i.line;
     let o = &i.operands;
-    sx.check(&["ftz", "sat", "relu"])?;
+    sx.check(&["ftz", "sat", "relu", "satfinite"])?;
     let ts = sx.types();
     if ts.len() != 2 {
         return unsupported(line, format!("`{}`", i.opcode));
@@ -782,7 +818,10 @@ fn cvt(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
     let (dt, st) = (ts[0], ts[1]);
     let mut m = sx.mods(dt);
     m.sty = st;
-    m.aux = sx.has("relu") as u32;
+    m.aux = sx.has("relu") as u32 | (sx.has("satfinite") as u32) << 2;
+    if sx.has("satfinite") && !matches!(dt, Ty::F16 | Ty::Bf16 | Ty::F16x2 | Ty::Bf16x2) {
+        return unsupported(line, format!("`{}`", i.opcode));
+    }
     if matches!(dt, Ty::F16x2 | Ty::Bf16x2) && st == Ty::F32 {
         need(o, 3, i)?;
         let d = k.dst(&o[0], line)?;
@@ -808,9 +847,18 @@ fn cvt(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
     Ok(alu(scvt::cvt, m, d, &[a]))
 }
 
+/// Operands without the trailing cache-policy operand of `.L2::cache_hint` forms.
+fn strip_hint<'o>(sx: &Sfx<'_>, o: &'o [Operand]) -> &'o [Operand] {
+    if sx.has("L2::cache_hint") && !o.is_empty() {
+        &o[..o.len() - 1]
+    } else {
+        o
+    }
+}
+
 fn ld(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
     let line = i.line;
-    let o = &i.operands;
+    let o = strip_hint(sx, &i.operands);
     sx.check(&[])?;
     need(o, 2, i)?;
     let ty = sx.ty()?;
@@ -847,7 +895,7 @@ fn ld(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
 
 fn st(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
     let line = i.line;
-    let o = &i.operands;
+    let o = strip_hint(sx, &i.operands);
     sx.check(&[])?;
     need(o, 2, i)?;
     let ty = sx.ty()?;
@@ -886,7 +934,7 @@ fn st(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
 
 fn atom(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
     let line = i.line;
-    let o = &i.operands;
+    let o = strip_hint(sx, &i.operands);
     let ops = [
         "add", "min", "max", "exch", "cas", "inc", "dec", "and", "or", "xor",
     ];
@@ -905,14 +953,17 @@ fn atom(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
         Some("xor") => AtomOp::Xor,
         _ => return unsupported(line, format!("`{}`", i.opcode)),
     };
-    if sx.vec() > 1 || matches!(ty, Ty::F16x2 | Ty::Bf16x2 | Ty::B128) {
+    if sx.vec() > 1
+        || ty == Ty::B128
+        || (matches!(ty, Ty::F16x2 | Ty::Bf16x2 | Ty::F16 | Ty::Bf16) && op != AtomOp::Add)
+    {
         return unsupported(line, format!("`{}`", i.opcode));
     }
     let is_red = sx.base == "red";
     let nops = if is_red { 2 } else { 3 } + (op == AtomOp::Cas) as usize;
     need(o, nops, i)?;
     let (d, rest) = if is_red {
-        (NOREG, &o[..])
+        (NOREG, o)
     } else {
         (k.dst(&o[0], line)?, &o[1..])
     };

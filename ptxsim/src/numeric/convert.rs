@@ -8,6 +8,18 @@ use std::cmp::Ordering;
 /// `cvt.frnd.f16.f32`: rounds an `f32` to `f16` bits. NaN gives `0x7fff`; overflow gives
 /// infinity or the largest finite value depending on the mode (see the module docs).
 pub fn f32_to_f16(x: f32, r: Rnd) -> u16 {
+    let bits = x.to_bits();
+    let exp = (bits >> 23) & 0xff;
+    if r == Rnd::Rn && (113..=142).contains(&exp) {
+        // Fast path: x is in the f16 normal range (2^-14 ..< 2^16). Keep the top 10 fraction
+        // bits, round the other 13 to nearest even; a carry moves into the exponent field
+        // (and from 0x7bff to 0x7c00, infinity, exactly when x >= 65520).
+        let sign = (bits >> 16) & 0x8000;
+        let base = ((exp - 112) << 10) | ((bits & 0x007f_ffff) >> 13);
+        let rem = bits & 0x1fff;
+        let up = rem > 0x1000 || (rem == 0x1000 && base & 1 == 1);
+        return (sign | (base + u32::from(up))) as u16;
+    }
     round_from_f64(f64::from(x), Ordering::Equal, r, F16) as u16
 }
 
@@ -28,6 +40,13 @@ pub fn f16_to_f64(h: u16) -> f64 {
 
 /// `cvt.frnd.bf16.f32`: rounds an `f32` to `bf16` bits. NaN gives `0x7fff`.
 pub fn f32_to_bf16(x: f32, r: Rnd) -> u16 {
+    let bits = x.to_bits();
+    if r == Rnd::Rn && bits & 0x7fff_ffff <= 0x7f80_0000 {
+        // Fast path for every non-NaN: same exponent range, so rounding the low 16 bits to
+        // nearest even (carrying into the exponent, up to infinity) is the whole conversion.
+        let up = 0x7fff + ((bits >> 16) & 1);
+        return ((bits + up) >> 16) as u16;
+    }
     round_from_f64(f64::from(x), Ordering::Equal, r, BF16) as u16
 }
 

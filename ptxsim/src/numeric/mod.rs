@@ -36,7 +36,7 @@
 //!
 //! Everything supports subnormal inputs and outputs. `.ftz` is applied by the caller with
 //! [`ftz_f32`] / [`ftz_f16`] / [`ftz_bf16`] on the inputs and on the result (NaNs pass
-//! through unchanged, so apply it before the operation canonicalises them).
+//! through unchanged).
 //!
 //! # Approximate instructions
 //!

@@ -108,6 +108,10 @@ pub(crate) struct Func {
     pub rets: Vec<VarDecl>,
     pub body: Option<Vec<Stmt>>,
     pub line: usize,
+    /// `.maxntid x[, y[, z]]`
+    pub maxntid: Option<[u32; 3]>,
+    /// `.reqntid x[, y[, z]]`
+    pub reqntid: Option<[u32; 3]>,
 }
 
 /// A parsed module.

@@ -116,10 +116,29 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, SimError> {
                         break;
                     }
                 }
-                out.push(Token {
-                    tok: Tok::Ident(&src[start..i]),
-                    line,
-                });
+                let word = &src[start..i];
+                if word.starts_with('.') && word[1..].contains('.') {
+                    // `.reg.b16`: directives written without spaces
+                    let mut s = 0;
+                    for (k, ch) in word.char_indices().skip(1) {
+                        if ch == '.' {
+                            out.push(Token {
+                                tok: Tok::Ident(&word[s..k]),
+                                line,
+                            });
+                            s = k;
+                        }
+                    }
+                    out.push(Token {
+                        tok: Tok::Ident(&word[s..]),
+                        line,
+                    });
+                } else {
+                    out.push(Token {
+                        tok: Tok::Ident(word),
+                        line,
+                    });
+                }
             }
             b',' | b';' | b'{' | b'}' | b'[' | b']' | b'(' | b')' | b'<' | b'>' | b'+' | b'-'
             | b'@' | b'!' | b'|' | b':' | b'=' | b'*' => {
@@ -229,6 +248,13 @@ mod tests {
         assert_eq!(toks[16], Tok::Ident("L1::no_allocate"));
         assert_eq!(toks[17], Tok::Ident("$L__BB0_3"));
         assert_eq!(toks[18], Tok::P(':'));
+    }
+
+    #[test]
+    fn directives_without_spaces_split() {
+        let t = lex(".reg.b16 h;").unwrap();
+        let toks: Vec<Tok> = t.iter().map(|t| t.tok).collect();
+        assert_eq!(toks[..2], [Tok::Ident(".reg"), Tok::Ident(".b16")]);
     }
 
     #[test]

@@ -392,12 +392,28 @@ fn parse_func(p: &mut P<'_>) -> R<Func> {
         Vec::new()
     };
     // performance directives
+    let mut maxntid = None;
+    let mut reqntid = None;
     loop {
         match p.peek() {
+            Some(Tok::Ident(d @ (".maxntid" | ".reqntid"))) => {
+                p.i += 1;
+                let mut v = [1u32; 3];
+                for (k, slot) in v.iter_mut().enumerate() {
+                    if k > 0 && !p.eat_p(',') {
+                        break;
+                    }
+                    *slot = p.uint()?.min(u32::MAX as u64) as u32;
+                }
+                if d == ".maxntid" {
+                    maxntid = Some(v);
+                } else {
+                    reqntid = Some(v);
+                }
+            }
             Some(Tok::Ident(
-                ".maxntid" | ".reqntid" | ".minnctapersm" | ".maxnctapersm" | ".maxnreg"
-                | ".reqnctapercluster" | ".maxclusterrank" | ".explicitcluster" | ".noreturn"
-                | ".blocksareclusters",
+                ".minnctapersm" | ".maxnctapersm" | ".maxnreg" | ".reqnctapercluster"
+                | ".maxclusterrank" | ".explicitcluster" | ".noreturn" | ".blocksareclusters",
             )) => {
                 p.i += 1;
                 while matches!(p.peek(), Some(Tok::Int(_)) | Some(Tok::P(','))) {
@@ -419,6 +435,8 @@ fn parse_func(p: &mut P<'_>) -> R<Func> {
             rets,
             body: None,
             line,
+            maxntid,
+            reqntid,
         });
     }
     p.expect_p('{')?;
@@ -503,10 +521,9 @@ fn parse_func(p: &mut P<'_>) -> R<Func> {
                 p.i += 2;
                 // `proto: .callprototype ...`
                 if p.is_ident(".callprototype") {
-                    return Err(SimError::Unsupported {
-                        line,
-                        what: "indirect calls (.callprototype)".into(),
-                    });
+                    // call prototype of an indirect call: the callee's own layout is used
+                    p.skip_stmt()?;
+                    continue;
                 }
                 body.push(Stmt::Label(s.to_string(), line));
             }
@@ -526,6 +543,8 @@ fn parse_func(p: &mut P<'_>) -> R<Func> {
         rets,
         body: Some(body),
         line,
+        maxntid,
+        reqntid,
     })
 }
 

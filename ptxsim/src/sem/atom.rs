@@ -26,6 +26,16 @@ pub(crate) fn atom_new(op: AtomOp, ty: Ty, old: u64, b: u64, c: u64) -> u64 {
         }
         (AtomOp::Add, Ty::F16) => num::add_f16(old as u16, b as u16, Rnd::Rn) as u64,
         (AtomOp::Add, Ty::Bf16) => num::add_bf16(old as u16, b as u16, Rnd::Rn) as u64,
+        (AtomOp::Add, Ty::F16x2) => {
+            let lo = num::add_f16(old as u16, b as u16, Rnd::Rn) as u64;
+            let hi = num::add_f16((old >> 16) as u16, (b >> 16) as u16, Rnd::Rn) as u64;
+            hi << 16 | lo
+        }
+        (AtomOp::Add, Ty::Bf16x2) => {
+            let lo = num::add_bf16(old as u16, b as u16, Rnd::Rn) as u64;
+            let hi = num::add_bf16((old >> 16) as u16, (b >> 16) as u16, Rnd::Rn) as u64;
+            hi << 16 | lo
+        }
         (AtomOp::Add, _) => old.wrapping_add(b),
         (AtomOp::Min, Ty::F32) => {
             num::min_f32(f32::from_bits(old as u32), f32::from_bits(b as u32)).to_bits() as u64

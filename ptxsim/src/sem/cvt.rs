@@ -7,6 +7,8 @@ use crate::types::Ty;
 
 /// aux bit 0: `.relu`.
 const RELU: u32 = 1;
+/// aux bit 2: `.satfinite` (overflow to the largest finite value instead of infinity).
+const SATFINITE: u32 = 4;
 
 /// Source value as f64 (exact), applying `.ftz` to f32 inputs.
 fn float_in(m: &Mods, v: u64) -> f64 {
@@ -35,8 +37,22 @@ fn float_out(m: &Mods, x: f64) -> u64 {
             let r = if m.ftz { num::ftz_f32(r) } else { r };
             r.to_bits() as u64
         }
-        Ty::F16 => num::f64_to_f16(x, m.rnd) as u64,
-        _ => num::f64_to_bf16(x, m.rnd) as u64,
+        Ty::F16 => {
+            let h = num::f64_to_f16(x, m.rnd);
+            (if m.aux & SATFINITE != 0 {
+                num::satfinite_f16(h)
+            } else {
+                h
+            }) as u64
+        }
+        _ => {
+            let h = num::f64_to_bf16(x, m.rnd);
+            (if m.aux & SATFINITE != 0 {
+                num::satfinite_bf16(h)
+            } else {
+                h
+            }) as u64
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! floating-point references ([`fp`]) and small launch / fault helpers (here).
 #![allow(dead_code)]
 
+pub mod cuda;
 pub mod fp;
 pub mod isa;
 pub mod layernorm_ref;

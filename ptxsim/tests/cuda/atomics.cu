@@ -29,3 +29,31 @@ extern "C" __global__ void histogram16(const int* vals, int n, unsigned* hist) {
     __syncthreads();
     if (threadIdx.x < 16) atomicAdd(&hist[threadIdx.x], bins[threadIdx.x]);
 }
+
+// "Last block finishes" pattern with a self-resetting ticket counter: every block writes its
+// partial sum, fences, takes a ticket; the block that takes the last ticket adds the partials in
+// block order, writes the total and resets the counter for the next launch.
+extern "C" __global__ void last_block_total(const int* vals, int n, int* partials, unsigned* ticket, int* total) {
+    __shared__ int s[256];
+    __shared__ bool is_last;
+    int g = blockIdx.x * blockDim.x + threadIdx.x;
+    s[threadIdx.x] = g < n ? vals[g] : 0;
+    __syncthreads();
+    for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+        if (threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        partials[blockIdx.x] = s[0];
+        __threadfence();
+        is_last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (is_last && threadIdx.x == 0) {
+        __threadfence();
+        int t = 0;
+        for (unsigned b = 0; b < gridDim.x; ++b) t += ((volatile int*)partials)[b];
+        *total = t;
+        *ticket = 0;
+    }
+}

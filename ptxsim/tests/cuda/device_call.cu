@@ -29,3 +29,28 @@ extern "C" __global__ void recursion_kernel(const int* arg, int* out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = fib(arg[i]);
 }
+
+// Generic pointers into shared, local and global memory passed to a __noinline__ function.
+__device__ __noinline__ float sum_strided(const float* p, int n, int stride) {
+    float s = 0.0f;
+    for (int i = 0; i < n; ++i) s += p[i * stride];
+    return s;
+}
+
+__device__ __noinline__ void fill_squares(int* p, int n, int base) {
+    for (int i = 0; i < n; ++i) p[i] = (base + i) * (base + i);
+}
+
+extern "C" __global__ void generic_pointers(const float* g, float* out, int* out2) {
+    __shared__ float s[64];
+    int t = threadIdx.x;
+    s[t] = g[t] * 2.0f;
+    __syncthreads();
+    int tmp[8];
+    fill_squares(tmp, 8, t);
+    int acc = 0;
+    for (int i = 0; i < 8; ++i) acc += tmp[i] * (i + 1);
+    out[2 * t] = sum_strided(s + (t % 8), 8, 8);      // shared through a generic pointer
+    out[2 * t + 1] = sum_strided(g + (t % 8), 8, 8);  // global through a generic pointer
+    out2[t] = acc;                                     // local through a generic pointer
+}

@@ -87,3 +87,40 @@ extern "C" __global__ void local_array(const int* x, int* out, int n) {
     for (int k = 0; k < 16; ++k) s += h[k] * (k + 1);
     out[g] = s;
 }
+
+// Module-scope variables with initializers: a __constant__ table, a __device__ table and a
+// __device__ counter updated atomically.
+__constant__ float kCoef[4] = {0.5f, -1.25f, 2.0f, 3.0f};
+__device__ unsigned short gTable[6] = {1, 2, 3, 4, 5, 6};
+__device__ int gCounter = 5;
+
+extern "C" __global__ void module_globals(float* out, int* counter_out) {
+    int t = threadIdx.x;
+    out[t] = kCoef[t & 3] * (float)gTable[t % 6];
+    atomicAdd(&gCounter, 1);
+    __syncthreads();
+    if (t == 0) *counter_out = atomicAdd(&gCounter, 0);
+}
+
+// __launch_bounds__ (.maxntid) and a loop that must not be unrolled (.pragma "nounroll").
+extern "C" __global__ void __launch_bounds__(256, 2) bounded(const int* x, int* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int s = 0;
+#pragma unroll 1
+    for (int k = 0; k <= (x[i] & 15); ++k) s += k;
+    y[i] = s;
+}
+
+// Small and odd kernel parameter types: .u8/.s8, .s16, .f64, a 16-byte-aligned float4 by value.
+extern "C" __global__ void small_params(signed char c, short s, unsigned char uc, double d, float4 v, float* out) {
+    if (threadIdx.x != 0) return;
+    out[0] = (float)c;
+    out[1] = (float)s;
+    out[2] = (float)uc;
+    out[3] = (float)d;
+    out[4] = v.x;
+    out[5] = v.y;
+    out[6] = v.z;
+    out[7] = v.w;
+}

@@ -56,3 +56,19 @@ extern "C" __global__ void vote_kernel(const int* in, unsigned* out) {
     out[2 * g] = b;
     out[2 * g + 1] = (unsigned)any | ((unsigned)all << 1);
 }
+
+// 64-bit shuffles (split into two 32-bit shfl by nvcc): butterfly sum of doubles.
+extern "C" __global__ void shfl_xor_double(const double* in, double* out) {
+    int g = blockIdx.x * blockDim.x + threadIdx.x;
+    double v = in[g];
+    for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+    out[g] = v;
+}
+
+// A ballot over a partial mask inside divergent code: lanes >= 20 do not take part.
+extern "C" __global__ void partial_ballot(const int* in, unsigned* out) {
+    int g = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned r = 0xdeadbeefu;
+    if ((threadIdx.x & 31) < 20) r = __ballot_sync(0x000fffffu, in[g] > 0);
+    out[g] = r;
+}

@@ -163,9 +163,9 @@ fn unique_bytes_of_a_copy() {
 #[test]
 fn instruction_classes_and_atomics() {
     let m = metrics_of(64, 2, |b, _| {
-        b.instruction(InstrClass::F32, 32);
-        b.instruction(InstrClass::F32, 7);
-        b.instruction(InstrClass::Branch, 32);
+        b.count(InstrClass::F32, 32);
+        b.count(InstrClass::F32, 7);
+        b.count(InstrClass::Branch, 32);
         access(
             b,
             MemSpace::Global,
@@ -202,7 +202,7 @@ fn instruction_classes_and_atomics() {
 #[test]
 fn metrics_table() {
     let m = metrics_of(32, 1, |b, _| {
-        b.instruction(InstrClass::GlobalLoad, 32);
+        b.count(InstrClass::GlobalLoad, 32);
         ld_g(b, 1, 0, &lanes(0..32, |l| G + 128 * l as u64));
         ld_s(b, 2, 0, &lanes(0..32, |l| 128 * l as u64));
     });

@@ -297,8 +297,22 @@ fn half_words_are_tracked_per_byte() {
     assert_eq!(
         r,
         vec![
-            race(Hazard::ReadAfterWrite, MemSpace::Shared, 0, site(10, 0, 0, Store), site(12, 0, 64, Load), 1),
-            race(Hazard::ReadAfterWrite, MemSpace::Shared, 2, site(13, 0, 5, Store), site(14, 0, 40, Load), 1),
+            race(
+                Hazard::ReadAfterWrite,
+                MemSpace::Shared,
+                0,
+                site(10, 0, 0, Store),
+                site(12, 0, 64, Load),
+                1
+            ),
+            race(
+                Hazard::ReadAfterWrite,
+                MemSpace::Shared,
+                2,
+                site(13, 0, 5, Store),
+                site(14, 0, 40, Load),
+                1
+            ),
         ]
     );
 }
@@ -381,6 +395,35 @@ fn global_races_across_blocks() {
                 1
             ),
         ]
+    );
+}
+
+#[test]
+fn cross_block_report_names_the_thread_of_a_strided_write() {
+    // Block 0 (256 threads): thread 32w + l writes word 8l + w, so each run of 8 words is
+    // written by threads l, l+32, .., l+224. Block 1's thread 5 reads word 26 = 8*3 + 2,
+    // written by thread 32*2 + 3 = 67.
+    let lc = launch(RACE, 2, 256, 0);
+    run_blocks(&lc, 2, |b, i| {
+        if i == 0 {
+            for w in 0..8u32 {
+                st_g(b, 10, w, &lanes(0..32, |l| G + 4 * (8 * l + w) as u64));
+            }
+        } else {
+            ld_g(b, 20, 0, &one(5, G + 4 * 26));
+        }
+    });
+    let r = lc.finish().reports;
+    assert_eq!(
+        r,
+        vec![race(
+            Hazard::ReadWrite,
+            MemSpace::Global,
+            G + 104,
+            site(10, 0, 67, Store),
+            site(20, 1, 5, Load),
+            1
+        )]
     );
 }
 

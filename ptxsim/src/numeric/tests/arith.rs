@@ -396,6 +396,102 @@ fn f64_fma_directed_against_exact_binary128() {
     assert!(checked > scale(30_000, 250_000));
 }
 
+/// f64 add / mul in every mode, subnormal and overflowing results included: whenever the
+/// exact result fits in binary128 (every product does), a conversion rounds it once.
+#[test]
+fn f64_add_mul_all_modes_against_exact_binary128() {
+    use rustc_apfloat::Status;
+    let mut rng = Rng(16);
+    let mut checked = 0;
+    for i in 0..scale(90_000, 1_000_000) {
+        let (a, b) = (rng.f64(), rng.f64());
+        // Push some products into the subnormal range and some sums to overflow.
+        let (a, b) = match i % 4 {
+            0 => (a, b * 2f64.powi(-600)),
+            1 => (a, -f64::from_bits(a.to_bits() ^ rng.below(1 << 12))),
+            _ => (a, b),
+        };
+        if !a.is_finite() || !b.is_finite() {
+            continue;
+        }
+        let ne = rustc_apfloat::Round::NearestTiesToEven;
+        let sum = quad(a).add_r(quad(b), ne);
+        let prod = quad(a).mul_r(quad(b), ne);
+        for r in MODES {
+            let mut lost = false;
+            if sum.status == Status::OK && !sum.value.is_zero() {
+                let want: rustc_apfloat::ieee::Double =
+                    sum.value.convert_r(ap_round(r), &mut lost).value;
+                let got = add_f64(a, b, r);
+                assert_eq!(
+                    u128::from(got.to_bits()),
+                    want.to_bits(),
+                    "{a:e} + {b:e} {r:?}"
+                );
+                checked += 1;
+            }
+            if prod.status == Status::OK && !prod.value.is_zero() {
+                let want: rustc_apfloat::ieee::Double =
+                    prod.value.convert_r(ap_round(r), &mut lost).value;
+                let got = mul_f64(a, b, r);
+                assert_eq!(
+                    u128::from(got.to_bits()),
+                    want.to_bits(),
+                    "{a:e} * {b:e} {r:?}"
+                );
+            }
+        }
+    }
+    assert!(checked > scale(20_000, 200_000));
+}
+
+/// f64 division in every mode, any range: `q` is the right neighbour pair around `a / b`
+/// exactly when `q*b` and `next(q)*b` (exact in binary128) bracket `a`.
+#[test]
+fn f64_div_all_modes_by_exact_products() {
+    let mut rng = Rng(17);
+    for i in 0..scale(60_000, 1_000_000) {
+        let (a, b) = (rng.f64(), rng.f64());
+        let b = if i % 3 == 0 { b * 2f64.powi(600) } else { b };
+        if !a.is_finite() || !b.is_finite() || a == 0.0 || b == 0.0 {
+            continue;
+        }
+        // Work with |a| / |b| > 0 and compare magnitudes; signs are checked separately.
+        let (ma, mb) = (quad(a.abs()), quad(b.abs()));
+        let times_b = |q: f64| (quad(q.abs()) * mb).value;
+        let neg = (a < 0.0) != (b < 0.0);
+        let down = div_f64(a, b, Rnd::Rz); // magnitude rounded down
+        assert_eq!(down.is_sign_negative(), neg, "{a:e} / {b:e}");
+        let next = f64::from_bits(down.abs().to_bits() + 1);
+        if down.abs() == f64::MAX {
+            assert!(times_b(down) <= ma, "{a:e} / {b:e} -> {down:e}");
+        } else {
+            assert!(
+                times_b(down) <= ma && times_b(next) > ma,
+                "{a:e} / {b:e} -> {down:e}"
+            );
+        }
+        let exact = times_b(down) == ma;
+        let up = if exact { down.abs() } else { next };
+        let (toward_minus, toward_plus) = if neg {
+            (up, down.abs())
+        } else {
+            (down.abs(), up)
+        };
+        let sign = |m: f64| if neg { -m } else { m };
+        assert_eq!(
+            div_f64(a, b, Rnd::Rm),
+            sign(toward_minus),
+            "{a:e} / {b:e} rm"
+        );
+        assert_eq!(
+            div_f64(a, b, Rnd::Rp),
+            sign(toward_plus),
+            "{a:e} / {b:e} rp"
+        );
+    }
+}
+
 fn quad(x: f64) -> Quad {
     let mut lost = false;
     rustc_apfloat::ieee::Double::from_bits(u128::from(x.to_bits()))
