@@ -7,6 +7,11 @@ use crate::module::Module;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+/// Largest kernel parameter block (bytes) CUDA accepts.
+const MAX_PARAM_BYTES: usize = 32764;
+/// Largest local memory per thread (bytes) CUDA accepts.
+const MAX_LOCAL_BYTES: u64 = 512 * 1024;
+
 /// Grid and block shape of a launch, plus dynamic shared memory bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchConfig {
@@ -21,13 +26,21 @@ pub struct LaunchConfig {
 /// A kernel argument. Its size must equal the parameter's size in the PTX.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Arg {
+    /// A `.u8`/`.s8`/`.b8` parameter.
     U8(u8),
+    /// A 16-bit parameter.
     U16(u16),
+    /// A 32-bit integer parameter.
     U32(u32),
+    /// A 64-bit integer parameter.
     U64(u64),
+    /// A 32-bit signed parameter.
     I32(i32),
+    /// A 64-bit signed parameter.
     I64(i64),
+    /// A `.f32` parameter.
     F32(f32),
+    /// A `.f64` parameter.
     F64(f64),
     /// A device pointer (from [`Device::alloc`]).
     Ptr(u64),
@@ -56,11 +69,11 @@ impl Arg {
 pub struct Options {
     /// Worker threads running blocks in parallel; 0 = `std::thread::available_parallelism`.
     pub threads: usize,
-    /// Shared/global race detection (not implemented yet: currently a no-op).
+    /// Data races in shared and global memory, reported in [`LaunchStats::reports`].
     pub racecheck: bool,
-    /// Reads of never-written memory (not implemented yet: shadow state is kept, no reports).
+    /// Reads of never-written global or shared memory, reported in [`LaunchStats::reports`].
     pub initcheck: bool,
-    /// Memory-traffic metrics (not implemented yet: currently a no-op).
+    /// Memory-traffic metrics in [`LaunchStats::metrics`].
     pub metrics: bool,
     /// Maximum warp instructions executed by one block; exceeding it is [`SimError::StepLimit`].
     pub max_warp_steps: u64,
@@ -91,6 +104,13 @@ pub struct LaunchStats {
     pub threads: u64,
     /// Host wall-clock time of the launch.
     pub wall: Duration,
+    /// Memory-traffic metrics (when [`Options::metrics`] is on).
+    pub metrics: Option<crate::Metrics>,
+    /// Races and uninitialized reads found ([`Options::racecheck`], [`Options::initcheck`]),
+    /// sorted by PTX line, at most 100.
+    pub reports: Vec<crate::Report>,
+    /// Distinct reports left out of `reports`.
+    pub reports_omitted: u64,
 }
 
 /// A plain scalar that can be copied to and from device memory (little-endian).
@@ -219,7 +239,12 @@ impl Device {
 
     /// Reads `n` scalars at `ptr`.
     pub fn read_slice<T: Scalar>(&self, ptr: u64, n: usize) -> Result<Vec<T>, SimError> {
-        let b = self.read(ptr, n * T::SIZE)?;
+        let len = n.checked_mul(T::SIZE).ok_or_else(|| {
+            SimError::Memory(format!(
+                "host read of {n} elements at {ptr:#x}: size overflows"
+            ))
+        })?;
+        let b = self.read(ptr, len)?;
         Ok(b.chunks_exact(T::SIZE).map(T::read_le).collect())
     }
 
@@ -258,6 +283,42 @@ impl Device {
         entry: &str,
         cfg: LaunchConfig,
         args: &[Arg],
+    ) -> Result<LaunchStats, SimError> {
+        use crate::check::{CheckConfig, Geometry, LaunchChecks};
+        let k = module
+            .kernel(entry)
+            .ok_or_else(|| SimError::UnknownEntry(entry.to_string()))?;
+        let cc = CheckConfig {
+            racecheck: self.opts.racecheck,
+            initcheck: self.opts.initcheck,
+            metrics: self.opts.metrics,
+        };
+        if !cc.any() {
+            return self.launch_with(module, entry, cfg, args, &|| None);
+        }
+        let geo = Geometry {
+            grid: cfg.grid,
+            block: cfg.block,
+            shared_bytes: (k.dyn_shared_offset + cfg.shared_mem_bytes as u64) as usize,
+        };
+        let checks = LaunchChecks::for_kernel(cc, geo, &k.code);
+        let factory = || Some(checks.receiver());
+        let mut stats = self.launch_with(module, entry, cfg, args, &factory)?;
+        let out = checks.finish();
+        stats.metrics = out.metrics;
+        stats.reports = out.reports;
+        stats.reports_omitted = out.reports_omitted;
+        Ok(stats)
+    }
+
+    /// [`Device::launch`] with a receiver of execution events per worker.
+    pub(crate) fn launch_with(
+        &mut self,
+        module: &Module,
+        entry: &str,
+        cfg: LaunchConfig,
+        args: &[Arg],
+        events: &crate::exec::events::EventsFactory<'_>,
     ) -> Result<LaunchStats, SimError> {
         let start = Instant::now();
         let k = module
@@ -308,6 +369,18 @@ impl Device {
                 k.static_shared, cfg.shared_mem_bytes
             )));
         }
+        if k.param_size > MAX_PARAM_BYTES {
+            return Err(SimError::InvalidArgument(format!(
+                "launch of {entry}: the kernel declares {} bytes of parameters, more than the {MAX_PARAM_BYTES} a GPU accepts",
+                k.param_size
+            )));
+        }
+        if k.local_size > MAX_LOCAL_BYTES {
+            return Err(SimError::InvalidArgument(format!(
+                "launch of {entry}: the kernel needs {} bytes of local memory per thread, more than the {MAX_LOCAL_BYTES} a GPU accepts",
+                k.local_size
+            )));
+        }
         if args.len() != k.params.len() {
             return Err(SimError::InvalidArgument(format!(
                 "launch of {entry}: expected {} arguments, given {}",
@@ -346,7 +419,7 @@ impl Device {
             dyn_shared: cfg.shared_mem_bytes,
             max_steps: self.opts.max_warp_steps,
         };
-        let c = exec::run(&cx, threads)?;
+        let c = exec::run(&cx, threads, events)?;
         let blocks = gx as u64 * gy as u64 * gz as u64;
         Ok(LaunchStats {
             thread_instructions: c.thread_instructions,
@@ -354,6 +427,7 @@ impl Device {
             blocks,
             threads: blocks * nthreads,
             wall: start.elapsed(),
+            ..LaunchStats::default()
         })
     }
 }

@@ -196,6 +196,13 @@ pub(crate) enum Kind {
         m: Mods,
         d: u32,
         s: [Opd; 4],
+        /// Number of sources used.
+        n: u8,
+    },
+    /// Register/immediate copy of an already normalized value (`mov` of a non-predicate type).
+    Mov {
+        d: u32,
+        s: Opd,
     },
     /// `setp`/`set`: `p = cmp(a,b) bop c`, `q = !cmp(a,b) bop c`; `set_ty` writes an integer/float instead.
     Setp {
@@ -232,6 +239,8 @@ pub(crate) enum Kind {
         d: [u32; 4],
         a: Opd,
         off: i64,
+        /// `.volatile`/`.relaxed`/`.acquire` (never a data race).
+        strong: bool,
     },
     St {
         sp: Space,
@@ -240,6 +249,8 @@ pub(crate) enum Kind {
         s: [Opd; 4],
         a: Opd,
         off: i64,
+        /// `.volatile`/`.relaxed`/`.release` (never a data race).
+        strong: bool,
     },
     Atom {
         sp: Space,
@@ -289,6 +300,13 @@ pub(crate) enum Kind {
     Activemask {
         d: u32,
     },
+    /// `%clock`, `%clock64`, `%globaltimer`: the block's warp-instruction count so far
+    /// (monotonic, deterministic), scaled by `mul`.
+    Clock {
+        d: u32,
+        mul: u64,
+        bits: u8,
+    },
     Call {
         target: u32,
         /// Callee index in `Kernel::frames`.
@@ -332,7 +350,7 @@ impl Kind {
                     f(c);
                 }
             }
-            Kind::Unpack { s, .. } => f(s),
+            Kind::Unpack { s, .. } | Kind::Mov { s, .. } => f(s),
             Kind::CallInd { f: t, .. } => f(t),
             Kind::Carry { s, .. } => s.iter_mut().for_each(f),
             Kind::CpAsync {
@@ -378,6 +396,7 @@ impl Kind {
                 }
             }
             Kind::Activemask { .. }
+            | Kind::Clock { .. }
             | Kind::Bra { .. }
             | Kind::Call { .. }
             | Kind::Ret
@@ -395,6 +414,7 @@ impl Kind {
         matches!(
             self,
             Kind::Alu { .. }
+                | Kind::Mov { .. }
                 | Kind::Setp { .. }
                 | Kind::Pack { .. }
                 | Kind::Unpack { .. }
@@ -402,6 +422,7 @@ impl Kind {
                 | Kind::St { .. }
                 | Kind::Atom { .. }
                 | Kind::Activemask { .. }
+                | Kind::Clock { .. }
                 | Kind::Carry { .. }
                 | Kind::CpAsync { .. }
                 | Kind::Nop

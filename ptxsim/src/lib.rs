@@ -43,6 +43,7 @@
 //!
 //! See the crate README for what is modelled and what is not.
 
+mod check;
 mod device;
 mod error;
 mod exec;
@@ -58,6 +59,9 @@ mod types;
 /// Numeric semantics used by the executor.
 use numeric as num;
 
+pub use check::{
+    AccessKind, AccessSite, Hazard, InstrClass, MemSpace, Metrics, Report, ReportKind,
+};
 pub use device::{Arg, Device, LaunchConfig, LaunchStats, Options, Scalar};
 pub use error::{Fault, FaultKind, SimError};
 pub use module::{EntryInfo, Module, ParamInfo};

@@ -106,7 +106,6 @@ impl Alloc {
     }
 
     /// Whether every byte of `off..off+len` has been written (for initcheck).
-    #[allow(dead_code)]
     pub(crate) fn is_init(&self, off: usize, len: usize) -> bool {
         (off..off + len).all(|b| self.init[b / 64].load(Relaxed) >> (b % 64) & 1 == 1)
     }
@@ -212,7 +211,10 @@ impl GlobalMem {
         if i > 0 {
             let a = &self.live[i - 1];
             let off = addr - a.base;
-            if off + len as u64 <= a.size as u64 {
+            if off
+                .checked_add(len as u64)
+                .is_some_and(|end| end <= a.size as u64)
+            {
                 return Ok((a, off as usize));
             }
         }
@@ -279,6 +281,15 @@ impl GlobalMem {
         Self::check_align(addr, sz)?;
         let (a, off) = self.find(addr, sz)?;
         Ok(a.rmw(off, sz, f))
+    }
+
+    /// Whether every byte of `[addr, addr+len)` was written (host write, zeroing allocation or
+    /// kernel store); false outside live allocations.
+    pub(crate) fn is_init(&self, addr: u64, len: usize) -> bool {
+        match self.find(addr, len) {
+            Ok((a, off)) => a.is_init(off, len),
+            Err(_) => false,
+        }
     }
 
     /// Checks that `[addr, addr+len)` is inside a live allocation (for vector access bounds).

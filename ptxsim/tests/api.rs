@@ -113,6 +113,26 @@ fn launch_argument_checks() {
         dev.launch(&m, "copy_plus_one", zero, &[Arg::Ptr(a), Arg::Ptr(b)]),
         Err(SimError::InvalidArgument(_))
     ));
+    // CUDA limits: gridDim.y/z <= 65535, blockDim.z <= 64, at most 1024 threads per block,
+    // dynamic shared memory far beyond any GPU's (1 MiB).
+    for (grid, block, smem) in [
+        ([1, 65536, 1], [32, 1, 1], 0),
+        ([1, 1, 65536], [32, 1, 1], 0),
+        ([1, 1, 1], [1, 1, 65], 0),
+        ([1, 1, 1], [32, 33, 1], 0),
+        ([1, 1, 1], [32, 1, 1], 1 << 20),
+    ] {
+        let c = LaunchConfig {
+            grid,
+            block,
+            shared_mem_bytes: smem,
+        };
+        let r = dev.launch(&m, "copy_plus_one", c, &[Arg::Ptr(a), Arg::Ptr(b)]);
+        assert!(
+            matches!(r, Err(SimError::InvalidArgument(_))),
+            "grid {grid:?} block {block:?} smem {smem}: {r:?}"
+        );
+    }
     let huge = LaunchConfig {
         grid: [1, 1, 1],
         block: [2048, 1, 1],
@@ -254,6 +274,15 @@ fn huge_allocations_are_errors_not_panics() {
         .alloc(16)
         .expect("alloc(16) after a failed alloc(usize::MAX)");
     assert!(dev.read(p, usize::MAX).is_err());
+    // Lengths whose end address wraps around must be errors too (not a huge allocation).
+    assert!(
+        dev.read(p + 8, usize::MAX - 7).is_err(),
+        "read(p + 8, usize::MAX - 7)"
+    );
+    assert!(
+        dev.read_slice::<u64>(p, usize::MAX / 4).is_err(),
+        "read_slice::<u64>(p, usize::MAX / 4)"
+    );
     let mut dev = Device::new();
     assert!(
         dev.alloc_zeroed(usize::MAX / 2).is_err(),
@@ -398,5 +427,107 @@ fn module_is_shared_across_host_threads() {
         .collect();
     for h in handles {
         assert!(h.join().unwrap());
+    }
+}
+
+/// Random launch configurations, argument lists and pointers (including null, unmapped and
+/// interior ones): launches and host copies return errors or faults, never panic.
+#[test]
+fn random_api_misuse_never_panics() {
+    let ptx = copy_kernel();
+    let m = parse(&ptx, "copy");
+    let mut rng = common::Rng(99);
+    let mut panics = Vec::new();
+    for i in 0..300 {
+        let pick = |rng: &mut common::Rng, v: &[u32]| v[rng.range(0, v.len() as i64) as usize];
+        let dims = [
+            0u32,
+            1,
+            2,
+            3,
+            31,
+            32,
+            33,
+            1024,
+            1025,
+            65535,
+            65536,
+            u32::MAX,
+        ];
+        let c = LaunchConfig {
+            grid: [
+                pick(&mut rng, &dims[..10]),
+                pick(&mut rng, &[1, 1, 2, 0, 70000]),
+                1,
+            ],
+            block: [
+                pick(&mut rng, &dims),
+                pick(&mut rng, &[1, 1, 2, 0]),
+                pick(&mut rng, &[1, 1, 65]),
+            ],
+            shared_mem_bytes: pick(&mut rng, &[0, 0, 1, 49152, 1 << 30, u32::MAX]),
+        };
+        let nargs = rng.range(0, 4) as usize;
+        let r = std::panic::catch_unwind(|| {
+            let mut rng = common::Rng(i);
+            let mut dev = Device::with_options(Options {
+                threads: 1,
+                max_warp_steps: 10_000,
+                ..Options::default()
+            });
+            let a = dev.alloc(64).unwrap();
+            let ptrs = [
+                0u64,
+                1,
+                a,
+                a + 3,
+                a + 60,
+                a + 64,
+                u64::MAX,
+                u64::MAX - 3,
+                0x7f00_0000_0000,
+            ];
+            let args: Vec<Arg> = (0..nargs)
+                .map(|_| match rng.range(0, 6) {
+                    0 => Arg::U32(rng.next_u32()),
+                    1 => Arg::I64(rng.next_u64() as i64),
+                    2 => Arg::Bytes(vec![0; rng.range(0, 20) as usize]),
+                    3 => Arg::F64(f64::NAN),
+                    _ => Arg::Ptr(ptrs[rng.range(0, ptrs.len() as i64) as usize]),
+                })
+                .collect();
+            let _ = dev.launch(&m, "copy_plus_one", c, &args);
+            let p = ptrs[rng.range(0, ptrs.len() as i64) as usize];
+            let _ = dev.read(p, rng.range(0, 100) as usize);
+            let _ = dev.write(p, &[1, 2, 3]);
+            let _ = dev.free(p);
+            let _ = dev.read_slice::<u64>(p, usize::MAX / 4);
+        });
+        if r.is_err() {
+            panics.push(format!("{c:?} with {nargs} args (iteration {i})"));
+        }
+    }
+    assert!(
+        panics.is_empty(),
+        "{} panics, first: {}",
+        panics.len(),
+        panics[0]
+    );
+}
+
+/// Declarations beyond what any GPU accepts (ptxas rejects them): 1 MiB of local memory per
+/// thread (the CUDA limit is 512 KiB) and a 64 KiB kernel parameter (limit 32764 bytes) must be
+/// errors at parse or launch time, not run.
+#[test]
+fn declarations_beyond_hardware_limits_are_errors() {
+    let local = ptx_module(".visible .entry k(.param .u64 p)\n{\n.local .align 8 .b8 big[1048576];\n.reg .b64 %rd<2>;\nmov.u64 %rd1, big;\nret;\n}\n");
+    let param = ptx_module(".visible .entry k(.param .align 8 .b8 p[65536])\n{\nret;\n}\n");
+    for (what, ptx, arg) in [
+        ("1 MiB .local", local, Arg::Ptr(0)),
+        ("64 KiB param", param, Arg::Bytes(vec![0; 65536])),
+    ] {
+        let r =
+            Module::parse(&ptx).and_then(|m| Device::new().launch(&m, "k", cfg1(1, 32), &[arg]));
+        assert!(r.is_err(), "{what}: expected an error, got {r:?}");
     }
 }

@@ -9,8 +9,8 @@
 mod common;
 
 use common::cuda::{for_archs, random_f32, read, upload, zeros};
-use common::fp::{f32_to_bf16, Mode};
-use common::{cfg, cfg1, device, launch, Rng};
+use common::fp::{f32_to_bf16, f64_to_bf16_rn, f64_to_f16_rn, Mode};
+use common::{cfg, cfg1, device, launch_clean as launch, Rng};
 use half::{bf16, f16};
 use ptxsim::{Arg, LaunchConfig};
 
@@ -48,7 +48,7 @@ fn half2_fma_with_by_value_half2_params() {
         for i in 0..2 * n2 {
             let k = i % 2; // element 0 = .x = low half
             let f = |h: u16| f16::from_bits(h).to_f64();
-            let e = f16::from_f64(f(a[k]).mul_add(f(x[i]), f(b[k]))).to_bits();
+            let e = f64_to_f16_rn(f(a[k]).mul_add(f(x[i]), f(b[k])));
             assert_eq!(got[i], e, "half2_fma element {i} ({arch})");
         }
     });
@@ -211,7 +211,7 @@ fn bf16_conversions_and_fma() {
         let got: Vec<u16> = read(&dev, pd, 2 * n2);
         for i in 0..2 * n2 {
             let f = |h: u16| bf16::from_bits(h).to_f64();
-            let e = bf16::from_f64(f(a[i]).mul_add(f(b[i]), f(c[i]))).to_bits();
+            let e = f64_to_bf16_rn(f(a[i]).mul_add(f(b[i]), f(c[i])));
             assert_eq!(got[i], e, "bf16x2 fma element {i} ({arch})");
         }
     });
@@ -490,7 +490,7 @@ fn indexing_3d_grid_and_block() {
         let mut dev = device();
         let out = zeros(&mut dev, 4 * total);
         let dims = zeros(&mut dev, 24);
-        launch(
+        let stats = launch(
             &mut dev,
             m,
             ptx,
@@ -513,6 +513,11 @@ fn indexing_3d_grid_and_block() {
                 }
             }
         }
+        assert_eq!(
+            (stats.blocks, stats.threads),
+            (12, 288),
+            "launch stats ({arch})"
+        );
         assert_eq!(got, e, "index3d ({arch})");
         assert_eq!(
             read::<u32>(&dev, dims, 6),

@@ -8,7 +8,7 @@
 mod common;
 
 use common::cuda::{for_archs, random_f32, read, upload, zeros};
-use common::{cfg1, device, launch, Rng};
+use common::{cfg1, device, launch_clean as launch, Rng};
 use ptxsim::Arg;
 
 fn shfl_input(n: usize) -> Vec<i32> {

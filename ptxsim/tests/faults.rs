@@ -13,6 +13,17 @@ fn for_archs(f: impl Fn(&str, &str, &Module)) {
     common::cuda::for_archs("faults.cu", f);
 }
 
+/// The single line of `entry` with a CTA barrier (`bar.sync` or, in newer PTX, `barrier.sync`).
+fn barrier_line(ptx: &str, entry: &str) -> usize {
+    let mut v = lines_in_entry(ptx, entry, "bar.sync");
+    v.extend(lines_in_entry(ptx, entry, "barrier.sync"));
+    v.retain(|&l| !ptx.lines().nth(l - 1).unwrap_or("").contains("warp"));
+    v.sort_unstable();
+    v.dedup();
+    assert_eq!(v.len(), 1, "barrier lines in {entry}: {v:?}");
+    v[0]
+}
+
 /// The single line of `entry` containing `needle`.
 fn one_line(ptx: &str, entry: &str, needle: &str) -> usize {
     let v = lines_in_entry(ptx, entry, needle);
@@ -84,6 +95,38 @@ fn out_of_bounds_global_write() {
                 "message should contain {part:?}: {shown}"
             );
         }
+    });
+}
+
+#[test]
+fn out_of_bounds_inside_a_device_function() {
+    for_archs(|arch, ptx, m| {
+        let n = 32usize;
+        let mut dev = device();
+        let p = dev.alloc(n * 4).unwrap();
+        let r = dev.launch(
+            m,
+            "oob_in_callee",
+            cfg1(1, 32),
+            &[Arg::Ptr(p), Arg::I32(n as i32), Arg::I32(17)],
+        );
+        let f = expect_fault(r, "oob_in_callee");
+        let lines = common::lines_in_func(ptx, "store_at", "st.global");
+        assert_eq!(
+            lines.len(),
+            1,
+            "st.global lines in store_at: {lines:?} ({arch})"
+        );
+        check(
+            &f,
+            FaultKind::OutOfBounds,
+            "oob_in_callee",
+            lines[0],
+            [0, 0, 0],
+            Some([17, 0, 0]),
+            arch,
+        );
+        assert_eq!(f.address, Some(p + (n as u64 + 1) * 4), "address ({arch})");
     });
 }
 
@@ -189,7 +232,7 @@ fn barrier_in_divergent_code() {
             &f,
             FaultKind::BarrierDivergence,
             "divergent_barrier",
-            one_line(ptx, "divergent_barrier", "bar.sync"),
+            barrier_line(ptx, "divergent_barrier"),
             [0, 0, 0],
             None,
             arch,
@@ -207,7 +250,7 @@ fn deadlock_warp_sync_against_block_barrier() {
         let f = expect_fault(r, "deadlock");
         let lines = [
             one_line(ptx, "deadlock", "bar.warp.sync"),
-            one_line(ptx, "deadlock", "bar.sync"),
+            barrier_line(ptx, "deadlock"),
         ];
         assert_eq!(f.kind, FaultKind::Deadlock, "kind ({arch}): {f:?}");
         assert!(
@@ -436,4 +479,66 @@ fn hand_shared_out_of_bounds_static() {
         Some([37, 0, 0]),
         "hand",
     );
+}
+
+#[test]
+fn hand_executing_lane_not_in_its_own_mask() {
+    // Block 1's warp 1 (threads 32..63) executes a shuffle whose mask names only lanes 0-15.
+    let (f, ptx, _) = hand_fault(
+        "setp.ne.u32 %p1, %bid, 1;\n@%p1 ret;\nsetp.lt.u32 %p2, %t, 32;\n@%p2 ret;\n\
+         shfl.sync.idx.b32 %r1, %t, 0, 31, 0xffff;\nst.global.u32 [%a0], %r1;",
+    );
+    check(
+        &f,
+        FaultKind::ShflMaskLane,
+        "hand",
+        one_line(&ptx, "hand", "shfl.sync"),
+        [1, 0, 0],
+        None,
+        "hand",
+    );
+    assert!((32..64).contains(&f.thread[0]), "{f:?}");
+}
+
+#[test]
+fn hand_vote_mask_names_exited_lanes() {
+    let (f, ptx, _) = hand_fault(
+        "setp.ne.u32 %p1, %bid, 1;\n@%p1 ret;\nand.b32 %r2, %t, 31;\nsetp.ge.u32 %p2, %r2, 16;\n@%p2 ret;\n\
+         setp.ne.u32 %p3, %r2, 3;\nvote.sync.ballot.b32 %r1, %p3, -1;\nst.global.u32 [%a0], %r1;",
+    );
+    check(
+        &f,
+        FaultKind::ShflMaskLane,
+        "hand",
+        one_line(&ptx, "hand", "vote.sync"),
+        [1, 0, 0],
+        None,
+        "hand",
+    );
+}
+
+#[test]
+fn fault_report_is_deterministic_across_worker_threads() {
+    // Every thread of blocks 3..16 writes out of bounds: whatever the worker count, the same
+    // (first) block and thread must be reported, every time.
+    let body = "setp.lt.u32 %p1, %bid, 3;\n@%p1 ret;\nmul.wide.u32 %rd1, %g, 4;\nadd.s64 %rd2, %a0, %rd1;\n\
+                mov.u32 %r1, 1;\nst.global.u32 [%rd2+4096], %r1;";
+    let ptx = ptx_module(&simple_entry("many", 1, body));
+    let m = parse(&ptx, "many");
+    let mut seen = std::collections::BTreeSet::new();
+    for threads in [1, 2, 4, 8] {
+        for _ in 0..5 {
+            let mut dev = Device::with_options(Options {
+                threads,
+                ..Options::default()
+            });
+            let p = dev.alloc_zeroed(64 * 16 * 4).unwrap();
+            let f = expect_fault(dev.launch(&m, "many", cfg1(16, 64), &[Arg::Ptr(p)]), "many");
+            assert_eq!(f.kind, FaultKind::OutOfBounds);
+            seen.insert((f.block, f.thread, f.line));
+        }
+    }
+    assert_eq!(seen.len(), 1, "different reports: {seen:?}");
+    let (block, _, _) = seen.into_iter().next().unwrap();
+    assert!(block[0] >= 3, "a faulting block is reported: {block:?}");
 }

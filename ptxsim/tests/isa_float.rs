@@ -622,3 +622,110 @@ fn approx_instructions_within_documented_error() {
     ];
     run_cases(&cases);
 }
+
+#[test]
+fn div_approx_huge_divisor_semantics() {
+    let w = [B32; 4];
+    let cases = vec![
+        // PTX: for 2^126 < |b| < 2^128, div.approx.f32 returns 0, or NaN when a is infinite.
+        Case::new(
+            "div.approx.f32 huge divisor",
+            "div.approx.f32 %d, %a, %b;",
+            w,
+        )
+        .row(b32(1.0), b32(2f32.powi(127)), 0, 0)
+        .row(b32(-3.0), b32(1.5 * 2f32.powi(126)), 0, 0x8000_0000)
+        .row(b32(f32::INFINITY), b32(2f32.powi(127)), 0, QNAN32),
+    ];
+    run_cases(&cases);
+}
+
+#[test]
+fn approx_instruction_special_values() {
+    // IEEE-style special cases from the PTX ISA tables of each .approx instruction.
+    let w = [B32; 4];
+    let (inf, ninf, nan) = (b32(f32::INFINITY), b32(f32::NEG_INFINITY), b32(f32::NAN));
+    let (z, nz, one) = (0u64, 0x8000_0000u64, b32(1.0));
+    let un = |name: &str, op: &str, rows: &[(u64, u64)]| {
+        Case::new(name, format!("{op} %d, %a;"), w).rows(
+            rows.iter()
+                .map(|&(a, d)| row(a, 0, 0, d))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let cases = vec![
+        un(
+            "rsqrt.approx specials",
+            "rsqrt.approx.f32",
+            &[
+                (nz, ninf),
+                (z, inf),
+                (inf, z),
+                (b32(-1.0), QNAN32),
+                (ninf, QNAN32),
+                (nan, QNAN32),
+            ],
+        ),
+        un(
+            "rcp.approx specials",
+            "rcp.approx.f32",
+            &[(nz, ninf), (z, inf), (inf, z), (ninf, nz), (nan, QNAN32)],
+        ),
+        un(
+            "sqrt.approx specials",
+            "sqrt.approx.f32",
+            &[
+                (nz, nz),
+                (z, z),
+                (inf, inf),
+                (b32(-1.0), QNAN32),
+                (ninf, QNAN32),
+            ],
+        ),
+        un(
+            "lg2.approx specials",
+            "lg2.approx.f32",
+            &[
+                (z, ninf),
+                (nz, ninf),
+                (inf, inf),
+                (b32(-2.0), QNAN32),
+                (ninf, QNAN32),
+                (one, z),
+            ],
+        ),
+        un(
+            "ex2.approx specials",
+            "ex2.approx.f32",
+            &[(ninf, z), (z, one), (nz, one), (inf, inf), (nan, QNAN32)],
+        ),
+        un(
+            "sin.approx specials",
+            "sin.approx.f32",
+            &[
+                (z, z),
+                (nz, nz),
+                (inf, QNAN32),
+                (ninf, QNAN32),
+                (nan, QNAN32),
+            ],
+        ),
+        un(
+            "cos.approx specials",
+            "cos.approx.f32",
+            &[(z, one), (nz, one), (inf, QNAN32), (nan, QNAN32)],
+        ),
+        un(
+            "tanh.approx specials",
+            "tanh.approx.f32",
+            &[
+                (z, z),
+                (nz, nz),
+                (inf, one),
+                (ninf, b32(-1.0)),
+                (nan, QNAN32),
+            ],
+        ),
+    ];
+    run_cases(&cases);
+}

@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::fp::{f64_to_bf16_rn, f64_to_f16_rn};
 use common::isa::{row, run_cases, Case, Row, W};
 use common::Rng;
 use half::{bf16, f16};
@@ -31,8 +32,8 @@ impl Fmt {
             return 0x7fff;
         }
         match self {
-            Fmt::F16 => f16::from_f64(x).to_bits(),
-            Fmt::Bf16 => bf16::from_f64(x).to_bits(),
+            Fmt::F16 => f64_to_f16_rn(x),
+            Fmt::Bf16 => f64_to_bf16_rn(x),
         }
     }
     fn round_f32(self, x: f32) -> u16 {
@@ -283,6 +284,69 @@ fn mov_pack_unpack() {
             [B32; 4],
         )
         .row(0x4000_3c00, 0, 0, 2.0f32.to_bits() as u64),
+    ];
+    run_cases(&cases);
+}
+
+#[test]
+fn reference_rounding_sanity() {
+    // 1 + 2^-11 is an f16 tie (rounds to even: 1.0); any sticky bit below must round up.
+    assert_eq!(f64_to_f16_rn(1.0 + 2f64.powi(-11)), 0x3c00);
+    assert_eq!(f64_to_f16_rn(1.0 + 2f64.powi(-11) + 2f64.powi(-40)), 0x3c01);
+    assert_eq!(f64_to_f16_rn(1.0 + 3.0 * 2f64.powi(-11)), 0x3c02);
+    assert_eq!(f64_to_bf16_rn(1.0 + 2f64.powi(-8) + 2f64.powi(-45)), 0x3f81);
+    assert_eq!(f64_to_f16_rn(65520.0), 0x7c00); // overflow threshold rounds to inf
+    assert_eq!(f64_to_f16_rn(65519.99), 0x7bff);
+    assert_eq!(f64_to_f16_rn(2f64.powi(-25)), 0x0000); // half the smallest subnormal: tie to 0
+    assert_eq!(f64_to_f16_rn(2f64.powi(-25) * 1.0001), 0x0001);
+}
+
+#[test]
+fn full_range_f16x2_and_bf16x2_add_mul() {
+    // Random bit patterns: subnormals, infinities and NaNs included. f16 add/mul and bf16 mul
+    // are exact in f64; bf16 add goes through f32 (24 >= 2*8+2 bits: double rounding is
+    // innocuous for addition).
+    let mut rng = Rng(77);
+    let mut pairs: Vec<(u64, u64)> = (0..N)
+        .map(|_| (rng.next_u32() as u64, rng.next_u32() as u64))
+        .collect();
+    pairs.push((0x7c00_0001, 0xfc00_0001)); // inf + -inf, subnormals
+    pairs.push((0x0001_8001, 0x0001_0001));
+    let nanf = |x: f64| x.is_nan();
+    let f16v = |h: u64| f16::from_bits(h as u16).to_f64();
+    let bfv = |h: u64| bf16::from_bits(h as u16).to_f64();
+    let per = |a: u64, b: u64, f: &dyn Fn(u64, u64) -> u16| -> u64 {
+        (f(a & 0xffff, b & 0xffff) as u64) | (f(a >> 16, b >> 16) as u64) << 16
+    };
+    let canon = |x: f64, r: u16| if nanf(x) { 0x7fff } else { r };
+    let f16_add = |a: u64, b: u64| {
+        let x = f16v(a) + f16v(b);
+        canon(x, f64_to_f16_rn(x))
+    };
+    let f16_mul = |a: u64, b: u64| {
+        let x = f16v(a) * f16v(b);
+        canon(x, f64_to_f16_rn(x))
+    };
+    let bf_add = |a: u64, b: u64| {
+        let x = bf16::from_bits(a as u16).to_f32() + bf16::from_bits(b as u16).to_f32();
+        canon(x as f64, bf16::from_f32(x).to_bits())
+    };
+    let bf_mul = |a: u64, b: u64| {
+        let x = bfv(a) * bfv(b);
+        canon(x, f64_to_bf16_rn(x))
+    };
+    let w = [B32; 4];
+    let mk = |f: &dyn Fn(u64, u64) -> u16| {
+        pairs
+            .iter()
+            .map(|&(a, b)| row(a, b, 0, per(a, b, f)))
+            .collect::<Vec<_>>()
+    };
+    let cases = vec![
+        Case::new("add.rn.f16x2 full range", "add.rn.f16x2 %d, %a, %b;", w).rows(mk(&f16_add)),
+        Case::new("mul.rn.f16x2 full range", "mul.rn.f16x2 %d, %a, %b;", w).rows(mk(&f16_mul)),
+        Case::new("add.rn.bf16x2 full range", "add.rn.bf16x2 %d, %a, %b;", w).rows(mk(&bf_add)),
+        Case::new("mul.rn.bf16x2 full range", "mul.rn.bf16x2 %d, %a, %b;", w).rows(mk(&bf_mul)),
     ];
     run_cases(&cases);
 }

@@ -338,6 +338,10 @@ fn atomics_global_and_shared() {
             check: |t, _| (word(t, 0) == 2 * N).then_some(()).ok_or(format!("got {}", word(t, 0))),
         },
     ];
+    run_atom_cases(cases);
+}
+
+fn run_atom_cases(cases: Vec<AtomCase>) {
     let mut failures = Vec::new();
     for c in cases {
         let ptx = ptx_module(&simple_entry("atom", 2, c.body));
@@ -356,4 +360,23 @@ fn atomics_global_and_shared() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn atom_add_f32_global_flushes_subnormals() {
+    run_atom_cases(vec![
+        AtomCase {
+            // PTX: atom.add.f32 on global memory flushes subnormal inputs and results to
+            // sign-preserving zero, so adding subnormals to +0 leaves +0.
+            name: "atom.global.add.f32 flushes subnormals",
+            body: "mov.b32 %f1, 0x00100000;\natom.global.add.f32 %f2, [%a0], %f1;\nred.global.add.f32 [%a0+4], %f1;",
+            init: vec![0; 8],
+            check: |t, _| {
+                let got = [word(t, 0), word(t, 1)];
+                (got == [0, 0])
+                    .then_some(())
+                    .ok_or(format!("got {got:#x?}, expected [0, 0] (no subnormal accumulation)"))
+            },
+        },
+    ]);
 }

@@ -307,3 +307,25 @@ fn cp_async_global_to_shared() {
     let copy = "cp.async.cg.shared.global [%r3], [%rd2], 16;\ncp.async.wait_all;";
     staged_copy(copy).unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[test]
+fn literal_forms() {
+    let w = [B32; 4];
+    let cases = vec![
+        Case::new(
+            "integer literals: binary, octal, hex, U suffix, negative",
+            "mov.u32 %r1, 0b1010;\nmov.u32 %r2, 017;\nmov.u32 %r3, 42U;\nmov.u32 %r4, 0xFF;\nmov.s32 %r5, -3;\n\
+             add.u32 %r1, %r1, %r2;\nadd.u32 %r1, %r1, %r3;\nadd.u32 %r1, %r1, %r4;\nadd.u32 %d, %r1, %r5;",
+            w,
+        )
+        .row(0, 0, 0, 10 + 15 + 42 + 255 - 3),
+        Case::new(
+            "float literals: 0f, 0d, decimal",
+            "mov.f32 %f1, 0f3FC00000;\nmov.f32 %f2, 2.25;\nmov.f64 %fd1, 0d3FF8000000000000;\nmov.f64 %fd2, 1.5e1;\n\
+             add.f64 %fd1, %fd1, %fd2;\ncvt.rn.f32.f64 %f3, %fd1;\nadd.f32 %f1, %f1, %f2;\nadd.f32 %f1, %f1, %f3;\nmov.b32 %d, %f1;",
+            w,
+        )
+        .row(0, 0, 0, (1.5f32 + 2.25 + 16.5).to_bits() as u64),
+    ];
+    run_cases(&cases);
+}

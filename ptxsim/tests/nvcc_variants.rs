@@ -1,11 +1,13 @@
 //! nvcc output variants: the LayerNorm-like benchmark kernel and a few test kernels compiled
-//! with default flags, `-use_fast_math` (approximate / flush-to-zero instructions) and `-G`
-//! (debug code: locals in memory, no inlining), for every arch, run and checked on the host.
+//! with default flags, `-use_fast_math` (approximate / flush-to-zero instructions), `-G` (debug
+//! code: locals in memory, no inlining), `-O0` and `-rdc=true` (visible/weak functions and
+//! globals), for every required arch, plus compute_100 / compute_120 (newer PTX ISA versions),
+//! run and checked on the host.
 
 mod common;
 
 use common::layernorm_ref::{layernorm_f64, layernorm_inputs, max_scaled_error};
-use common::{cfg1, device, launch, nvcc, parse};
+use common::{cfg1, device, launch_clean as launch, nvcc, parse};
 use ptxsim::Arg;
 use std::path::Path;
 
@@ -67,6 +69,52 @@ fn layernorm_like_kernel_all_variants() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn newer_architectures_compute_100_and_120() {
+    // Not in the required set (75/80/90), but newer PTX ISA versions must parse and run too.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/cuda/layernorm_bench.cu");
+    for arch in ["compute_100", "compute_120"] {
+        let Some(ptx) = nvcc::compile_file_with(&src, arch, &[]) else {
+            return;
+        };
+        let m = parse(&ptx, arch);
+        let (rows, d) = (4usize, 256usize);
+        let (x, g, b) = layernorm_inputs(rows, d);
+        let mut dev = device();
+        let mut up = |v: &[f32]| {
+            let p = dev.alloc(v.len() * 4).unwrap();
+            dev.write_slice(p, v).unwrap();
+            p
+        };
+        let (px, pg, pb) = (up(&x), up(&g), up(&b));
+        let py = dev.alloc_zeroed(rows * d * 4).unwrap();
+        let pm = dev.alloc_zeroed(rows * 4).unwrap();
+        let pr = dev.alloc_zeroed(rows * 4).unwrap();
+        let args = [
+            Arg::Ptr(px),
+            Arg::Ptr(pg),
+            Arg::Ptr(pb),
+            Arg::Ptr(py),
+            Arg::Ptr(pm),
+            Arg::Ptr(pr),
+            Arg::I32(rows as i32),
+            Arg::I32(d as i32),
+            Arg::F32(1e-5),
+        ];
+        launch(
+            &mut dev,
+            &m,
+            &ptx,
+            "layernorm_fwd_warp",
+            cfg1(1, 128),
+            &args,
+        );
+        let y: Vec<f32> = dev.read_slice(py, rows * d).unwrap();
+        let worst = max_scaled_error(&y, &layernorm_f64(&x, &g, &b, rows, d, 1e-5), 1e-4, 1e-4);
+        assert!(worst <= 1.0, "{arch}: worst scaled error {worst}");
     }
 }
 
@@ -148,6 +196,55 @@ fn debug_builds_of_test_kernels() {
                 [dm[2 * i], dm[2 * i + 1]],
                 [a[i] / b[i], a[i] % b[i]],
                 "-G divmod {i} ({arch})"
+            );
+        }
+    }
+}
+
+#[test]
+fn relocatable_device_code_and_o0() {
+    // -rdc=true makes device functions and globals .visible/.weak; -O0 keeps every local.
+    let dir = nvcc::cuda_dir();
+    for arch in nvcc::ARCHS {
+        for flags in [&["-rdc=true"][..], &["-O0", "-Xcicc", "-O0"][..]] {
+            let Some(ptx) = nvcc::compile_file_with(&dir.join("misc.cu"), arch, flags) else {
+                return;
+            };
+            let what = format!("misc.cu {arch} {flags:?}");
+            let m = parse(&ptx, &what);
+            let mut dev = device();
+            let out = dev.alloc_zeroed(64 * 4).unwrap();
+            let cnt = dev.alloc_zeroed(4).unwrap();
+            launch(
+                &mut dev,
+                &m,
+                &ptx,
+                "module_globals",
+                cfg1(1, 64),
+                &[Arg::Ptr(out), Arg::Ptr(cnt)],
+            );
+            let coef = [0.5f32, -1.25, 2.0, 3.0];
+            let e: Vec<f32> = (0..64).map(|t| coef[t & 3] * (t % 6 + 1) as f32).collect();
+            assert_eq!(dev.read_slice::<f32>(out, 64).unwrap(), e, "{what}");
+            assert_eq!(dev.read_slice::<i32>(cnt, 1).unwrap()[0], 69, "{what}");
+            let n = 100usize;
+            let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 7.0).collect();
+            let px = dev.alloc(n * 4).unwrap();
+            dev.write_slice(px, &x).unwrap();
+            let py = dev.alloc_zeroed(n * 4).unwrap();
+            launch(
+                &mut dev,
+                &m,
+                &ptx,
+                "grid_stride",
+                cfg1(1, 32),
+                &[Arg::Ptr(px), Arg::Ptr(py), Arg::I32(n as i32)],
+            );
+            let y: Vec<f32> = dev.read_slice(py, n).unwrap();
+            assert_eq!(
+                y,
+                x.iter().map(|v| 2.0 * v + 1.0).collect::<Vec<_>>(),
+                "{what}"
             );
         }
     }

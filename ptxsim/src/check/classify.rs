@@ -33,8 +33,12 @@ pub(crate) fn class_of(k: &Kind) -> InstrClass {
                 by_type(m.ty)
             }
         }
+        Kind::Mov { .. } | Kind::Clock { .. } => InstrClass::Move,
+        Kind::Carry { .. } => InstrClass::Int,
         Kind::Setp { .. } => InstrClass::Compare,
         Kind::Pack { .. } | Kind::Unpack { .. } | Kind::Activemask { .. } => InstrClass::Move,
+        // cp.async: a global load whose data goes straight to shared memory.
+        Kind::CpAsync { .. } => InstrClass::GlobalLoad,
         Kind::Ld { sp, .. } => match sp {
             Space::Global => InstrClass::GlobalLoad,
             Space::Shared => InstrClass::SharedLoad,
@@ -52,8 +56,12 @@ pub(crate) fn class_of(k: &Kind) -> InstrClass {
         Kind::Bra { .. } => InstrClass::Branch,
         Kind::Bar { .. } => InstrClass::Barrier,
         Kind::Sync { .. } => InstrClass::WarpSync,
-        Kind::Call { .. } | Kind::Ret | Kind::Exit | Kind::Trap => InstrClass::Control,
-        Kind::Nop => InstrClass::Other,
+        Kind::Call { .. } | Kind::CallInd { .. } | Kind::Ret | Kind::Exit | Kind::Trap => {
+            InstrClass::Control
+        }
+        // Nop, and instructions added to the IR later.
+        #[allow(unreachable_patterns)]
+        _ => InstrClass::Other,
     }
 }
 

@@ -87,7 +87,7 @@ instr_classes! {
 /// hardware's grouping of the k-th execution of an instruction across the lanes of a warp).
 ///
 /// ```
-/// use ptxsim::{Arg, Device, LaunchConfig, Module};
+/// use ptxsim::{Arg, Device, LaunchConfig, Module, Options};
 ///
 /// let ptx = r#"
 /// .version 7.0
@@ -108,12 +108,12 @@ instr_classes! {
 /// }
 /// "#;
 /// let m = Module::parse(ptx)?;
-/// let mut dev = Device::new();
+/// let mut dev = Device::with_options(Options { metrics: true, ..Options::default() });
 /// let (src, dst) = (dev.alloc(4096)?, dev.alloc(4096)?);
 /// dev.write_slice(src, &[1.0f32; 1024])?;
 /// let cfg = LaunchConfig { grid: [1, 1, 1], block: [1024, 1, 1], shared_mem_bytes: 0 };
 /// let stats = dev.launch(&m, "copy", cfg, &[Arg::Ptr(src), Arg::Ptr(dst)])?;
-/// let metrics = stats.metrics.expect("metrics are on by default");
+/// let metrics = stats.metrics.expect("metrics are on");
 /// assert_eq!(metrics.global_load_requests, 32); // one per warp
 /// assert_eq!(metrics.sectors_per_request(), 4.0); // 32 lanes x 4 bytes = 4 sectors
 /// assert_eq!(metrics.unique_bytes, 8192); // 4 KiB read + 4 KiB written
@@ -374,7 +374,7 @@ pub(super) fn wavefronts(lanes: &[LaneAccess], size: u32) -> (u64, u64) {
         let mut words = [0u64; 32];
         let mut n = 0;
         for l in lanes.iter().filter(|l| l.lane / lanes_per_phase == phase) {
-            for w in l.addr / 4..=(l.addr + size - 1) / 4 {
+            for w in l.addr / 4..=l.addr.saturating_add(size - 1) / 4 {
                 if n < words.len() {
                     words[n] = w;
                     n += 1;

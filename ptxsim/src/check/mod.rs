@@ -3,9 +3,11 @@
 //! memory-traffic metrics (requests, sectors, bank conflicts, unique bytes, instruction mix).
 //!
 //! # How the executor drives it
-//! 1. At launch start, [`LaunchChecks::new`] with the [`CheckConfig`] and launch [`Geometry`].
-//! 2. Each block worker takes one [`BlockChecks`] from [`LaunchChecks::block`] and, for every
-//!    block it runs: [`BlockChecks::start`], then the block's events in execution order
+//! 1. At launch start, [`LaunchChecks::for_kernel`] with the [`CheckConfig`], the launch
+//!    [`Geometry`] and the kernel's code (for instruction classes).
+//! 2. Each block worker takes one [`BlockChecks`] from [`LaunchChecks::block`] (boxed as the
+//!    executor's `BlockEvents` receiver by [`LaunchChecks::receiver`], `receiver.rs`) and, for
+//!    every block it runs: [`BlockChecks::start`], then the block's events in execution order
 //!    ([`BlockChecks::access`] for each warp-level global/shared memory instruction,
 //!    [`BlockChecks::barrier`] when a block barrier completes, [`BlockChecks::warp_sync`] when
 //!    a warp-synchronous instruction completes for its member lanes,
@@ -17,20 +19,27 @@
 //!
 //! # What is checked
 //! - Races: two accesses to the same byte by different threads, at least one a write, with
-//!   nothing ordering them (see `race.rs` for the ordering model). Atomics and strong
-//!   (`.volatile`, `.relaxed`, `.acquire`, `.release`) accesses are never reported. Fences do
-//!   not order anything across blocks: a plain store in one block read with a plain load in
-//!   another block of the same launch is always a race.
+//!   nothing ordering them (see `race.rs` for the ordering model). Atomics and strong accesses
+//!   (`.volatile`, `.relaxed`, `.acquire`, `.release`) are never reported. Fences and flags are not modelled: threads of
+//!   different blocks are never ordered, so a plain store in one block read by a plain load in
+//!   another block of the same launch is always reported, even behind a
+//!   `__threadfence()`-plus-atomic-flag handshake.
 //! - Uninitialized reads: global bytes whose initialization shadow (kept by global memory) is
 //!   clear when a load or atomic reads them, shared bytes no thread of the block wrote before.
-//! - Limitations: every block barrier (including named barriers with a thread count) orders
-//!   the whole block; `bar.arrive` orders nothing; each warp-level execution of a memory
-//!   instruction is one request (exact for convergent code).
+//! - Limitations (each can only hide a race, never invent one): a completing block barrier
+//!   (named or not, whatever its thread count) orders every access the block made before it
+//!   against every later one, including accesses of threads that only arrived (`bar.arrive`)
+//!   and went on; a write after reads by three or more threads in one barrier interval is
+//!   checked against two of them; atomics and strong accesses are never checked against plain
+//!   accesses.
+//! - Metrics: each warp-level execution of a memory instruction is one request (exact for
+//!   convergent code); `ld.const` and local/parameter accesses are not counted as traffic.
 
 mod classify;
 mod fasthash;
 mod metrics;
 mod race;
+mod receiver;
 mod report;
 #[cfg(test)]
 mod tests;
@@ -46,17 +55,9 @@ use std::sync::Mutex;
 /// Distinct reports kept per launch; the rest are counted in [`Outcome::reports_omitted`].
 pub(crate) const MAX_REPORTS: usize = 100;
 
-/// One active lane of a warp-level memory access.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct LaneAccess {
-    /// Global address, or byte offset into the block's shared memory.
-    pub addr: u64,
-    /// Lane index (0..32).
-    pub lane: u8,
-    /// Global loads and atomics: some byte of the access had never been written (from the
-    /// global memory's initialization shadow, read before the access). Ignored otherwise.
-    pub uninit: bool,
-}
+/// One active lane of a warp-level memory access: the executor's type (global address or
+/// shared offset, lane, and for global loads/atomics whether a byte was never written).
+pub(crate) use crate::exec::events::LaneAcc as LaneAccess;
 
 /// One warp-level execution of a global or shared memory instruction.
 #[derive(Clone, Copy, Debug)]
@@ -193,7 +194,6 @@ impl LaunchChecks {
             sectors: Vec::new(),
             loads: SectorSet::default(),
             stores: SectorSet::default(),
-            spare: Vec::new(),
             reports: ReportSet::default(),
             ranges: Vec::new(),
         }
@@ -259,19 +259,11 @@ pub(crate) struct BlockChecks<'l> {
     /// Sectors this worker loaded / stored in the launch (merged into the launch on drop).
     loads: SectorSet,
     stores: SectorSet,
-    /// Lane buffers lent to the executor ([`BlockChecks::take_buffer`]).
-    spare: Vec<Vec<LaneAccess>>,
     reports: ReportSet,
     ranges: Vec<GRange>,
 }
 
 impl BlockChecks<'_> {
-    /// The enabled checks.
-    #[inline]
-    pub(crate) fn config(&self) -> CheckConfig {
-        self.cfg
-    }
-
     /// Starts block `linear` (x-fastest linear index) with index `id`.
     pub(crate) fn start(&mut self, linear: u64, id: [u32; 3]) {
         self.block = linear;
@@ -344,20 +336,20 @@ impl BlockChecks<'_> {
             let uninit = match ev.space {
                 MemSpace::Global => (reads && l.uninit).then_some(l.addr),
                 MemSpace::Shared => {
-                    let mut first = None;
-                    for a in l.addr..l.addr.saturating_add(size) {
-                        let (w, b) = ((a / 64) as usize, a % 64);
-                        let Some(word) = self.shared_init.get_mut(w) else {
-                            break;
-                        };
-                        if reads && first.is_none() && *word >> b & 1 == 0 {
-                            first = Some(a);
+                    let (w, b) = ((l.addr / 64) as usize, l.addr % 64);
+                    match self.shared_init.get_mut(w) {
+                        // Aligned accesses never cross a 64-byte word of the bitmap.
+                        Some(word) if b + size <= 64 && size < 64 => {
+                            let mask = ((1u64 << size) - 1) << b;
+                            let missing = !*word & mask;
+                            if writes {
+                                *word |= mask;
+                            }
+                            (reads && missing != 0)
+                                .then(|| w as u64 * 64 + missing.trailing_zeros() as u64)
                         }
-                        if writes {
-                            *word |= 1 << b;
-                        }
+                        _ => self.shared_init_slow(l.addr, size, reads, writes),
                     }
-                    first
                 }
             };
             if let Some(address) = uninit {
@@ -372,6 +364,25 @@ impl BlockChecks<'_> {
                 self.reports.add(r);
             }
         }
+    }
+
+    /// [`BlockChecks::initcheck`] of shared bytes for an access crossing a bitmap word: the
+    /// first unwritten byte read, after marking written bytes.
+    fn shared_init_slow(&mut self, addr: u64, size: u64, reads: bool, writes: bool) -> Option<u64> {
+        let mut first = None;
+        for a in addr..addr.saturating_add(size) {
+            let (w, b) = ((a / 64) as usize, a % 64);
+            let Some(word) = self.shared_init.get_mut(w) else {
+                break;
+            };
+            if reads && first.is_none() && *word >> b & 1 == 0 {
+                first = Some(a);
+            }
+            if writes {
+                *word |= 1 << b;
+            }
+        }
+        first
     }
 
     /// A block barrier completed (every thread of the block that has not exited arrived).
@@ -424,20 +435,6 @@ impl BlockChecks<'_> {
         acc.ranges.append(&mut self.ranges);
         drop(acc);
         self.metrics = Metrics::default();
-    }
-
-    /// An empty lane buffer (capacity 32) for gathering one instruction's accesses; hand it
-    /// back with [`BlockChecks::give_buffer`] to reuse it.
-    #[inline]
-    pub(crate) fn take_buffer(&mut self) -> Vec<LaneAccess> {
-        self.spare.pop().unwrap_or_else(|| Vec::with_capacity(32))
-    }
-
-    /// Returns a buffer from [`BlockChecks::take_buffer`].
-    #[inline]
-    pub(crate) fn give_buffer(&mut self, mut v: Vec<LaneAccess>) {
-        v.clear();
-        self.spare.push(v);
     }
 }
 

@@ -23,6 +23,10 @@ pub(crate) struct Warp {
     /// Lanes blocked at a warp-synchronous instruction.
     pub sync_wait: u32,
     pub sync_mask: [u32; 32],
+    /// Consecutive scheduling decisions with the warp diverged (fairness, see `step.rs`).
+    pub diverged: u64,
+    /// PC of the last scheduled group.
+    pub last_pc: u32,
     /// Per-lane call stacks (only used by kernels with calls).
     pub stacks: Vec<Vec<Frame>>,
 }
@@ -62,6 +66,8 @@ pub(crate) struct Scratch {
     warps: Vec<Warp>,
     shared: Vec<u8>,
     local: Vec<u8>,
+    /// Lane buffers for access events.
+    pub ev: super::events::EvBufs,
 }
 
 /// A running block.
@@ -74,11 +80,18 @@ pub(crate) struct Block<'a, 's> {
     pub local: Bytes,
     pub bars: [BarState; NBAR],
     pub steps: u64,
-    scratch: &'s mut Scratch,
+    pub scratch: &'s mut Scratch,
+    /// Receiver of execution events (checks and metrics), if any.
+    pub ev: Option<&'s mut dyn super::events::Events>,
 }
 
 impl<'a, 's> Block<'a, 's> {
-    pub(crate) fn new(cx: &'a LaunchCtx<'a>, idx: [u32; 3], scratch: &'s mut Scratch) -> Self {
+    pub(crate) fn new(
+        cx: &'a LaunchCtx<'a>,
+        idx: [u32; 3],
+        scratch: &'s mut Scratch,
+        ev: Option<&'s mut dyn super::events::Events>,
+    ) -> Self {
         let nthreads = cx.block[0] * cx.block[1] * cx.block[2];
         let nwarps = nthreads.div_ceil(32);
         let nregs = cx.k.nregs as usize;
@@ -95,6 +108,8 @@ impl<'a, 's> Block<'a, 's> {
             let nl = (nthreads - wi as u32 * 32).min(32);
             w.valid = if nl == 32 { u32::MAX } else { (1u32 << nl) - 1 };
             w.exited = 0;
+            w.diverged = 0;
+            w.last_pc = 0;
             w.bar_wait = 0;
             w.sync_wait = 0;
             if cx.k.has_calls {
@@ -120,6 +135,7 @@ impl<'a, 's> Block<'a, 's> {
             bars: [BarState::default(); NBAR],
             steps: 0,
             scratch,
+            ev,
         }
     }
 
@@ -291,6 +307,9 @@ impl<'a, 's> Block<'a, 's> {
     pub(crate) fn bar_release(&mut self, id: usize, cur: &mut Warp) {
         let st = self.bars[id];
         self.bars[id] = BarState::default();
+        if let Some(e) = self.ev.as_deref_mut() {
+            e.barrier();
+        }
         let release = |w: &mut Warp, k: &crate::lower::Kernel| {
             for l in 0..32 {
                 if w.bar_wait >> l & 1 == 1 && w.bar_of[l] as usize == id {

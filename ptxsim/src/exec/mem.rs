@@ -147,7 +147,7 @@ impl Block<'_, '_> {
         sz: usize,
         n: usize,
         out: &mut [u64; 4],
-    ) -> Result<(), SimError> {
+    ) -> Result<bool, SimError> {
         let len = sz * n;
         if a & (len as u64 - 1) != 0 {
             return Err(self
@@ -161,7 +161,7 @@ impl Block<'_, '_> {
         for (j, o) in out.iter_mut().enumerate().take(n) {
             *o = al.load(off + j * sz, sz);
         }
-        Ok(())
+        Ok(self.ev.is_some() && !al.is_init(off, len))
     }
 
     /// Global (vector) store; see [`Block::global_load`].
@@ -219,7 +219,7 @@ impl Block<'_, '_> {
                 .check_range(a, len)
                 .map_err(|e| self.mem_fault(w, l, pc, "global", dir, a, len, e).into()),
             Loc::Shared(o) => {
-                if o + len as u64 > self.shared.data.len() as u64 {
+                if o.saturating_add(len as u64) > self.shared.data.len() as u64 {
                     Err(self
                         .small_fault(
                             w,
@@ -237,7 +237,7 @@ impl Block<'_, '_> {
                 }
             }
             Loc::Local(o) => {
-                if o + len as u64 > self.cx.k.local_size {
+                if o.saturating_add(len as u64) > self.cx.k.local_size {
                     Err(self
                         .small_fault(
                             w,
@@ -268,7 +268,7 @@ impl Block<'_, '_> {
                     );
                     f.message = format!("write to kernel parameter memory at offset {o:#x}");
                     Err(f.into())
-                } else if o + len as u64 > self.cx.params.len() as u64 {
+                } else if o.saturating_add(len as u64) > self.cx.params.len() as u64 {
                     Err(self
                         .small_fault(
                             w,
@@ -318,7 +318,7 @@ impl Block<'_, '_> {
             }),
             Loc::Local(o) => {
                 let base = self.local_base(w, l);
-                if o + sz as u64 > self.cx.k.local_size {
+                if o.saturating_add(sz as u64) > self.cx.k.local_size {
                     return Err(self
                         .small_fault(
                             w,
@@ -394,7 +394,7 @@ impl Block<'_, '_> {
                     .into()),
             },
             Loc::Local(o) => {
-                if o + sz as u64 > self.cx.k.local_size {
+                if o.saturating_add(sz as u64) > self.cx.k.local_size {
                     return Err(self
                         .small_fault(
                             w,

@@ -3,7 +3,9 @@
 //! program counter (the group with the lowest PC runs; groups reconverge when PCs meet).
 
 mod block;
+pub(crate) mod events;
 mod mem;
+mod memops;
 mod step;
 mod sync;
 
@@ -36,7 +38,11 @@ pub(crate) struct Counts {
 
 /// Runs every block of the launch on `threads` workers. On faults, the error of the block
 /// with the lowest linear index is returned (independent of scheduling).
-pub(crate) fn run(cx: &LaunchCtx<'_>, threads: usize) -> Result<Counts, SimError> {
+pub(crate) fn run(
+    cx: &LaunchCtx<'_>,
+    threads: usize,
+    events: &events::EventsFactory<'_>,
+) -> Result<Counts, SimError> {
     let nblocks = cx.grid[0] as u64 * cx.grid[1] as u64 * cx.grid[2] as u64;
     let workers = threads.max(1).min(nblocks.max(1) as usize);
     let next = AtomicU64::new(0);
@@ -48,6 +54,7 @@ pub(crate) fn run(cx: &LaunchCtx<'_>, threads: usize) -> Result<Counts, SimError
     let work = || {
         active.fetch_add(1, Ordering::Relaxed);
         let mut scratch = block::Scratch::default();
+        let mut ev = events();
         let mut c = Counts::default();
         loop {
             let b = next.fetch_add(1, Ordering::Relaxed);
@@ -62,7 +69,20 @@ pub(crate) fn run(cx: &LaunchCtx<'_>, threads: usize) -> Result<Counts, SimError
                 ((b / cx.grid[0] as u64) % cx.grid[1] as u64) as u32,
                 (b / (cx.grid[0] as u64 * cx.grid[1] as u64)) as u32,
             ];
-            match Block::new(cx, idx, &mut scratch).run(&mut c) {
+            if let Some(e) = ev.as_deref_mut() {
+                e.start(b, idx);
+            }
+            let r = Block::new(
+                cx,
+                idx,
+                &mut scratch,
+                ev.as_deref_mut().map(|e| e as &mut dyn events::Events),
+            )
+            .run(&mut c);
+            if let Some(e) = ev.as_deref_mut() {
+                e.end();
+            }
+            match r {
                 Ok(()) => {}
                 Err(e) => {
                     first_err.fetch_min(b, Ordering::Relaxed);

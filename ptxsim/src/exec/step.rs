@@ -1,12 +1,18 @@
 //! The warp interpreter loop: picks the lowest-PC group of runnable lanes and executes it.
 
 use super::block::{Block, Warp, NBAR};
-use super::mem::{Dir, Loc};
 use super::Counts;
 use crate::error::{FaultKind, SimError};
 use crate::ir::{BarOp, Kind, Opd, NOREG};
-use crate::sem::atom::atom_new;
 use crate::types::extend;
+
+/// Divergent scheduling decisions in a row after which a warp round-robins over its groups.
+const DIVERGED_LIMIT: u64 = 4096;
+/// How many decisions each round-robin phase lasts.
+const ROUND_ROBIN: u64 = 512;
+
+/// Warp instructions a warp runs before the block scheduler moves on to the next warp.
+const WARP_SLICE: u64 = 2048;
 
 /// Deepest call nesting per thread before a fault.
 const MAX_CALL_DEPTH: usize = 1024;
@@ -54,16 +60,32 @@ impl Block<'_, '_> {
     pub(crate) fn run_warp(&mut self, w: &mut Warp, c: &mut Counts) -> Result<(), SimError> {
         let code = &self.cx.k.code;
         let max = self.cx.max_steps;
+        // time slice: let the other warps of the block run now and then, so that a warp
+        // spinning on a flag another warp sets does not starve it
+        let slice_end = self.steps + WARP_SLICE;
         loop {
             let running = w.running();
             if running == 0 {
                 return Ok(());
             }
-            // lowest-PC group
+            // lowest-PC group; after a long divergent stretch, round-robin over the groups for
+            // a while, so that lanes spinning on a lock held by another lane cannot starve it
             let mut pc = u32::MAX;
             for l in lanes(running) {
                 pc = pc.min(w.pc[l]);
             }
+            if w.diverged > DIVERGED_LIMIT && w.diverged % DIVERGED_LIMIT < ROUND_ROBIN {
+                let mut next = u32::MAX;
+                for l in lanes(running) {
+                    if w.pc[l] > w.last_pc {
+                        next = next.min(w.pc[l]);
+                    }
+                }
+                if next != u32::MAX {
+                    pc = next;
+                }
+            }
+            w.last_pc = pc;
             let mut group = 0u32;
             for l in lanes(running) {
                 if w.pc[l] == pc {
@@ -71,6 +93,11 @@ impl Block<'_, '_> {
                 }
             }
             let alone = group == running;
+            if alone {
+                w.diverged = 0;
+            } else {
+                w.diverged += 1;
+            }
             // run the group while it stays the whole set of runnable lanes
             loop {
                 self.steps += 1;
@@ -99,13 +126,17 @@ impl Block<'_, '_> {
                 } else {
                     let g = ins.guard as usize * 32;
                     let mut m = 0u32;
-                    for l in lanes(group) {
-                        if (w.regs[g + l] & 1 != 0) != ins.neg {
-                            m |= 1 << l;
-                        }
+                    for (l, v) in w.regs[g..g + 32].iter().enumerate() {
+                        m |= ((*v & 1) as u32) << l;
                     }
-                    m
+                    if ins.neg {
+                        m = !m;
+                    }
+                    m & group
                 };
+                if let Some(e) = self.ev.as_deref_mut() {
+                    e.instruction(pc, em.count_ones());
+                }
                 if !ins.kind.is_simple() {
                     for l in lanes(group) {
                         w.pc[l] = pc;
@@ -116,9 +147,12 @@ impl Block<'_, '_> {
                     Flow::Jump(t) => pc = t,
                     Flow::Resched => break,
                 }
-                if !alone {
+                if !alone || self.steps >= slice_end {
                     for l in lanes(group) {
                         w.pc[l] = pc;
+                    }
+                    if self.steps >= slice_end {
+                        return Ok(());
                     }
                     break;
                 }
@@ -138,16 +172,51 @@ impl Block<'_, '_> {
     ) -> Result<Flow, SimError> {
         let syms = self.cx.syms;
         match k {
-            Kind::Alu { f, m, d, s } => {
+            Kind::Mov { d, s } => {
                 let d = *d as usize * 32;
                 for l in lanes(em) {
-                    let v = [
-                        rd(&w.regs, syms, &s[0], l),
-                        rd(&w.regs, syms, &s[1], l),
-                        rd(&w.regs, syms, &s[2], l),
-                        rd(&w.regs, syms, &s[3], l),
-                    ];
-                    w.regs[d + l] = f(m, v);
+                    w.regs[d + l] = rd(&w.regs, syms, s, l);
+                }
+                Ok(Flow::Next)
+            }
+            Kind::Alu { f, m, d, s, n } => {
+                let d = *d as usize * 32;
+                let r = &mut w.regs;
+                match n {
+                    1 => {
+                        for l in lanes(em) {
+                            let v = [rd(r, syms, &s[0], l), 0, 0, 0];
+                            r[d + l] = f(m, v);
+                        }
+                    }
+                    2 => {
+                        for l in lanes(em) {
+                            let v = [rd(r, syms, &s[0], l), rd(r, syms, &s[1], l), 0, 0];
+                            r[d + l] = f(m, v);
+                        }
+                    }
+                    3 => {
+                        for l in lanes(em) {
+                            let v = [
+                                rd(r, syms, &s[0], l),
+                                rd(r, syms, &s[1], l),
+                                rd(r, syms, &s[2], l),
+                                0,
+                            ];
+                            r[d + l] = f(m, v);
+                        }
+                    }
+                    _ => {
+                        for l in lanes(em) {
+                            let v = [
+                                rd(r, syms, &s[0], l),
+                                rd(r, syms, &s[1], l),
+                                rd(r, syms, &s[2], l),
+                                rd(r, syms, &s[3], l),
+                            ];
+                            r[d + l] = f(m, v);
+                        }
+                    }
                 }
                 Ok(Flow::Next)
             }
@@ -262,91 +331,8 @@ impl Block<'_, '_> {
                 }
                 Ok(Flow::Next)
             }
-            Kind::Ld {
-                sp,
-                sz,
-                sext,
-                n,
-                d,
-                a,
-                off,
-            } => {
-                let (sz, n) = (*sz as usize, *n as usize);
-                for l in lanes(em) {
-                    let addr = rd(&w.regs, syms, a, l).wrapping_add(*off as u64);
-                    let loc = self.loc(*sp, addr);
-                    let mut vals = [0u64; 4];
-                    if let Loc::Global(ga) = loc {
-                        self.global_load(w, l, pc, ga, sz, n, &mut vals)?;
-                    } else {
-                        self.check_access(w, l, pc, loc, sz * n, Dir::Load)?;
-                        for (j, v) in vals.iter_mut().enumerate().take(n) {
-                            *v = self.load(w, l, pc, offset_loc(loc, (j * sz) as u64), sz)?;
-                        }
-                    }
-                    if *sext {
-                        for v in vals.iter_mut().take(n) {
-                            *v = extend(*v, sz as u32 * 8, true);
-                        }
-                    }
-                    for j in 0..n {
-                        if d[j] != NOREG {
-                            w.regs[d[j] as usize * 32 + l] = vals[j];
-                        }
-                    }
-                }
-                Ok(Flow::Next)
-            }
-            Kind::St {
-                sp,
-                sz,
-                n,
-                s,
-                a,
-                off,
-            } => {
-                let (sz, n) = (*sz as usize, *n as usize);
-                for l in lanes(em) {
-                    let addr = rd(&w.regs, syms, a, l).wrapping_add(*off as u64);
-                    let loc = self.loc(*sp, addr);
-                    let mut vals = [0u64; 4];
-                    for (v, so) in vals.iter_mut().zip(s.iter()).take(n) {
-                        *v = rd(&w.regs, syms, so, l);
-                    }
-                    if let Loc::Global(ga) = loc {
-                        self.global_store(w, l, pc, ga, sz, n, &vals)?;
-                    } else {
-                        self.check_access(w, l, pc, loc, sz * n, Dir::Store)?;
-                        for (j, v) in vals.iter().enumerate().take(n) {
-                            self.store(w, l, pc, offset_loc(loc, (j * sz) as u64), sz, *v)?;
-                        }
-                    }
-                }
-                Ok(Flow::Next)
-            }
-            Kind::Atom {
-                sp,
-                op,
-                ty,
-                d,
-                a,
-                off,
-                b,
-                c,
-            } => {
-                let sz = ty.bytes() as usize;
-                for l in lanes(em) {
-                    let addr = rd(&w.regs, syms, a, l).wrapping_add(*off as u64);
-                    let loc = self.loc(*sp, addr);
-                    let bv = rd(&w.regs, syms, b, l);
-                    let cv = rd(&w.regs, syms, c, l);
-                    let (op, ty) = (*op, *ty);
-                    let old =
-                        self.atomic(w, l, pc, loc, sz, &|old| atom_new(op, ty, old, bv, cv))?;
-                    if *d != NOREG {
-                        w.regs[*d as usize * 32 + l] = extend(old, ty.bits(), ty.is_signed());
-                    }
-                }
+            Kind::Ld { .. } | Kind::St { .. } | Kind::Atom { .. } | Kind::CpAsync { .. } => {
+                self.exec_mem(w, pc, em, k)?;
                 Ok(Flow::Next)
             }
             Kind::Carry {
@@ -370,46 +356,6 @@ impl Block<'_, '_> {
                     w.regs[*d as usize * 32 + l] = crate::sem::int::norm(*ty, r);
                     if *cout {
                         w.regs[cc + l] = co;
-                    }
-                }
-                Ok(Flow::Next)
-            }
-            Kind::CpAsync {
-                dst,
-                doff,
-                src,
-                soff,
-                size,
-                src_size,
-            } => {
-                let size = *size as usize;
-                for l in lanes(em) {
-                    let s = rd(&w.regs, syms, src, l).wrapping_add(*soff as u64);
-                    let d = rd(&w.regs, syms, dst, l).wrapping_add(*doff as u64);
-                    let n = match src_size {
-                        Some(o) => (rd(&w.regs, syms, o, l) as usize).min(size),
-                        None => size,
-                    };
-                    let mut bytes = [0u8; 16];
-                    let sloc = self.loc(crate::types::Space::Global, s);
-                    if n == size {
-                        let mut v = [0u64; 4];
-                        self.global_load(w, l, pc, s, 4, size / 4, &mut v)?;
-                        for (j, x) in v.iter().enumerate().take(size / 4) {
-                            bytes[4 * j..4 * j + 4].copy_from_slice(&(*x as u32).to_le_bytes());
-                        }
-                    } else {
-                        for (j, b) in bytes.iter_mut().enumerate().take(n) {
-                            *b = self.load(w, l, pc, offset_loc(sloc, j as u64), 1)? as u8;
-                        }
-                    }
-                    let dloc = self.loc(crate::types::Space::Shared, d);
-                    self.check_access(w, l, pc, dloc, size, Dir::Store)?;
-                    for j in 0..size / 4 {
-                        let v = u32::from_le_bytes(
-                            bytes[4 * j..4 * j + 4].try_into().unwrap_or([0; 4]),
-                        );
-                        self.store(w, l, pc, offset_loc(dloc, 4 * j as u64), 4, v as u64)?;
                     }
                 }
                 Ok(Flow::Next)
@@ -531,6 +477,16 @@ impl Block<'_, '_> {
                             "trap instruction executed".into(),
                         )
                         .into());
+                }
+                Ok(Flow::Next)
+            }
+            Kind::Clock { d, mul, bits } => {
+                let mut v = self.steps.wrapping_mul(*mul);
+                if *bits == 32 {
+                    v &= 0xffff_ffff;
+                }
+                for l in lanes(em) {
+                    w.regs[*d as usize * 32 + l] = v;
                 }
                 Ok(Flow::Next)
             }
@@ -720,16 +676,5 @@ impl Block<'_, '_> {
             }
         }
         Ok(())
-    }
-}
-
-#[inline]
-fn offset_loc(l: super::mem::Loc, d: u64) -> super::mem::Loc {
-    use super::mem::Loc;
-    match l {
-        Loc::Global(a) => Loc::Global(a + d),
-        Loc::Shared(a) => Loc::Shared(a + d),
-        Loc::Local(a) => Loc::Local(a + d),
-        Loc::Param(a) => Loc::Param(a + d),
     }
 }

@@ -78,6 +78,9 @@ impl Block<'_, '_> {
             }
         }
         self.sync_exec(w, pc, waiting, op)?;
+        if let Some(e) = self.ev.as_deref_mut() {
+            e.warp_sync(w.id, waiting);
+        }
         w.sync_wait &= !waiting;
         for l in lanes(waiting) {
             w.pc[l] += 1;

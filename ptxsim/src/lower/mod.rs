@@ -6,6 +6,8 @@
 //! slots filled when a warp starts.
 
 mod ops;
+mod ops_mem;
+mod ops_sync;
 
 use crate::error::SimError;
 use crate::ir::{Instr, Kind, Opd};
@@ -804,6 +806,33 @@ impl<'m> KCtx<'m> {
             return Ok(Kind::CallInd {
                 f: Opd::Reg(freg),
                 args: a,
+                rets: r,
+            });
+        }
+        if callee == "vprintf"
+            && !self
+                .ast
+                .funcs
+                .iter()
+                .any(|f| f.name == callee && f.body.is_some())
+        {
+            // device printf: accepted and ignored; returns 0
+            let mut r = Vec::new();
+            for o in &rets {
+                if let Operand::Name { name, .. } = o {
+                    if let Some(Name::FParam(off)) = self.lookup(name) {
+                        r.push(crate::ir::Copy3 {
+                            from: 0,
+                            to: off as u32,
+                            len: 4,
+                        });
+                    }
+                }
+            }
+            return Ok(Kind::Call {
+                target: crate::ir::BUILTIN_IGNORE,
+                func: 0,
+                args: Vec::new(),
                 rets: r,
             });
         }

@@ -1,6 +1,6 @@
 //! Opcode lowering: one PTX instruction -> one [`Kind`].
 
-use super::{unsupported, KCtx, R};
+use super::{ops_mem, ops_sync, unsupported, KCtx, R};
 use crate::error::SimError;
 use crate::ir::*;
 use crate::num::{IRnd, Rnd};
@@ -9,9 +9,9 @@ use crate::sem::{cmp as scmp, cvt as scvt, float as f, int as n};
 use crate::types::{Space, Ty};
 
 /// Opcode split into its base name and modifier parts.
-struct Sfx<'a> {
-    base: &'a str,
-    parts: Vec<&'a str>,
+pub(super) struct Sfx<'a> {
+    pub(super) base: &'a str,
+    pub(super) parts: Vec<&'a str>,
     line: usize,
     op: &'a str,
 }
@@ -46,7 +46,7 @@ const IGNORABLE: &[&str] = &[
 ];
 
 impl<'a> Sfx<'a> {
-    fn new(op: &'a str, line: usize) -> Sfx<'a> {
+    pub(super) fn new(op: &'a str, line: usize) -> Sfx<'a> {
         let mut it = op.split('.');
         let base = it.next().unwrap_or("");
         Sfx {
@@ -56,19 +56,19 @@ impl<'a> Sfx<'a> {
             op,
         }
     }
-    fn has(&self, s: &str) -> bool {
+    pub(super) fn has(&self, s: &str) -> bool {
         self.parts.contains(&s)
     }
-    fn types(&self) -> Vec<Ty> {
+    pub(super) fn types(&self) -> Vec<Ty> {
         self.parts.iter().filter_map(|p| Ty::parse(p)).collect()
     }
-    fn ty(&self) -> R<Ty> {
+    pub(super) fn ty(&self) -> R<Ty> {
         match self.types().last() {
             Some(t) => Ok(*t),
             None => unsupported(self.line, format!("`{}` without a type", self.op)),
         }
     }
-    fn rnd(&self) -> Option<Rnd> {
+    pub(super) fn rnd(&self) -> Option<Rnd> {
         self.parts.iter().find_map(|p| match *p {
             "rn" => Some(Rnd::Rn),
             "rz" => Some(Rnd::Rz),
@@ -77,7 +77,7 @@ impl<'a> Sfx<'a> {
             _ => None,
         })
     }
-    fn irnd(&self) -> Option<IRnd> {
+    pub(super) fn irnd(&self) -> Option<IRnd> {
         self.parts.iter().find_map(|p| match *p {
             "rni" => Some(IRnd::Rni),
             "rzi" => Some(IRnd::Rzi),
@@ -86,10 +86,10 @@ impl<'a> Sfx<'a> {
             _ => None,
         })
     }
-    fn space(&self) -> Option<Space> {
+    pub(super) fn space(&self) -> Option<Space> {
         self.parts.iter().find_map(|p| Space::parse(p))
     }
-    fn vec(&self) -> u8 {
+    pub(super) fn vec(&self) -> u8 {
         if self.has("v4") {
             4
         } else if self.has("v2") {
@@ -100,7 +100,7 @@ impl<'a> Sfx<'a> {
     }
     /// Errors on any modifier that is not a type, rounding mode, space, vector width,
     /// ignorable hint, or in `allowed`.
-    fn check(&self, allowed: &[&str]) -> R<()> {
+    pub(super) fn check(&self, allowed: &[&str]) -> R<()> {
         for p in &self.parts {
             let known = Ty::parse(p).is_some()
                 || matches!(
@@ -117,7 +117,7 @@ impl<'a> Sfx<'a> {
         }
         Ok(())
     }
-    fn mods(&self, ty: Ty) -> Mods {
+    pub(super) fn mods(&self, ty: Ty) -> Mods {
         let mut m = Mods::new(ty);
         m.rnd = self.rnd().unwrap_or(Rnd::Rn);
         m.irnd = self.irnd();
@@ -127,7 +127,7 @@ impl<'a> Sfx<'a> {
     }
 }
 
-fn need(ops: &[Operand], n: usize, i: &ast::Instr) -> R<()> {
+pub(super) fn need(ops: &[Operand], n: usize, i: &ast::Instr) -> R<()> {
     if ops.len() != n {
         return Err(SimError::Parse {
             line: i.line,
@@ -140,7 +140,13 @@ fn need(ops: &[Operand], n: usize, i: &ast::Instr) -> R<()> {
 fn alu(f: AluFn, m: Mods, d: u32, src: &[Opd]) -> Kind {
     let mut s = [Opd::Imm(0); 4];
     s[..src.len()].copy_from_slice(src);
-    Kind::Alu { f, m, d, s }
+    Kind::Alu {
+        f,
+        m,
+        d,
+        s,
+        n: src.len() as u8,
+    }
 }
 
 fn is_half(t: Ty) -> bool {
@@ -181,6 +187,9 @@ pub(super) fn lower_op(k: &mut KCtx<'_>, i: &ast::Instr) -> R<Kind> {
     let line = i.line;
     let sx = Sfx::new(&i.opcode, line);
     let o = &i.operands;
+    if sx.types().contains(&Ty::B128) {
+        return unsupported(line, format!("128-bit operation `{}`", i.opcode));
+    }
     match sx.base {
         "add" | "sub" | "mad" if sx.has("cc") => carry(k, &sx, i),
         "addc" | "subc" | "madc" => carry(k, &sx, i),
@@ -450,9 +459,9 @@ pub(super) fn lower_op(k: &mut KCtx<'_>, i: &ast::Instr) -> R<Kind> {
             };
             Ok(alu(isspacep, m, d, &[a]))
         }
-        "ld" | "ldu" => ld(k, &sx, i),
-        "st" => st(k, &sx, i),
-        "atom" | "red" => atom(k, &sx, i),
+        "ld" | "ldu" => ops_mem::ld(k, &sx, i),
+        "st" => ops_mem::st(k, &sx, i),
+        "atom" | "red" => ops_mem::atom(k, &sx, i),
         "bra" | "brx" => {
             if sx.base == "brx" {
                 return unsupported(line, "brx.idx");
@@ -473,11 +482,11 @@ pub(super) fn lower_op(k: &mut KCtx<'_>, i: &ast::Instr) -> R<Kind> {
             sx.check(&[])?;
             k.call(i)
         }
-        "bar" | "barrier" => bar(k, &sx, i),
-        "shfl" | "vote" | "redux" | "elect" | "match" | "activemask" => warp(k, &sx, i),
-        "cp" => cp_async(k, &sx, i),
+        "bar" | "barrier" => ops_sync::bar(k, &sx, i),
+        "shfl" | "vote" | "redux" | "elect" | "match" | "activemask" => ops_sync::warp(k, &sx, i),
+        "cp" => ops_mem::cp_async(k, &sx, i),
         "membar" | "fence" | "nanosleep" | "prefetch" | "prefetchu" | "griddepcontrol"
-        | "pmevent" => Ok(Kind::Nop),
+        | "pmevent" | "discard" | "applypriority" | "setmaxnreg" => Ok(Kind::Nop),
         "createpolicy" => {
             if o.is_empty() {
                 return need(o, 1, i).map(|_| Kind::Nop);
@@ -510,39 +519,6 @@ fn isspacep(m: &Mods, s: [u64; 4]) -> u64 {
             | (Window::Local(_), 2)
             | (Window::Param(_), 3)
     ) as u64
-}
-
-fn cp_async(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
-    let line = i.line;
-    if !sx.has("async") || sx.has("bulk") || sx.has("mbarrier") {
-        return unsupported(line, format!("`{}`", i.opcode));
-    }
-    if sx.has("commit_group") || sx.has("wait_group") || sx.has("wait_all") {
-        return Ok(Kind::Nop);
-    }
-    sx.check(&["async", "L2::64B", "L2::128B", "L2::256B", "L2::cache_hint"])?;
-    let o = strip_hint(sx, &i.operands);
-    if !(3..=4).contains(&o.len()) {
-        return need(o, 3, i).map(|_| Kind::Nop);
-    }
-    let (_, dst, doff) = k.addr(&o[0], Some(Space::Shared), line)?;
-    let (_, src, soff) = k.addr(&o[1], Some(Space::Global), line)?;
-    let size = match &o[2] {
-        Operand::Imm(ast::Imm::Int(v)) if matches!(*v, 4 | 8 | 16) => *v as u8,
-        _ => return unsupported(line, "cp.async size other than 4, 8 or 16"),
-    };
-    let src_size = match o.get(3) {
-        Some(x) => Some(k.src(x, Ty::U32, line)?),
-        None => None,
-    };
-    Ok(Kind::CpAsync {
-        dst,
-        doff,
-        src,
-        soff,
-        size,
-        src_size,
-    })
 }
 
 fn carry(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
@@ -620,7 +596,11 @@ fn arith(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
                 if ty != Ty::F32 {
                     return unsupported(line, format!("`{}`", i.opcode));
                 }
-                f::fdiv_approx
+                if sx.has("full") {
+                    f::fdiv_full
+                } else {
+                    f::fdiv_approx
+                }
             }
             "div" => f::fdiv,
             "abs" => f::fabs,
@@ -794,6 +774,26 @@ fn mov(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
                 w: w as u8,
             })
         }
+        (
+            dst,
+            Operand::Name {
+                name: clk,
+                neg: false,
+            },
+        ) if matches!(
+            clk.as_str(),
+            "%clock" | "%clock64" | "%globaltimer" | "%globaltimer_lo"
+        ) =>
+        {
+            let d = k.dst(dst, line)?;
+            let (mul, bits) = match clk.as_str() {
+                "%clock" => (1, 32),
+                "%clock64" => (1, 64),
+                "%globaltimer" => (32, 64),
+                _ => (32, 32),
+            };
+            Ok(Kind::Clock { d, mul, bits })
+        }
         (dst, src) => {
             let d = k.dst(dst, line)?;
             let (s, neg) = if ty == Ty::Pred {
@@ -801,6 +801,10 @@ fn mov(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
             } else {
                 (k.src(src, ty, line)?, false)
             };
+            if ty != Ty::Pred && !matches!(s, Opd::Sym(..)) {
+                // registers and immediates already hold normalized values of this width
+                return Ok(Kind::Mov { d, s });
+            }
             let f: AluFn = if neg { n::not } else { n::mov };
             Ok(alu(f, Mods::new(ty), d, &[s]))
         }
@@ -845,357 +849,4 @@ fn cvt(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
     let d = k.dst(&o[0], line)?;
     let a = k.src(&o[1], st, line)?;
     Ok(alu(scvt::cvt, m, d, &[a]))
-}
-
-/// Operands without the trailing cache-policy operand of `.L2::cache_hint` forms.
-fn strip_hint<'o>(sx: &Sfx<'_>, o: &'o [Operand]) -> &'o [Operand] {
-    if sx.has("L2::cache_hint") && !o.is_empty() {
-        &o[..o.len() - 1]
-    } else {
-        o
-    }
-}
-
-fn ld(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
-    let line = i.line;
-    let o = strip_hint(sx, &i.operands);
-    sx.check(&[])?;
-    need(o, 2, i)?;
-    let ty = sx.ty()?;
-    if ty == Ty::B128 || ty == Ty::Pred {
-        return unsupported(line, format!("`{}`", i.opcode));
-    }
-    let nvec = sx.vec();
-    let mut d = [NOREG; 4];
-    match &o[0] {
-        Operand::Vec(v) if v.len() == nvec as usize && nvec > 1 => {
-            for (j, x) in v.iter().enumerate() {
-                d[j] = k.dst(x, line)?;
-            }
-        }
-        x if nvec == 1 => d[0] = k.dst(x, line)?,
-        _ => {
-            return Err(SimError::Parse {
-                line,
-                message: "vector width and destination list do not match".into(),
-            })
-        }
-    }
-    let (sp, a, off) = k.addr(&o[1], sx.space(), line)?;
-    Ok(Kind::Ld {
-        sp,
-        sz: ty.bytes() as u8,
-        sext: ty.is_signed(),
-        n: nvec,
-        d,
-        a,
-        off,
-    })
-}
-
-fn st(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
-    let line = i.line;
-    let o = strip_hint(sx, &i.operands);
-    sx.check(&[])?;
-    need(o, 2, i)?;
-    let ty = sx.ty()?;
-    if ty == Ty::B128 || ty == Ty::Pred {
-        return unsupported(line, format!("`{}`", i.opcode));
-    }
-    let nvec = sx.vec();
-    let mut s = [Opd::Imm(0); 4];
-    match &o[1] {
-        Operand::Vec(v) if v.len() == nvec as usize && nvec > 1 => {
-            for (j, x) in v.iter().enumerate() {
-                s[j] = k.src(x, ty, line)?;
-            }
-        }
-        x if nvec == 1 => s[0] = k.src(x, ty, line)?,
-        _ => {
-            return Err(SimError::Parse {
-                line,
-                message: "vector width and source list do not match".into(),
-            })
-        }
-    }
-    let (sp, a, off) = k.addr(&o[0], sx.space(), line)?;
-    if sp == Space::Param && !matches!(a, Opd::Imm(_)) {
-        return unsupported(line, "st.param through a register");
-    }
-    Ok(Kind::St {
-        sp,
-        sz: ty.bytes() as u8,
-        n: nvec,
-        s,
-        a,
-        off,
-    })
-}
-
-fn atom(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
-    let line = i.line;
-    let o = strip_hint(sx, &i.operands);
-    let ops = [
-        "add", "min", "max", "exch", "cas", "inc", "dec", "and", "or", "xor",
-    ];
-    sx.check(&ops)?;
-    let ty = sx.ty()?;
-    let op = match sx.parts.iter().find(|p| ops.contains(p)).copied() {
-        Some("add") => AtomOp::Add,
-        Some("min") => AtomOp::Min,
-        Some("max") => AtomOp::Max,
-        Some("exch") => AtomOp::Exch,
-        Some("cas") => AtomOp::Cas,
-        Some("inc") => AtomOp::Inc,
-        Some("dec") => AtomOp::Dec,
-        Some("and") => AtomOp::And,
-        Some("or") => AtomOp::Or,
-        Some("xor") => AtomOp::Xor,
-        _ => return unsupported(line, format!("`{}`", i.opcode)),
-    };
-    if sx.vec() > 1
-        || ty == Ty::B128
-        || (matches!(ty, Ty::F16x2 | Ty::Bf16x2 | Ty::F16 | Ty::Bf16) && op != AtomOp::Add)
-    {
-        return unsupported(line, format!("`{}`", i.opcode));
-    }
-    let is_red = sx.base == "red";
-    let nops = if is_red { 2 } else { 3 } + (op == AtomOp::Cas) as usize;
-    need(o, nops, i)?;
-    let (d, rest) = if is_red {
-        (NOREG, o)
-    } else {
-        (k.dst(&o[0], line)?, &o[1..])
-    };
-    let (sp, a, off) = k.addr(&rest[0], sx.space(), line)?;
-    if !matches!(sp, Space::Global | Space::Shared | Space::Generic) {
-        return unsupported(line, format!("atomic on .{} memory", sp.name()));
-    }
-    let b = k.src(&rest[1], ty, line)?;
-    let c = match rest.get(2) {
-        Some(x) => k.src(x, ty, line)?,
-        None => Opd::Imm(0),
-    };
-    Ok(Kind::Atom {
-        sp,
-        op,
-        ty,
-        d,
-        a,
-        off,
-        b,
-        c,
-    })
-}
-
-fn bar(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
-    let line = i.line;
-    let o = &i.operands;
-    if sx.has("warp") {
-        sx.check(&["warp"])?;
-        need(o, 1, i)?;
-        let mask = k.src(&o[0], Ty::U32, line)?;
-        return Ok(Kind::Sync {
-            op: SyncOp::BarWarp,
-            mask,
-        });
-    }
-    if sx.has("cluster") {
-        return unsupported(line, format!("`{}`", i.opcode));
-    }
-    sx.check(&["arrive", "red", "popc", "and", "or"])?;
-    let op = if sx.has("red") {
-        if sx.has("popc") {
-            BarOp::RedPopc
-        } else if sx.has("and") {
-            BarOp::RedAnd
-        } else {
-            BarOp::RedOr
-        }
-    } else if sx.has("arrive") {
-        BarOp::Arrive
-    } else if sx.has("sync") || sx.parts.is_empty() || sx.parts == ["cta"] {
-        BarOp::Sync
-    } else {
-        return unsupported(line, format!("`{}`", i.opcode));
-    };
-    let mut rest = &o[..];
-    let mut d = NOREG;
-    let mut src = None;
-    if matches!(op, BarOp::RedPopc | BarOp::RedAnd | BarOp::RedOr) {
-        if o.len() < 3 {
-            return need(o, 3, i).map(|_| Kind::Nop);
-        }
-        d = k.dst(&o[0], line)?;
-        src = Some(k.pred_src(&o[o.len() - 1], line)?);
-        rest = &o[1..o.len() - 1];
-    }
-    if rest.is_empty() || rest.len() > 2 {
-        return Err(SimError::Parse {
-            line,
-            message: format!(
-                "`{}` takes a barrier id and an optional thread count",
-                i.opcode
-            ),
-        });
-    }
-    let id = k.src(&rest[0], Ty::U32, line)?;
-    let cnt = match rest.get(1) {
-        Some(x) => Some(k.src(x, Ty::U32, line)?),
-        None => None,
-    };
-    if op == BarOp::Arrive && cnt.is_none() {
-        return Err(SimError::Parse {
-            line,
-            message: "bar.arrive needs a thread count".into(),
-        });
-    }
-    Ok(Kind::Bar {
-        op,
-        id,
-        cnt,
-        d,
-        src,
-    })
-}
-
-fn warp(k: &mut KCtx<'_>, sx: &Sfx<'_>, i: &ast::Instr) -> R<Kind> {
-    let line = i.line;
-    let o = &i.operands;
-    if sx.base != "activemask" && !sx.has("sync") {
-        return unsupported(line, format!("`{}` (non-.sync warp operation)", i.opcode));
-    }
-    let pair = |k: &mut KCtx<'_>, x: &Operand| -> R<(u32, u32)> {
-        match x {
-            Operand::Pair(a, b) => {
-                let a = if a == "_" {
-                    k.dst(x, line).unwrap_or(NOREG)
-                } else {
-                    k.reg(a, line)?
-                };
-                Ok((a, k.reg(b, line)?))
-            }
-            x => Ok((k.dst(x, line)?, NOREG)),
-        }
-    };
-    match sx.base {
-        "activemask" => {
-            need(o, 1, i)?;
-            Ok(Kind::Activemask {
-                d: k.dst(&o[0], line)?,
-            })
-        }
-        "shfl" => {
-            sx.check(&["up", "down", "bfly", "idx"])?;
-            need(o, 5, i)?;
-            let mode = if sx.has("up") {
-                ShflMode::Up
-            } else if sx.has("down") {
-                ShflMode::Down
-            } else if sx.has("bfly") {
-                ShflMode::Bfly
-            } else if sx.has("idx") {
-                ShflMode::Idx
-            } else {
-                return unsupported(line, format!("`{}`", i.opcode));
-            };
-            let (d, p) = pair(k, &o[0])?;
-            let a = k.src(&o[1], Ty::B32, line)?;
-            let b = k.src(&o[2], Ty::U32, line)?;
-            let c = k.src(&o[3], Ty::U32, line)?;
-            let mask = k.src(&o[4], Ty::U32, line)?;
-            Ok(Kind::Sync {
-                op: SyncOp::Shfl {
-                    mode,
-                    d,
-                    p,
-                    a,
-                    b,
-                    c,
-                },
-                mask,
-            })
-        }
-        "vote" => {
-            sx.check(&["all", "any", "uni", "ballot"])?;
-            need(o, 3, i)?;
-            let mode = if sx.has("all") {
-                VoteMode::All
-            } else if sx.has("any") {
-                VoteMode::Any
-            } else if sx.has("uni") {
-                VoteMode::Uni
-            } else {
-                VoteMode::Ballot
-            };
-            let d = k.dst(&o[0], line)?;
-            let (s, neg) = k.pred_src(&o[1], line)?;
-            let mask = k.src(&o[2], Ty::U32, line)?;
-            Ok(Kind::Sync {
-                op: SyncOp::Vote { mode, d, s, neg },
-                mask,
-            })
-        }
-        "redux" => {
-            sx.check(&["add", "min", "max", "and", "or", "xor"])?;
-            need(o, 3, i)?;
-            let ty = sx.ty()?;
-            if !matches!(ty, Ty::U32 | Ty::S32 | Ty::B32) {
-                return unsupported(line, format!("`{}`", i.opcode));
-            }
-            let op = if sx.has("add") {
-                ReduxOp::Add
-            } else if sx.has("min") {
-                ReduxOp::Min
-            } else if sx.has("max") {
-                ReduxOp::Max
-            } else if sx.has("and") {
-                ReduxOp::And
-            } else if sx.has("or") {
-                ReduxOp::Or
-            } else {
-                ReduxOp::Xor
-            };
-            let d = k.dst(&o[0], line)?;
-            let s = k.src(&o[1], ty, line)?;
-            let mask = k.src(&o[2], Ty::U32, line)?;
-            Ok(Kind::Sync {
-                op: SyncOp::Redux {
-                    op,
-                    signed: ty == Ty::S32,
-                    d,
-                    s,
-                },
-                mask,
-            })
-        }
-        "elect" => {
-            sx.check(&[])?;
-            need(o, 2, i)?;
-            let (d, p) = pair(k, &o[0])?;
-            let mask = k.src(&o[1], Ty::U32, line)?;
-            Ok(Kind::Sync {
-                op: SyncOp::Elect { d, p },
-                mask,
-            })
-        }
-        _ => {
-            sx.check(&["any", "all"])?;
-            need(o, 3, i)?;
-            let ty = sx.ty()?;
-            let (d, p) = pair(k, &o[0])?;
-            let s = k.src(&o[1], ty, line)?;
-            let mask = k.src(&o[2], Ty::U32, line)?;
-            Ok(Kind::Sync {
-                op: SyncOp::Match {
-                    all: sx.has("all"),
-                    bits64: ty.bits() == 64,
-                    d,
-                    p,
-                    s,
-                },
-                mask,
-            })
-        }
-    }
 }

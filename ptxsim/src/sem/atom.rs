@@ -15,11 +15,12 @@ pub(crate) fn atom_new(op: AtomOp, ty: Ty, old: u64, b: u64, c: u64) -> u64 {
     let sv = |v: u64| extend(v, bits, true) as i64;
     let uv = |v: u64| v & mask;
     let r = match (op, ty) {
-        (AtomOp::Add, Ty::F32) => num::add_f32(
-            f32::from_bits(old as u32),
-            f32::from_bits(b as u32),
+        // atom.add.f32 flushes subnormal inputs and results to zero (PTX ISA)
+        (AtomOp::Add, Ty::F32) => num::ftz_f32(num::add_f32(
+            num::ftz_f32(f32::from_bits(old as u32)),
+            num::ftz_f32(f32::from_bits(b as u32)),
             Rnd::Rn,
-        )
+        ))
         .to_bits() as u64,
         (AtomOp::Add, Ty::F64) => {
             num::add_f64(f64::from_bits(old), f64::from_bits(b), Rnd::Rn).to_bits()

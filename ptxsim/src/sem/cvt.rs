@@ -59,6 +59,22 @@ fn float_out(m: &Mods, x: f64) -> u64 {
 /// The general `cvt.dtype.atype d, a`.
 pub(crate) fn cvt(m: &Mods, s: [u64; 4]) -> u64 {
     let (dt, st) = (m.ty, m.sty);
+    // fast paths (Rust's int->float `as` rounds to nearest, ties to even)
+    if m.rnd == Rnd::Rn && !m.sat && !m.ftz && m.aux == 0 && m.irnd.is_none() {
+        match (dt, st) {
+            (Ty::F32, Ty::S32) => return (s[0] as u32 as i32 as f32).to_bits() as u64,
+            (Ty::F32, Ty::U32) => return (s[0] as u32 as f32).to_bits() as u64,
+            (Ty::F64, Ty::S32) => return (s[0] as u32 as i32 as f64).to_bits(),
+            (Ty::F64, Ty::U32) => return (s[0] as u32 as f64).to_bits(),
+            (Ty::F64, Ty::F32) => {
+                let x = f32::from_bits(s[0] as u32);
+                if !x.is_nan() {
+                    return (x as f64).to_bits();
+                }
+            }
+            _ => {}
+        }
+    }
     match (dt.is_float(), st.is_float()) {
         (false, false) => {
             let v = ival(st, s[0]);

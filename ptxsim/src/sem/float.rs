@@ -1,7 +1,7 @@
 //! Floating-point semantics: f32/f64 and f16/bf16 (scalar and x2), on raw register bits.
 
 use crate::ir::Mods;
-use crate::num::{self, Rnd};
+use crate::num;
 use crate::types::Ty;
 
 #[inline]
@@ -60,9 +60,13 @@ pub(crate) fn ffma(m: &Mods, s: [u64; 4]) -> u64 {
         out32(num::fma_f32(f(s[0], m), f(s[1], m), f(s[2], m), m.rnd), m)
     }
 }
-/// `div.approx.f32` / `div.full.f32`: computed as correctly rounded division (documented).
+/// `div.approx.f32` (see `numeric::div_approx_f32`).
 pub(crate) fn fdiv_approx(m: &Mods, s: [u64; 4]) -> u64 {
-    out32(num::div_f32(f(s[0], m), f(s[1], m), Rnd::Rn), m)
+    out32(num::div_approx_f32(f(s[0], m), f(s[1], m)), m)
+}
+/// `div.full.f32` (see `numeric::div_full_f32`).
+pub(crate) fn fdiv_full(m: &Mods, s: [u64; 4]) -> u64 {
+    out32(num::div_full_f32(f(s[0], m), f(s[1], m)), m)
 }
 pub(crate) fn fabs(m: &Mods, s: [u64; 4]) -> u64 {
     if m.ty == Ty::F64 {

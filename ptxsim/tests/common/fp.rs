@@ -363,3 +363,34 @@ pub fn int_to_f64(v: i128, mode: Mode) -> u64 {
     let err = (v).cmp(&(rn as i128));
     directed(rn.to_bits(), 64, err, mode)
 }
+
+/// f64 -> f32 with round-to-odd (truncate, then set the last bit if inexact), saturating at
+/// +-f32::MAX for finite inputs. Rounding that result once more to a format with at least two
+/// fewer significand bits (f16, bf16) gives the correctly rounded result of the f64 value.
+pub fn f64_to_f32_round_to_odd(x: f64) -> f32 {
+    let r = x as f32;
+    if x.is_nan() || x.is_infinite() || r as f64 == x {
+        return r;
+    }
+    if r.is_infinite() {
+        return f32::MAX.copysign(r);
+    }
+    if r.to_bits() & 1 == 1 {
+        r
+    } else if (r as f64) < x {
+        f32::from_bits(next_up(r.to_bits() as u64, 32) as u32)
+    } else {
+        f32::from_bits(next_down(r.to_bits() as u64, 32) as u32)
+    }
+}
+
+/// Correctly rounded (to nearest even) f64 -> f16 bits. (`half::f16::from_f64` drops the low
+/// 32 bits of the f64 significand before rounding, so ties can round the wrong way.)
+pub fn f64_to_f16_rn(x: f64) -> u16 {
+    half::f16::from_f32(f64_to_f32_round_to_odd(x)).to_bits()
+}
+
+/// Correctly rounded (to nearest even) f64 -> bf16 bits (see [`f64_to_f16_rn`]).
+pub fn f64_to_bf16_rn(x: f64) -> u16 {
+    half::bf16::from_f32(f64_to_f32_round_to_odd(x)).to_bits()
+}

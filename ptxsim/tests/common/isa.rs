@@ -196,8 +196,15 @@ pub fn run_case(dev: &mut Device, case: &Case) -> Vec<String> {
         block: [n as u32, 1, 1],
         shared_mem_bytes: 0,
     };
-    if let Err(e) = dev.launch(&m, "isa_case", cfg, &[Arg::Ptr(pin), Arg::Ptr(pout)]) {
-        return fail(e);
+    match dev.launch(&m, "isa_case", cfg, &[Arg::Ptr(pin), Arg::Ptr(pout)]) {
+        Err(e) => return fail(e),
+        Ok(s) if !s.reports.is_empty() => {
+            return vec![format!(
+                "[{}] unexpected checker report: {}",
+                case.name, s.reports[0]
+            )];
+        }
+        Ok(_) => {}
     }
     let got: Vec<u64> = match dev.read_slice(pout, n) {
         Ok(v) => v,
@@ -233,8 +240,52 @@ pub fn run_case(dev: &mut Device, case: &Case) -> Vec<String> {
     out
 }
 
-/// Runs all cases, then panics listing every mismatch (if any).
+/// Writes each case as `<name>.ptx` plus `<name>.rows` into `dir`, for checking the expected
+/// values on a GPU with `tests/gpu_check_isa.py`. The rows file has a header line
+/// `widths <a> <b> <c> <d> check <exact|approx>` and then one `a b c d` line (hex) per row.
+pub fn dump_cases(dir: &std::path::Path, cases: &[Case]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for c in cases {
+        let stem: String = c
+            .name
+            .chars()
+            .map(|ch| {
+                if ch.is_ascii_alphanumeric() || ch == '.' {
+                    ch
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        // Names may repeat across test files: a hash of the kernel and rows keeps files apart.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(&kernel_text(c), &mut h);
+        std::hash::Hash::hash(&format!("{:?}", c.rows), &mut h);
+        let stem = format!("{stem}-{:08x}", std::hash::Hasher::finish(&h) as u32);
+        let bits = |w: W| format!("b{}", w.bits());
+        let mut rows = format!(
+            "widths {} {} {} {} check {}\n",
+            bits(c.w[0]),
+            bits(c.w[1]),
+            bits(c.w[2]),
+            bits(c.w[3]),
+            if c.check.is_some() { "approx" } else { "exact" }
+        );
+        for r in &c.rows {
+            rows.push_str(&format!("{:x} {:x} {:x} {:x}\n", r.a, r.b, r.c, r.d));
+        }
+        std::fs::write(dir.join(format!("{stem}.ptx")), kernel_text(c))?;
+        std::fs::write(dir.join(format!("{stem}.rows")), rows)?;
+    }
+    Ok(())
+}
+
+/// Runs all cases, then panics listing every mismatch (if any). With `PTXSIM_DUMP_ISA=<dir>`
+/// set, the cases are also written to `<dir>` (see [`dump_cases`]).
 pub fn run_cases(cases: &[Case]) {
+    if let Some(dir) = std::env::var_os("PTXSIM_DUMP_ISA") {
+        dump_cases(std::path::Path::new(&dir), cases).expect("write PTXSIM_DUMP_ISA cases");
+    }
     let mut dev = super::device();
     let mut failures = Vec::new();
     let mut failed_cases = 0;

@@ -71,7 +71,8 @@ pub fn numbered(ptx: &str, line: Option<usize>) -> String {
         .collect()
 }
 
-/// Launches and panics with a readable message on error.
+/// Launches and panics with a readable message on error (checker reports are returned in the
+/// stats, not judged).
 pub fn launch(
     dev: &mut Device,
     m: &Module,
@@ -87,6 +88,40 @@ pub fn launch(
             numbered(ptx, error_line(&e))
         ),
     }
+}
+
+/// [`launch`] for kernels that are race-free and read only initialized memory: any racecheck /
+/// initcheck report is a failure too (a false positive of the checker).
+pub fn launch_clean(
+    dev: &mut Device,
+    m: &Module,
+    ptx: &str,
+    entry: &str,
+    c: LaunchConfig,
+    args: &[Arg],
+) -> LaunchStats {
+    let s = launch(dev, m, ptx, entry, c, args);
+    assert_no_reports(&s, entry, ptx);
+    s
+}
+
+/// Panics when a launch produced racecheck / initcheck reports.
+pub fn assert_no_reports(s: &LaunchStats, entry: &str, ptx: &str) {
+    if s.reports.is_empty() && s.reports_omitted == 0 {
+        return;
+    }
+    let shown: Vec<String> = s
+        .reports
+        .iter()
+        .take(4)
+        .map(|r| format!("{r}\n{}", numbered(ptx, Some(r.first.line))))
+        .collect();
+    panic!(
+        "{entry}: {} unexpected checker report(s) (+{} omitted):\n{}",
+        s.reports.len(),
+        s.reports_omitted,
+        shown.join("\n")
+    );
 }
 
 /// Expects a launch to end in a guest fault and returns it.
@@ -106,6 +141,22 @@ pub fn lines_in_entry(ptx: &str, entry: &str, needle: &str) -> Vec<usize> {
     for (i, l) in ptx.lines().enumerate() {
         if l.contains(".entry") {
             inside = l.contains(&format!(".entry {entry}(")) || l.trim_end().ends_with(entry);
+        }
+        if inside && l.contains(needle) {
+            found.push(i + 1);
+        }
+    }
+    found
+}
+
+/// The 1-based line numbers, inside the body of the `.func` whose header names `func` (a
+/// substring of the possibly mangled name), of the lines that contain `needle`.
+pub fn lines_in_func(ptx: &str, func: &str, needle: &str) -> Vec<usize> {
+    let mut inside = false;
+    let mut found = Vec::new();
+    for (i, l) in ptx.lines().enumerate() {
+        if l.contains(".entry") || l.contains(".func") {
+            inside = l.contains(".func") && l.contains(func) && !l.trim_end().ends_with(';');
         }
         if inside && l.contains(needle) {
             found.push(i + 1);
@@ -230,7 +281,19 @@ pub fn run_buffers(
         ptrs.push(p);
     }
     let args: Vec<Arg> = ptrs.iter().map(|&p| Arg::Ptr(p)).collect();
-    dev.launch(&m, entry, c, &args).map_err(show)?;
+    let stats = dev.launch(&m, entry, c, &args).map_err(show)?;
+    if !stats.reports.is_empty() {
+        let r: Vec<String> = stats
+            .reports
+            .iter()
+            .take(4)
+            .map(|r| r.to_string())
+            .collect();
+        return Err(format!(
+            "{entry}: unexpected checker reports:\n{}",
+            r.join("\n")
+        ));
+    }
     ptrs.iter()
         .zip(inputs)
         .map(|(&p, b)| dev.read(p, b.len()).map_err(show))

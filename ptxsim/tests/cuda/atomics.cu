@@ -1,6 +1,7 @@
 // Atomic operation kernels for ptxsim tests. All results are order-independent so the host can
 // check them exactly: integer sums, float sums of small integers, max, a CAS-loop sum, exchange
-// chains (the old values plus the final value are a permutation), a shared-memory histogram.
+// chains (the old values plus the final value are a permutation), a shared-memory histogram, and
+// a "last block finalizes" reduction with a self-resetting ticket counter.
 
 extern "C" __global__ void atomics_mix(const int* vals, int n, int* counter, float* fsum, int* imax,
                                        unsigned* cas_sum, int* exch, int* exch_old, double* dsum) {

@@ -1,6 +1,8 @@
-// Block reductions for ptxsim tests: a shared-memory tree (block_sum_tree) and a two-level
-// warp-shuffle + shared-memory reduction (block_sum_warp). One partial sum per block in out[].
-// blockDim.x must be 256 (tree) or a multiple of 32 up to 1024 (warp). Elements past n count 0.
+// Block-level kernels for ptxsim tests (tests/cuda_warp.rs): a shared-memory tree reduction
+// (block_sum_tree) and a two-level warp-shuffle + shared-memory reduction (block_sum_warp), one
+// partial sum per block in out[]; blockDim.x must be 256 (tree) or a multiple of 32 up to 1024
+// (warp), elements past n count 0. Also barrier reductions (__syncthreads_count/and/or) and a
+// named-barrier producer/consumer pipeline.
 
 extern "C" __global__ void block_sum_tree(const float* in, float* out, int n) {
     __shared__ float s[256];

@@ -1,5 +1,6 @@
-// A kernel calling __noinline__ device functions (real PTX .func calls with parameters and
-// return values, one returning a struct by value) for ptxsim tests.
+// Kernels calling __noinline__ device functions for ptxsim tests (tests/cuda_kernels.rs): real
+// PTX .func calls with parameters and return values (one returning a struct by value), double
+// recursion, and generic pointers into shared, local and global memory passed to a callee.
 
 __device__ __noinline__ float horner(float x, int k, const float* coef) {
     float r = 0.0f;

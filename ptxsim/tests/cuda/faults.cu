@@ -1,6 +1,7 @@
 // Kernels that misbehave on purpose, for ptxsim's negative tests (tests/faults.rs). Each fault
 // is planted in one chosen block/thread so the report can be checked exactly; each kernel has a
-// single instruction of the faulting kind so the test can find its PTX line by text.
+// single instruction of the faulting kind so the test can find its PTX line by text. Also one
+// kernel that must NOT fault (syncwarp_two_sites).
 
 // One thread writes 3 elements past the end of p[0..n).
 extern "C" __global__ void oob_write(float* p, int n, int bad_block, int bad_thread) {
@@ -77,4 +78,14 @@ extern "C" __global__ void shared_oob(int* out, int bad_thread) {
 extern "C" __global__ void trap_kernel(int* out, int bad_thread) {
     if (threadIdx.x == bad_thread) __trap();
     out[threadIdx.x] = 1;
+}
+
+// The faulting store sits in a __noinline__ device function: the report must name the entry
+// kernel and the PTX line inside the .func.
+__device__ __noinline__ void store_at(float* p, int i, float v) { p[i] = v; }
+
+extern "C" __global__ void oob_in_callee(float* p, int n, int bad_thread) {
+    int i = threadIdx.x;
+    if (i == bad_thread) i = n + 1;
+    store_at(p, i, 1.0f);
 }

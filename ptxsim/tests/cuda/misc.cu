@@ -1,5 +1,8 @@
-// Miscellaneous kernels for ptxsim tests: a predicated grid-stride loop, a by-value struct
-// parameter, dynamic (extern) shared memory, 64-bit indexing past 2^32 bytes, 3-D indexing.
+// Miscellaneous kernels for ptxsim tests (checked in tests/cuda_kernels.rs and cuda_warp.rs): a
+// predicated grid-stride loop, a by-value struct parameter, dynamic (extern) shared memory,
+// 64-bit indexing past 2^32 bytes, 3-D indexing, divergent loops followed by warp collectives,
+// a dynamically indexed local array, module-scope __constant__/__device__ variables,
+// __launch_bounds__ with #pragma unroll 1, and small / vector kernel parameter types.
 
 // Grid-stride loop with a partially unrolled body: y = 2x + 1 for i < n.
 extern "C" __global__ void grid_stride(const float* x, float* y, int n) {

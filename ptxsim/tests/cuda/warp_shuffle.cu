@@ -1,5 +1,5 @@
-// Warp shuffle and vote test kernels for ptxsim (tests/cuda_kernels.rs checks them on the host).
-// Every kernel reads one int per thread from `in` (global index g) and writes one int to `out`.
+// Warp shuffle and vote test kernels for ptxsim (tests/cuda_warp.rs checks them on the host).
+// Most kernels read one int per thread from `in` (global index g) and write one value to `out`.
 // `width` is a runtime argument (a power of two <= 32) so the shfl clamp/segment operand is
 // computed, not folded. Launch with whole warps.
 

@@ -219,3 +219,34 @@ fn metrics_table() {
         assert!(t.lines().any(|l| l == w), "missing line {w:?} in\n{t}");
     }
 }
+
+#[test]
+fn unique_bytes_merge_across_workers() {
+    // Two workers load overlapping halves of 16 sectors and store disjoint ones: loads cover
+    // sectors 0..12, stores 100..104 and 200..204.
+    let lc = launch(METRICS, 2, 32, 0);
+    std::thread::scope(|s| {
+        for w in 0..2u64 {
+            let lc = &lc;
+            s.spawn(move || {
+                let mut b = lc.block();
+                b.start(w, [w as u32, 0, 0]);
+                let base = G + 128 * w; // sectors 4w..4w+4 and 4w+4..4w+8
+                ld_g(&mut b, 1, 0, &lanes(0..32, |l| base + 4 * l as u64));
+                ld_g(&mut b, 1, 0, &lanes(0..32, |l| base + 128 + 4 * l as u64));
+                st_g(
+                    &mut b,
+                    2,
+                    0,
+                    &lanes(0..32, |l| G + 3200 * (w + 1) + 4 * l as u64),
+                );
+                b.end();
+            });
+        }
+    });
+    let m = lc.finish().metrics.unwrap();
+    assert_eq!(m.unique_load_bytes, 12 * 32);
+    assert_eq!(m.unique_store_bytes, 8 * 32);
+    assert_eq!(m.unique_bytes, 20 * 32);
+    assert_eq!(m.global_load_requests, 4);
+}
