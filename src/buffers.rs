@@ -42,7 +42,7 @@ pub(crate) fn check_len<T, B: DeviceSlice<T> + ?Sized>(
 
 /// `address` must be a multiple of `align` bytes.
 pub fn check_alignment(what: &str, address: u64, align: u64) -> Result<()> {
-    if address % align != 0 {
+    if !address.is_multiple_of(align) {
         return Err(Error::Alignment {
             what: what.into(),
             address,

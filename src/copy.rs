@@ -37,7 +37,7 @@ pub fn plan_copy(src: u64, dst: u64, n_bytes: u64, props: &DeviceProps) -> Resul
             ),
         ));
     }
-    let vec16 = src % 16 == 0 && dst % 16 == 0;
+    let vec16 = src.is_multiple_of(16) && dst.is_multiple_of(16);
     let (kernel, units) = if vec16 {
         ("warpnorm_copy_fwd_u8_vec16", n_bytes / 16)
     } else {

@@ -31,8 +31,10 @@ pub fn skip_without_kernels(test: &str) -> bool {
 }
 
 /// Parsed modules, shared by every test of the process (parsing is done once per family/arch).
+type ModuleCache = Mutex<HashMap<(&'static str, u32), Arc<Module>>>;
+
 fn module(family: &'static str, arch: u32) -> Arc<Module> {
-    static CACHE: OnceLock<Mutex<HashMap<(&'static str, u32), Arc<Module>>>> = OnceLock::new();
+    static CACHE: OnceLock<ModuleCache> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     if let Some(m) = cache.lock().unwrap().get(&(family, arch)) {
         return m.clone();
@@ -107,7 +109,16 @@ impl Sim {
     }
 
     /// Runs every launch of the plan in order; the first simulator error stops it.
+    ///
+    /// Racecheck and initcheck are on (ptxsim's defaults): any race or uninitialized read a
+    /// launch reports fails the calling test here, naming the kernel and the first reports, so
+    /// every kernel test is also a sanitizer test.
     pub fn run(&mut self, plan: &Plan) -> Result<Vec<LaunchStats>, SimError> {
+        let opts = self.dev.options();
+        assert!(
+            opts.racecheck && opts.initcheck,
+            "simulator tests must run with racecheck and initcheck on"
+        );
         plan.launches
             .iter()
             .map(|l| {
@@ -119,8 +130,25 @@ impl Sim {
                     block: l.block,
                     shared_mem_bytes: l.shared_mem_bytes,
                 };
-                self.dev
-                    .launch(&m, &l.kernel, cfg, &[Arg::Bytes(l.args.bytes().to_vec())])
+                let stats =
+                    self.dev
+                        .launch(&m, &l.kernel, cfg, &[Arg::Bytes(l.args.bytes().to_vec())])?;
+                assert!(
+                    stats.reports.is_empty(),
+                    "sanitizer findings in {} on compute_{} ({} shown, {} more):\n{}",
+                    l.kernel,
+                    self.arch,
+                    stats.reports.len(),
+                    stats.reports_omitted,
+                    stats
+                        .reports
+                        .iter()
+                        .take(5)
+                        .map(|r| r.to_string())
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                );
+                Ok(stats)
             })
             .collect()
     }
