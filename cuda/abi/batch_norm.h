@@ -1,5 +1,110 @@
-/* Argument structs of the BatchNorm kernels (cuda/batch_norm.cu). */
+/* Argument structs of the BatchNorm kernels (cuda/batch_norm.cu).
+ *
+ * Shapes: the input is viewed as (N, C, S) with S the product of the spatial dims (1 for
+ * (N, C) input). Layout NCHW ("nchw" kernels): element (n, c, s) at (n * C + c) * S + s.
+ * Channels-last ("nhwc" kernels, also used for every (N, C) input): at (n * S + s) * C + c.
+ *
+ * Workspace (f32, 16-byte aligned): `coef` holds per-channel coefficient arrays of
+ * `coef_stride` floats each (coef_stride = C rounded up to a multiple of 4); `partials` holds
+ * per-(split, channel) partial results: 3 floats (count, mean, m2) for the forward statistics,
+ * 2 floats (sum dy, sum dy * (x - mean)) for the backward sums, at ((split * C) + c) * K.
+ */
 #ifndef WARPNORM_ABI_BATCH_NORM_H
 #define WARPNORM_ABI_BATCH_NORM_H
+
+/** finalize flag: normalize with the batch statistics (training, or no running stats). */
+#define WN_BN_BATCH_STATS 1u
+/** finalize flag: momentum None - running stats use 1 / (num_batches_tracked + 1). */
+#define WN_BN_CUMULATIVE 2u
+/** backward finalize flag: frozen statistics (eval-mode backward: dx = dy * gamma * invstd). */
+#define WN_BN_FROZEN 4u
+
+/**
+ * Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).
+ * Grid (channel tiles, splits); split k covers reduction units [k * chunk, (k + 1) * chunk)
+ * where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).
+ * The forward statistics read x; the backward sums read x, dy and the saved mean.
+ */
+typedef struct WnBatchNormReduceArgs {
+    wn_devptr x;
+    wn_devptr dy;
+    wn_devptr mean;
+    wn_devptr partials;
+    int64_t n;
+    int64_t c;
+    int64_t s;
+    int64_t chunk;
+} WnBatchNormReduceArgs;
+
+/**
+ * Forward finalize (`..._fwd_<P>params_finalize`): one warp per channel. With
+ * WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and
+ * biased variance and (when running_mean is not 0) updates the running statistics with the
+ * unbiased variance; otherwise it reads the running statistics. It writes save_mean /
+ * save_invstd (when not 0) and the coefficients coef[0 | 1 | 2][c] = mean, gamma * invstd,
+ * beta. `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented
+ * once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens.
+ */
+typedef struct WnBatchNormFinalizeArgs {
+    wn_devptr partials;
+    wn_devptr coef;
+    wn_devptr gamma;
+    wn_devptr beta;
+    wn_devptr running_mean;
+    wn_devptr running_var;
+    wn_devptr save_mean;
+    wn_devptr save_invstd;
+    wn_devptr counter;
+    wn_devptr counter_bump;
+    int64_t count;
+    int64_t c;
+    int64_t splits;
+    int64_t coef_stride;
+    float momentum;
+    float eps;
+    uint32_t flags;
+    uint32_t _pad;
+} WnBatchNormFinalizeArgs;
+
+/**
+ * Backward finalize (`..._bwd_<P>params_finalize`): one warp per channel merges `splits`
+ * partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and
+ * dbeta = sum(dy) (when not 0), and the dx coefficients: training, coef[0..4][c] = a, b, mean,
+ * d with dx = a * dy + b * (x - mean) + d; WN_BN_FROZEN, the forward layout coef[0..3][c] =
+ * 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel).
+ */
+typedef struct WnBatchNormBwdFinalizeArgs {
+    wn_devptr partials;
+    wn_devptr coef;
+    wn_devptr mean;
+    wn_devptr invstd;
+    wn_devptr gamma;
+    wn_devptr dgamma;
+    wn_devptr dbeta;
+    int64_t count;
+    int64_t c;
+    int64_t splits;
+    int64_t coef_stride;
+    uint32_t flags;
+    uint32_t _pad;
+} WnBatchNormBwdFinalizeArgs;
+
+/**
+ * Elementwise passes over the whole tensor (`..._fwd_<T>_apply_*`: y = (x - coef0) * coef1 +
+ * coef2; `..._bwd_<T>_apply_*`: dx = coef0 * dy + coef1 * (x - coef2) + coef3), grid-stride
+ * over packs of V elements. `counter_bump` (when not 0) is incremented once by thread 0 of
+ * block 0 (after the finalize kernel has read it).
+ */
+typedef struct WnBatchNormApplyArgs {
+    wn_devptr x;
+    wn_devptr dy;
+    wn_devptr out;
+    wn_devptr coef;
+    wn_devptr counter_bump;
+    int64_t n;
+    int64_t c;
+    int64_t s;
+    int64_t coef_stride;
+} WnBatchNormApplyArgs;
 
 #endif

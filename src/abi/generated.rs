@@ -6,6 +6,9 @@
 
 pub const WN_VECTOR_BYTES: u32 = 16;
 pub const WN_WARP_SIZE: u32 = 32;
+pub const WN_BN_BATCH_STATS: u32 = 1;
+pub const WN_BN_CUMULATIVE: u32 = 2;
+pub const WN_BN_FROZEN: u32 = 4;
 #[doc = " A device address (what cuMemAlloc returns), as a plain 64-bit integer."]
 pub type wn_devptr = u64;
 pub const WnDType_WN_DTYPE_F32: WnDType = 0;
@@ -29,4 +32,193 @@ const _: () = {
     ["Offset of field: WnCopyArgs::dst"][::core::mem::offset_of!(WnCopyArgs, dst) - 8usize];
     ["Offset of field: WnCopyArgs::n_bytes"]
         [::core::mem::offset_of!(WnCopyArgs, n_bytes) - 16usize];
+};
+#[doc = " Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).\n Grid (channel tiles, splits); split k covers reduction units [k * chunk, (k + 1) * chunk)\n where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).\n The forward statistics read x; the backward sums read x, dy and the saved mean."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnBatchNormReduceArgs {
+    pub x: wn_devptr,
+    pub dy: wn_devptr,
+    pub mean: wn_devptr,
+    pub partials: wn_devptr,
+    pub n: i64,
+    pub c: i64,
+    pub s: i64,
+    pub chunk: i64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnBatchNormReduceArgs"][::core::mem::size_of::<WnBatchNormReduceArgs>() - 64usize];
+    ["Alignment of WnBatchNormReduceArgs"]
+        [::core::mem::align_of::<WnBatchNormReduceArgs>() - 8usize];
+    ["Offset of field: WnBatchNormReduceArgs::x"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, x) - 0usize];
+    ["Offset of field: WnBatchNormReduceArgs::dy"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, dy) - 8usize];
+    ["Offset of field: WnBatchNormReduceArgs::mean"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, mean) - 16usize];
+    ["Offset of field: WnBatchNormReduceArgs::partials"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, partials) - 24usize];
+    ["Offset of field: WnBatchNormReduceArgs::n"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, n) - 32usize];
+    ["Offset of field: WnBatchNormReduceArgs::c"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, c) - 40usize];
+    ["Offset of field: WnBatchNormReduceArgs::s"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, s) - 48usize];
+    ["Offset of field: WnBatchNormReduceArgs::chunk"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, chunk) - 56usize];
+};
+#[doc = " Forward finalize (`..._fwd_<P>params_finalize`): one warp per channel. With\n WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and\n biased variance and (when running_mean is not 0) updates the running statistics with the\n unbiased variance; otherwise it reads the running statistics. It writes save_mean /\n save_invstd (when not 0) and the coefficients coef[0 | 1 | 2][c] = mean, gamma * invstd,\n beta. `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented\n once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnBatchNormFinalizeArgs {
+    pub partials: wn_devptr,
+    pub coef: wn_devptr,
+    pub gamma: wn_devptr,
+    pub beta: wn_devptr,
+    pub running_mean: wn_devptr,
+    pub running_var: wn_devptr,
+    pub save_mean: wn_devptr,
+    pub save_invstd: wn_devptr,
+    pub counter: wn_devptr,
+    pub counter_bump: wn_devptr,
+    pub count: i64,
+    pub c: i64,
+    pub splits: i64,
+    pub coef_stride: i64,
+    pub momentum: f32,
+    pub eps: f32,
+    pub flags: u32,
+    pub _pad: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnBatchNormFinalizeArgs"]
+        [::core::mem::size_of::<WnBatchNormFinalizeArgs>() - 128usize];
+    ["Alignment of WnBatchNormFinalizeArgs"]
+        [::core::mem::align_of::<WnBatchNormFinalizeArgs>() - 8usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::partials"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, partials) - 0usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::coef"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, coef) - 8usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::gamma"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, gamma) - 16usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::beta"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, beta) - 24usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::running_mean"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, running_mean) - 32usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::running_var"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, running_var) - 40usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::save_mean"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, save_mean) - 48usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::save_invstd"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, save_invstd) - 56usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::counter"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, counter) - 64usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::counter_bump"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, counter_bump) - 72usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::count"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, count) - 80usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::c"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, c) - 88usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::splits"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, splits) - 96usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::coef_stride"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, coef_stride) - 104usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::momentum"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, momentum) - 112usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::eps"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, eps) - 116usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::flags"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, flags) - 120usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::_pad"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, _pad) - 124usize];
+};
+#[doc = " Backward finalize (`..._bwd_<P>params_finalize`): one warp per channel merges `splits`\n partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and\n dbeta = sum(dy) (when not 0), and the dx coefficients: training, coef[0..4][c] = a, b, mean,\n d with dx = a * dy + b * (x - mean) + d; WN_BN_FROZEN, the forward layout coef[0..3][c] =\n 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel)."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnBatchNormBwdFinalizeArgs {
+    pub partials: wn_devptr,
+    pub coef: wn_devptr,
+    pub mean: wn_devptr,
+    pub invstd: wn_devptr,
+    pub gamma: wn_devptr,
+    pub dgamma: wn_devptr,
+    pub dbeta: wn_devptr,
+    pub count: i64,
+    pub c: i64,
+    pub splits: i64,
+    pub coef_stride: i64,
+    pub flags: u32,
+    pub _pad: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnBatchNormBwdFinalizeArgs"]
+        [::core::mem::size_of::<WnBatchNormBwdFinalizeArgs>() - 96usize];
+    ["Alignment of WnBatchNormBwdFinalizeArgs"]
+        [::core::mem::align_of::<WnBatchNormBwdFinalizeArgs>() - 8usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::partials"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, partials) - 0usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::coef"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, coef) - 8usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::mean"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, mean) - 16usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::invstd"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, invstd) - 24usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::gamma"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, gamma) - 32usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::dgamma"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, dgamma) - 40usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::dbeta"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, dbeta) - 48usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::count"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, count) - 56usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::c"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, c) - 64usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::splits"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, splits) - 72usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::coef_stride"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, coef_stride) - 80usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::flags"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, flags) - 88usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::_pad"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, _pad) - 92usize];
+};
+#[doc = " Elementwise passes over the whole tensor (`..._fwd_<T>_apply_*`: y = (x - coef0) * coef1 +\n coef2; `..._bwd_<T>_apply_*`: dx = coef0 * dy + coef1 * (x - coef2) + coef3), grid-stride\n over packs of V elements. `counter_bump` (when not 0) is incremented once by thread 0 of\n block 0 (after the finalize kernel has read it)."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnBatchNormApplyArgs {
+    pub x: wn_devptr,
+    pub dy: wn_devptr,
+    pub out: wn_devptr,
+    pub coef: wn_devptr,
+    pub counter_bump: wn_devptr,
+    pub n: i64,
+    pub c: i64,
+    pub s: i64,
+    pub coef_stride: i64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnBatchNormApplyArgs"][::core::mem::size_of::<WnBatchNormApplyArgs>() - 72usize];
+    ["Alignment of WnBatchNormApplyArgs"][::core::mem::align_of::<WnBatchNormApplyArgs>() - 8usize];
+    ["Offset of field: WnBatchNormApplyArgs::x"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, x) - 0usize];
+    ["Offset of field: WnBatchNormApplyArgs::dy"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, dy) - 8usize];
+    ["Offset of field: WnBatchNormApplyArgs::out"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, out) - 16usize];
+    ["Offset of field: WnBatchNormApplyArgs::coef"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, coef) - 24usize];
+    ["Offset of field: WnBatchNormApplyArgs::counter_bump"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, counter_bump) - 32usize];
+    ["Offset of field: WnBatchNormApplyArgs::n"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, n) - 40usize];
+    ["Offset of field: WnBatchNormApplyArgs::c"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, c) - 48usize];
+    ["Offset of field: WnBatchNormApplyArgs::s"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, s) - 56usize];
+    ["Offset of field: WnBatchNormApplyArgs::coef_stride"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, coef_stride) - 64usize];
 };

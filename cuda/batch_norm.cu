@@ -1,0 +1,370 @@
+/*
+ * batch_norm.cu - BatchNorm forward (training and eval) and backward, f32/f16/bf16 activations,
+ * f32 accumulation, f32 or activation-typed parameters and running statistics.
+ *
+ * The input is (N, C, S) with S = product of the spatial dims, in NCHW ("nchw": every channel is
+ * N slices of S contiguous elements) or channels-last ("nhwc": N * S rows of C channels; also
+ * every (N, C) input). Kernels, in launch order (the Rust planner in src/batch_norm/plan.rs
+ * chooses grids, splits and variants):
+ *
+ * Training forward (3 launches; DRAM traffic 3s per element: read x twice, write y):
+ *   fwd_<T>_stats_<layout>_<access>  grid (channel tiles, splits). Per-thread Welford, merged
+ *       with Chan's formula in a fixed order (warp shfl tree, then warps in order); one
+ *       (count, mean, m2) partial per (split, channel). Few channels still fill the GPU:
+ *       the planner splits the reduction until there are about 8 blocks per SM.
+ *   fwd_<P>params_finalize  one warp per channel merges the splits in lane-strided order plus a
+ *       fixed shfl tree; mean, invstd = 1 / sqrt(var + eps); running stats with the unbiased
+ *       variance (momentum or 1 / num_batches_tracked read on the device); coefficients.
+ *   fwd_<T>_apply_<layout>_<access>  y = (x - mean) * (gamma * invstd) + beta, grid-stride over
+ *       16-byte packs; it also bumps num_batches_tracked (after finalize read it).
+ * Eval forward: finalize (from running stats) + apply (2s per element).
+ * Backward (3 launches, 5s per element): bwd_<T>_reduce_* (sum dy, sum dy * (x - mean) per
+ *   channel and split), bwd_<P>params_finalize (dgamma, dbeta, dx coefficients),
+ *   bwd_<T>_apply_* (dx = a * dy + b * (x - mean) + d). Eval-mode backward (frozen statistics)
+ *   reuses the forward apply kernel on dy with coefficients (0, gamma * invstd, 0).
+ *
+ * Access variants: "vec" moves 16-byte packs (nchw needs S % V == 0, nhwc needs C % V == 0, and
+ * 16-byte aligned pointers; V = 16 / sizeof(T)); "scalar" moves single elements (any size and
+ * alignment), still coalesced. All offsets are 64-bit. No float atomics anywhere: reruns are
+ * bitwise identical. Benchmark: `cargo bench --bench batch_norm` (GB/s, % of copy).
+ */
+#include "abi.h"
+#include "common/channel_reduce.cuh"
+#include "common/vec.cuh"
+
+namespace warpnorm {
+namespace bn {
+
+/** Loads V f32 coefficients (16-byte vectors when V % 4 == 0; p is then 16-byte aligned). */
+template <int V> __device__ __forceinline__ void load_coef(const float* p, float (&out)[V]) {
+    if constexpr (V % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < V; i += 4) {
+            const float4 q = *reinterpret_cast<const float4*>(p + i);
+            out[i] = q.x;
+            out[i + 1] = q.y;
+            out[i + 2] = q.z;
+            out[i + 3] = q.w;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < V; ++i) out[i] = p[i];
+    }
+}
+
+__device__ __forceinline__ void bump(wn_devptr counter) {
+    if (counter != 0 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 &&
+        threadIdx.y == 0) {
+        *reinterpret_cast<long long*>(counter) += 1;
+    }
+}
+
+/* ---------------------------------------------------------------- per-channel reductions */
+
+/** Shared memory of column_merge for accumulators of K floats. */
+template <int K> struct MergeSmem {
+    static constexpr int kFloats = (kMaxColumnThreads / 32) * 32 * K;
+};
+
+/**
+ * NCHW reduction: block (1, by) owns channel blockIdx.x and split blockIdx.y, walking packs of
+ * V elements (S % V == 0, so packs never straddle a slice). GRAD selects the backward sums.
+ */
+template <typename T, int V, bool GRAD>
+__device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
+    using Acc = typename std::conditional<GRAD, GradAcc<1>, StatsAcc<1>>::type;
+    __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
+    const int64_t c = blockIdx.x;
+    const int64_t sp = a.s / V;  // packs per slice
+    const int64_t total = a.n * sp;
+    const int64_t begin = static_cast<int64_t>(blockIdx.y) * a.chunk;
+    const int64_t end = min(begin + a.chunk, total);
+    const int64_t step = blockDim.y;
+    const int64_t step_n = step / sp;
+    const int64_t step_s = step - step_n * sp;
+    const T* x = reinterpret_cast<const T*>(a.x);
+    const T* dy = reinterpret_cast<const T*>(a.dy);
+    const int64_t slice = a.c * a.s;  // elements from (n, c) to (n + 1, c)
+    float mean = 0.0f;
+    if constexpr (GRAD) mean = reinterpret_cast<const float*>(a.mean)[c];
+    Acc acc;
+    acc.init();
+    int64_t u = begin + threadIdx.y;
+    if (u < end) {
+        int64_t n = u / sp;
+        int64_t s = u - n * sp;
+        for (; u < end; u += step) {
+            const int64_t off = n * slice + c * a.s + s * V;
+            float xv[V];
+            load_floats<T, V>(x + off, V, xv);
+            if constexpr (GRAD) {
+                float dv[V];
+                load_floats<T, V>(dy + off, V, dv);
+                acc.template push_pack<V>(dv, xv, mean);
+            } else {
+                acc.template push_pack<V>(xv);
+            }
+            s += step_s;
+            n += step_n;
+            if (s >= sp) {
+                s -= sp;
+                ++n;
+            }
+        }
+    }
+    if (column_merge(acc, smem)) {
+        float* p = reinterpret_cast<float*>(a.partials) +
+                   (static_cast<int64_t>(blockIdx.y) * a.c + c) * Acc::kPartial;
+        acc.write_partial(p, 0);
+    }
+}
+
+/**
+ * Channels-last reduction: block (bx, by); thread (x, y) owns channels
+ * [(blockIdx.x * bx + x) * V, + V) and walks rows y, y + by, ... of split blockIdx.y.
+ */
+template <typename T, int V, bool GRAD>
+__device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
+    using Acc = typename std::conditional<GRAD, GradAcc<V>, StatsAcc<V>>::type;
+    __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
+    const int64_t cv = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const bool active = cv * V < a.c;
+    const int64_t rows = a.n * a.s;
+    const int64_t begin = static_cast<int64_t>(blockIdx.y) * a.chunk;
+    const int64_t end = min(begin + a.chunk, rows);
+    const T* x = reinterpret_cast<const T*>(a.x) + cv * V;
+    const T* dy = reinterpret_cast<const T*>(a.dy) + cv * V;
+    Acc acc;
+    acc.init();
+    if (active) {
+        float mean[V];
+        if constexpr (GRAD) load_coef<V>(reinterpret_cast<const float*>(a.mean) + cv * V, mean);
+        for (int64_t r = begin + threadIdx.y; r < end; r += blockDim.y) {
+            float xv[V];
+            load_floats<T, V>(x + r * a.c, V, xv);
+            if constexpr (GRAD) {
+                float dv[V];
+                load_floats<T, V>(dy + r * a.c, V, dv);
+                acc.push_row(dv, xv, mean);
+            } else {
+                acc.push_row(xv);
+            }
+        }
+    }
+    if (column_merge(acc, smem) && active) {
+        float* p = reinterpret_cast<float*>(a.partials) +
+                   (static_cast<int64_t>(blockIdx.y) * a.c + cv * V) * Acc::kPartial;
+#pragma unroll
+        for (int i = 0; i < V; ++i) acc.write_partial(p + i * Acc::kPartial, i);
+    }
+}
+
+/* ---------------------------------------------------------------- finalize */
+
+template <typename P> __device__ __forceinline__ float param(wn_devptr p, int64_t c, float dflt) {
+    return p != 0 ? to_float(reinterpret_cast<const P*>(p)[c]) : dflt;
+}
+
+/** Forward finalize: one warp per channel (see WnBatchNormFinalizeArgs). */
+template <typename P> __device__ __forceinline__ void finalize_fwd(const WnBatchNormFinalizeArgs& a) {
+    bump(a.counter_bump);
+    const int lane = threadIdx.x & 31;
+    const int64_t c = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (c >= a.c || a.count == 0) return;  // whole warps leave together
+    float mean, invstd;
+    if (a.flags & WN_BN_BATCH_STATS) {
+        const float* part = reinterpret_cast<const float*>(a.partials);
+        StatsAcc<1> w;
+        w.init();
+        for (int64_t k = lane; k < a.splits; k += 32) {
+            StatsAcc<1> o;
+            o.from_floats(part + (k * a.c + c) * 3);
+            w.merge(o);
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+            const StatsAcc<1> o = w.shfl_down(off);
+            if (lane + off < 32) w.merge(o);
+        }
+        if (lane != 0) return;
+        const float n = static_cast<float>(a.count);
+        mean = w.mean[0];
+        const float var = w.m2[0] / n;
+        invstd = 1.0f / sqrtf(var + a.eps);
+        if (a.running_mean != 0) {
+            float f = a.momentum;
+            if (a.flags & WN_BN_CUMULATIVE) {
+                const long long seen = *reinterpret_cast<const long long*>(a.counter);
+                f = static_cast<float>(1.0 / static_cast<double>(seen + 1));
+            }
+            const float unbiased = w.m2[0] / static_cast<float>(a.count - 1);
+            P* rm = reinterpret_cast<P*>(a.running_mean);
+            P* rv = reinterpret_cast<P*>(a.running_var);
+            rm[c] = from_float<P>((1.0f - f) * to_float(rm[c]) + f * mean);
+            rv[c] = from_float<P>((1.0f - f) * to_float(rv[c]) + f * unbiased);
+        }
+    } else {
+        if (lane != 0) return;
+        mean = param<P>(a.running_mean, c, 0.0f);
+        invstd = 1.0f / sqrtf(param<P>(a.running_var, c, 1.0f) + a.eps);
+    }
+    if (a.save_mean != 0) reinterpret_cast<float*>(a.save_mean)[c] = mean;
+    if (a.save_invstd != 0) reinterpret_cast<float*>(a.save_invstd)[c] = invstd;
+    float* coef = reinterpret_cast<float*>(a.coef);
+    coef[c] = mean;
+    coef[a.coef_stride + c] = param<P>(a.gamma, c, 1.0f) * invstd;
+    coef[2 * a.coef_stride + c] = param<P>(a.beta, c, 0.0f);
+}
+
+/** Backward finalize: one warp per channel (see WnBatchNormBwdFinalizeArgs). */
+template <typename P> __device__ __forceinline__ void finalize_bwd(const WnBatchNormBwdFinalizeArgs& a) {
+    const int lane = threadIdx.x & 31;
+    const int64_t c = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (c >= a.c) return;
+    const float* part = reinterpret_cast<const float*>(a.partials);
+    float sdy = 0.0f, sdx = 0.0f;
+    for (int64_t k = lane; k < a.splits; k += 32) {
+        sdy += part[(k * a.c + c) * 2];
+        sdx += part[(k * a.c + c) * 2 + 1];
+    }
+    warp_allreduce_sum2(sdy, sdx);
+    if (lane != 0) return;
+    if (a.count == 0) {
+        if (a.dgamma != 0) reinterpret_cast<P*>(a.dgamma)[c] = from_float<P>(0.0f);
+        if (a.dbeta != 0) reinterpret_cast<P*>(a.dbeta)[c] = from_float<P>(0.0f);
+        return;
+    }
+    const float mean = reinterpret_cast<const float*>(a.mean)[c];
+    const float invstd = reinterpret_cast<const float*>(a.invstd)[c];
+    if (a.dgamma != 0) reinterpret_cast<P*>(a.dgamma)[c] = from_float<P>(sdx * invstd);
+    if (a.dbeta != 0) reinterpret_cast<P*>(a.dbeta)[c] = from_float<P>(sdy);
+    const float k = param<P>(a.gamma, c, 1.0f) * invstd;
+    float* coef = reinterpret_cast<float*>(a.coef);
+    const int64_t st = a.coef_stride;
+    if (a.flags & WN_BN_FROZEN) {
+        coef[c] = 0.0f;
+        coef[st + c] = k;
+        coef[2 * st + c] = 0.0f;
+    } else {
+        const float n = static_cast<float>(a.count);
+        coef[c] = k;
+        coef[st + c] = -k * invstd * invstd * (sdx / n);
+        coef[2 * st + c] = mean;
+        coef[3 * st + c] = -k * (sdy / n);
+    }
+}
+
+/* ---------------------------------------------------------------- elementwise passes */
+
+/**
+ * Grid-stride over packs of V elements. NCHW: the pack's channel is (p / (S / V)) % C, the same
+ * for its V elements; channels-last: packs hold channels ((p % (C / V)) * V, + V). Channel
+ * positions advance incrementally (one 64-bit division per thread), and the K coefficient
+ * vectors are reloaded only when the channel changes.
+ */
+template <typename T, int V, bool NHWC, bool BWD>
+__device__ __forceinline__ void apply(const WnBatchNormApplyArgs& a) {
+    bump(a.counter_bump);
+    constexpr int K = BWD ? 4 : 3;
+    constexpr int CV = NHWC ? V : 1;  // channels per pack
+    const int64_t total = a.n * a.c * a.s / V;
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (p >= total) return;
+    // inner: packs per channel step; cdim: channel steps.
+    const int64_t inner = NHWC ? 1 : a.s / V;
+    const int64_t cdim = NHWC ? a.c / V : a.c;
+    int64_t q = p / inner;
+    int64_t r = p - q * inner;
+    int64_t ch = q % cdim;
+    const int64_t sq = stride / inner;
+    const int64_t sr = stride - sq * inner;
+    const int64_t sc = sq % cdim;
+    const float* coef = reinterpret_cast<const float*>(a.coef);
+    float k[K][CV];
+    int64_t loaded = -1;
+    const T* x = reinterpret_cast<const T*>(a.x);
+    const T* dy = reinterpret_cast<const T*>(a.dy);
+    T* out = reinterpret_cast<T*>(a.out);
+    for (; p < total; p += stride) {
+        if (ch != loaded) {
+#pragma unroll
+            for (int j = 0; j < K; ++j) load_coef<CV>(coef + j * a.coef_stride + ch * CV, k[j]);
+            loaded = ch;
+        }
+        const int64_t off = p * V;
+        float xv[V], o[V];
+        load_floats<T, V>(x + off, V, xv);
+        if constexpr (BWD) {
+            float dv[V];
+            load_floats<T, V>(dy + off, V, dv);
+#pragma unroll
+            for (int i = 0; i < V; ++i) {
+                const int j = NHWC ? i : 0;
+                o[i] = fmaf(k[0][j], dv[i], fmaf(k[1][j], xv[i] - k[2][j], k[3][j]));
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < V; ++i) {
+                const int j = NHWC ? i : 0;
+                o[i] = fmaf(xv[i] - k[0][j], k[1][j], k[2][j]);
+            }
+        }
+        store_floats<T, V>(out + off, V, o);
+        r += sr;
+        const int64_t carry = r >= inner ? 1 : 0;
+        r -= carry * inner;
+        ch += sc + carry;
+        if (ch >= cdim) ch -= cdim;
+    }
+}
+
+}  // namespace bn
+}  // namespace warpnorm
+
+#define WN_BN_LAUNCH_BOUNDS __launch_bounds__(256)
+
+/* Entry points of one activation type, layout and access variant. */
+#define WN_BN_ACT(T, TN, LAYOUT, NHWC, ACCESS, V)                                                  \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_fwd_##TN##_stats_##LAYOUT##_##ACCESS(const WnBatchNormReduceArgs a) { \
+        if constexpr (NHWC) warpnorm::bn::reduce_nhwc<T, V, false>(a);                           \
+        else warpnorm::bn::reduce_nchw<T, V, false>(a);                                           \
+    }                                                                                              \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_bwd_##TN##_reduce_##LAYOUT##_##ACCESS(const WnBatchNormReduceArgs a) { \
+        if constexpr (NHWC) warpnorm::bn::reduce_nhwc<T, V, true>(a);                            \
+        else warpnorm::bn::reduce_nchw<T, V, true>(a);                                            \
+    }                                                                                              \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_fwd_##TN##_apply_##LAYOUT##_##ACCESS(const WnBatchNormApplyArgs a) {  \
+        warpnorm::bn::apply<T, V, NHWC, false>(a);                                                \
+    }                                                                                              \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_bwd_##TN##_apply_##LAYOUT##_##ACCESS(const WnBatchNormApplyArgs a) {  \
+        warpnorm::bn::apply<T, V, NHWC, true>(a);                                                 \
+    }
+
+#define WN_BN_ACT_ALL(T, TN)                                       \
+    WN_BN_ACT(T, TN, nchw, false, vec, warpnorm::kVec<T>)          \
+    WN_BN_ACT(T, TN, nchw, false, scalar, 1)                       \
+    WN_BN_ACT(T, TN, nhwc, true, vec, warpnorm::kVec<T>)           \
+    WN_BN_ACT(T, TN, nhwc, true, scalar, 1)
+
+/* Entry points of one parameter type. */
+#define WN_BN_PARAM(P, PN)                                                                        \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                \
+        warpnorm_batch_norm_fwd_##PN##params_finalize(const WnBatchNormFinalizeArgs a) {         \
+        warpnorm::bn::finalize_fwd<P>(a);                                                         \
+    }                                                                                             \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                \
+        warpnorm_batch_norm_bwd_##PN##params_finalize(const WnBatchNormBwdFinalizeArgs a) {      \
+        warpnorm::bn::finalize_bwd<P>(a);                                                         \
+    }
+
+WN_BN_ACT_ALL(float, f32)
+WN_BN_ACT_ALL(__half, f16)
+WN_BN_ACT_ALL(__nv_bfloat16, bf16)
+WN_BN_PARAM(float, f32)
+WN_BN_PARAM(__half, f16)
+WN_BN_PARAM(__nv_bfloat16, bf16)
