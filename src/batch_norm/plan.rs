@@ -141,7 +141,7 @@ fn reduce_geom(g: &Geometry, vec: bool, dtype: DType, props: &DeviceProps) -> Re
     let min_by = (32 / bx).max(1);
     let by = units.max(1).next_power_of_two().clamp(min_by, max_by);
     let per_split = by * UNITS_PER_THREAD;
-    let want = target_blocks(props).div_ceil(tiles).max(1);
+    let want = target_blocks(props).div_ceil(tiles.max(1)).max(1);
     let splits = want
         .min(units.div_ceil(per_split))
         .clamp(1, props.max_grid_yz.max(1) as u64);
@@ -159,7 +159,10 @@ fn reduce_geom(g: &Geometry, vec: bool, dtype: DType, props: &DeviceProps) -> Re
 /// per-channel coefficients plus one partial per (split, channel).
 pub fn workspace_len(desc: &BatchNormDesc, props: &DeviceProps) -> Result<usize> {
     let g = desc.geometry()?;
-    let splits = [false, true]
+    // The vector variant is possible when the packed dimension divides (alignment is only
+    // known at plan time): size for whichever of the two needs more.
+    let vec_possible = vec_ok(&g, desc.dtype, &[]);
+    let splits = [false, vec_possible]
         .iter()
         .map(|&vec| reduce_geom(&g, vec, desc.dtype, props).splits)
         .max()
