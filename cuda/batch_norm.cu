@@ -8,20 +8,22 @@
  * chooses grids, splits and variants):
  *
  * Training forward (3 launches; DRAM traffic 3s per element: read x twice, write y):
- *   fwd_<T>_stats_<layout>_<access>  grid (channel tiles, splits). Per-thread Welford, merged
+ *   fwd_<T>_stats_<layout>_<access>  grid (channel tiles, splits). Per-thread Welford of
+ *       x - shift (shift = the channel's first element), merged
  *       with Chan's formula in a fixed order (warp shfl tree, then warps in order); one
  *       (count, mean, m2) partial per (split, channel). Few channels still fill the GPU:
  *       the planner splits the reduction until there are about 8 blocks per SM.
  *   fwd_<P>params_finalize  one warp per channel merges the splits in lane-strided order plus a
  *       fixed shfl tree; mean, invstd = 1 / sqrt(var + eps); running stats with the unbiased
  *       variance (momentum or 1 / num_batches_tracked read on the device); coefficients.
- *   fwd_<T>_apply_<layout>_<access>  y = (x - mean) * (gamma * invstd) + beta, grid-stride over
+ *   fwd_<T>_apply_<layout>_<access>  y = ((x - shift) - (mean - shift)) * (gamma * invstd) + beta
+ *       (shift = the channel's first element: accurate for data with a large mean), grid-stride over
  *       16-byte packs; it also bumps num_batches_tracked (after finalize read it).
  * Eval forward: finalize (from running stats) + apply (2s per element).
  * Backward (3 launches, 5s per element): bwd_<T>_reduce_* (sum dy, sum dy * (x - mean) per
  *   channel and split), bwd_<P>params_finalize (dgamma, dbeta, dx coefficients),
  *   bwd_<T>_apply_* (dx = a * dy + b * (x - mean) + d). Eval-mode backward (frozen statistics)
- *   reuses the forward apply kernel on dy with coefficients (0, gamma * invstd, 0).
+ *   reuses the forward apply kernel on dy with coefficients (0, 0, gamma * invstd, 0).
  *
  * Access variants: "vec" moves 16-byte packs (nchw needs S % V == 0, nhwc needs C % V == 0, and
  * 16-byte aligned pointers; V = 16 / sizeof(T)); "scalar" moves single elements (any size and
@@ -85,8 +87,14 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
     const T* x = reinterpret_cast<const T*>(a.x);
     const T* dy = reinterpret_cast<const T*>(a.dy);
     const int64_t slice = a.c * a.s;  // elements from (n, c) to (n + 1, c)
-    float mean = 0.0f;
-    if constexpr (GRAD) mean = reinterpret_cast<const float*>(a.mean)[c];
+    float mean = 0.0f;  // GRAD: the saved mean; statistics: the shift
+    if constexpr (GRAD) {
+        mean = reinterpret_cast<const float*>(a.mean)[c];
+    } else {
+        mean = to_float(x[c * a.s]);
+        if (!isfinite(mean)) mean = 0.0f;
+        if (blockIdx.y == 0 && threadIdx.y == 0) reinterpret_cast<float*>(a.shift)[c] = mean;
+    }
     Acc acc;
     acc.init();
     int64_t u = begin + threadIdx.y;
@@ -102,6 +110,8 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
                 load_floats<T, V>(dy + off, V, dv);
                 acc.template push_pack<V>(dv, xv, mean);
             } else {
+#pragma unroll
+                for (int i = 0; i < V; ++i) xv[i] -= mean;
                 acc.template push_pack<V>(xv);
             }
             s += step_s;
@@ -137,8 +147,18 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
     Acc acc;
     acc.init();
     if (active) {
-        float mean[V];
-        if constexpr (GRAD) load_coef<V>(reinterpret_cast<const float*>(a.mean) + cv * V, mean);
+        float mean[V];  // GRAD: the saved means; statistics: the shifts
+        if constexpr (GRAD) {
+            load_coef<V>(reinterpret_cast<const float*>(a.mean) + cv * V, mean);
+        } else {
+            load_floats<T, V>(x, V, mean);
+#pragma unroll
+            for (int i = 0; i < V; ++i) {
+                if (!isfinite(mean[i])) mean[i] = 0.0f;
+                if (blockIdx.y == 0 && threadIdx.y == 0)
+                    reinterpret_cast<float*>(a.shift)[cv * V + i] = mean[i];
+            }
+        }
         for (int64_t r = begin + threadIdx.y; r < end; r += blockDim.y) {
             float xv[V];
             load_floats<T, V>(x + r * a.c, V, xv);
@@ -147,6 +167,8 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
                 load_floats<T, V>(dy + r * a.c, V, dv);
                 acc.push_row(dv, xv, mean);
             } else {
+#pragma unroll
+                for (int i = 0; i < V; ++i) xv[i] -= mean[i];
                 acc.push_row(xv);
             }
         }
@@ -171,7 +193,9 @@ template <typename P> __device__ __forceinline__ void finalize_fwd(const WnBatch
     const int lane = threadIdx.x & 31;
     const int64_t c = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (c >= a.c || a.count == 0) return;  // whole warps leave together
-    float mean, invstd;
+    float* coef = reinterpret_cast<float*>(a.coef);
+    const int64_t st = a.coef_stride;
+    float shift, dmean, invstd;  // mean = shift + dmean
     if (a.flags & WN_BN_BATCH_STATS) {
         const float* part = reinterpret_cast<const float*>(a.partials);
         StatsAcc<1> w;
@@ -188,7 +212,9 @@ template <typename P> __device__ __forceinline__ void finalize_fwd(const WnBatch
         }
         if (lane != 0) return;
         const float n = static_cast<float>(a.count);
-        mean = w.mean[0];
+        shift = coef[c];
+        dmean = w.mean[0];
+        const float mean = shift + dmean;
         const float var = w.m2[0] / n;
         invstd = 1.0f / sqrtf(var + a.eps);
         if (a.running_mean != 0) {
@@ -205,15 +231,16 @@ template <typename P> __device__ __forceinline__ void finalize_fwd(const WnBatch
         }
     } else {
         if (lane != 0) return;
-        mean = param<P>(a.running_mean, c, 0.0f);
+        shift = param<P>(a.running_mean, c, 0.0f);
+        dmean = 0.0f;
         invstd = 1.0f / sqrtf(param<P>(a.running_var, c, 1.0f) + a.eps);
+        coef[c] = shift;
     }
-    if (a.save_mean != 0) reinterpret_cast<float*>(a.save_mean)[c] = mean;
+    if (a.save_mean != 0) reinterpret_cast<float*>(a.save_mean)[c] = shift + dmean;
     if (a.save_invstd != 0) reinterpret_cast<float*>(a.save_invstd)[c] = invstd;
-    float* coef = reinterpret_cast<float*>(a.coef);
-    coef[c] = mean;
-    coef[a.coef_stride + c] = param<P>(a.gamma, c, 1.0f) * invstd;
-    coef[2 * a.coef_stride + c] = param<P>(a.beta, c, 0.0f);
+    coef[st + c] = dmean;
+    coef[2 * st + c] = param<P>(a.gamma, c, 1.0f) * invstd;
+    coef[3 * st + c] = param<P>(a.beta, c, 0.0f);
 }
 
 /** Backward finalize: one warp per channel (see WnBatchNormBwdFinalizeArgs). */
@@ -243,8 +270,9 @@ template <typename P> __device__ __forceinline__ void finalize_bwd(const WnBatch
     const int64_t st = a.coef_stride;
     if (a.flags & WN_BN_FROZEN) {
         coef[c] = 0.0f;
-        coef[st + c] = k;
-        coef[2 * st + c] = 0.0f;
+        coef[st + c] = 0.0f;
+        coef[2 * st + c] = k;
+        coef[3 * st + c] = 0.0f;
     } else {
         const float n = static_cast<float>(a.count);
         coef[c] = k;
@@ -265,7 +293,7 @@ template <typename P> __device__ __forceinline__ void finalize_bwd(const WnBatch
 template <typename T, int V, bool NHWC, bool BWD>
 __device__ __forceinline__ void apply(const WnBatchNormApplyArgs& a) {
     bump(a.counter_bump);
-    constexpr int K = BWD ? 4 : 3;
+    constexpr int K = 4;
     constexpr int CV = NHWC ? V : 1;  // channels per pack
     const int64_t total = a.n * a.c * a.s / V;
     const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -307,7 +335,7 @@ __device__ __forceinline__ void apply(const WnBatchNormApplyArgs& a) {
 #pragma unroll
             for (int i = 0; i < V; ++i) {
                 const int j = NHWC ? i : 0;
-                o[i] = fmaf(xv[i] - k[0][j], k[1][j], k[2][j]);
+                o[i] = fmaf((xv[i] - k[0][j]) - k[1][j], k[2][j], k[3][j]);
             }
         }
         store_floats<T, V>(out + off, V, o);

@@ -23,12 +23,16 @@
  * Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).
  * Grid (channel tiles, splits); split k covers reduction units [k * chunk, (k + 1) * chunk)
  * where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).
- * The forward statistics read x; the backward sums read x, dy and the saved mean.
+ * The forward statistics read x and accumulate x - shift[c], with shift[c] = the channel's
+ * first element (0 when not finite), which the blocks of split 0 also write to `shift` (C
+ * floats) for the finalize kernel: statistics of data with a large mean stay accurate. The
+ * backward sums read x, dy and the saved mean.
  */
 typedef struct WnBatchNormReduceArgs {
     wn_devptr x;
     wn_devptr dy;
     wn_devptr mean;
+    wn_devptr shift;
     wn_devptr partials;
     int64_t n;
     int64_t c;
@@ -41,8 +45,9 @@ typedef struct WnBatchNormReduceArgs {
  * WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and
  * biased variance and (when running_mean is not 0) updates the running statistics with the
  * unbiased variance; otherwise it reads the running statistics. It writes save_mean /
- * save_invstd (when not 0) and the coefficients coef[0 | 1 | 2][c] = mean, gamma * invstd,
- * beta. `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented
+ * save_invstd (when not 0) and the coefficients coef[1 | 2 | 3][c] = mean - shift,
+ * gamma * invstd, beta, with the shift in coef[0][c] (written by the statistics kernel; in
+ * eval the finalize writes the running mean there and 0 to coef[1]). `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented
  * once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens.
  */
 typedef struct WnBatchNormFinalizeArgs {
@@ -71,7 +76,7 @@ typedef struct WnBatchNormFinalizeArgs {
  * partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and
  * dbeta = sum(dy) (when not 0), and the dx coefficients: training, coef[0..4][c] = a, b, mean,
  * d with dx = a * dy + b * (x - mean) + d; WN_BN_FROZEN, the forward layout coef[0..3][c] =
- * 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel).
+ * 0, 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel).
  */
 typedef struct WnBatchNormBwdFinalizeArgs {
     wn_devptr partials;
@@ -90,8 +95,8 @@ typedef struct WnBatchNormBwdFinalizeArgs {
 } WnBatchNormBwdFinalizeArgs;
 
 /**
- * Elementwise passes over the whole tensor (`..._fwd_<T>_apply_*`: y = (x - coef0) * coef1 +
- * coef2; `..._bwd_<T>_apply_*`: dx = coef0 * dy + coef1 * (x - coef2) + coef3), grid-stride
+ * Elementwise passes over the whole tensor (`..._fwd_<T>_apply_*`:
+ * y = ((x - coef0) - coef1) * coef2 + coef3; `..._bwd_<T>_apply_*`: dx = coef0 * dy + coef1 * (x - coef2) + coef3), grid-stride
  * over packs of V elements. `counter_bump` (when not 0) is incremented once by thread 0 of
  * block 0 (after the finalize kernel has read it).
  */

@@ -33,13 +33,14 @@ const _: () = {
     ["Offset of field: WnCopyArgs::n_bytes"]
         [::core::mem::offset_of!(WnCopyArgs, n_bytes) - 16usize];
 };
-#[doc = " Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).\n Grid (channel tiles, splits); split k covers reduction units [k * chunk, (k + 1) * chunk)\n where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).\n The forward statistics read x; the backward sums read x, dy and the saved mean."]
+#[doc = " Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).\n Grid (channel tiles, splits); split k covers reduction units [k * chunk, (k + 1) * chunk)\n where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).\n The forward statistics read x and accumulate x - shift[c], with shift[c] = the channel's\n first element (0 when not finite), which the blocks of split 0 also write to `shift` (C\n floats) for the finalize kernel: statistics of data with a large mean stay accurate. The\n backward sums read x, dy and the saved mean."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormReduceArgs {
     pub x: wn_devptr,
     pub dy: wn_devptr,
     pub mean: wn_devptr,
+    pub shift: wn_devptr,
     pub partials: wn_devptr,
     pub n: i64,
     pub c: i64,
@@ -48,7 +49,7 @@ pub struct WnBatchNormReduceArgs {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of WnBatchNormReduceArgs"][::core::mem::size_of::<WnBatchNormReduceArgs>() - 64usize];
+    ["Size of WnBatchNormReduceArgs"][::core::mem::size_of::<WnBatchNormReduceArgs>() - 72usize];
     ["Alignment of WnBatchNormReduceArgs"]
         [::core::mem::align_of::<WnBatchNormReduceArgs>() - 8usize];
     ["Offset of field: WnBatchNormReduceArgs::x"]
@@ -57,18 +58,20 @@ const _: () = {
         [::core::mem::offset_of!(WnBatchNormReduceArgs, dy) - 8usize];
     ["Offset of field: WnBatchNormReduceArgs::mean"]
         [::core::mem::offset_of!(WnBatchNormReduceArgs, mean) - 16usize];
+    ["Offset of field: WnBatchNormReduceArgs::shift"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, shift) - 24usize];
     ["Offset of field: WnBatchNormReduceArgs::partials"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, partials) - 24usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, partials) - 32usize];
     ["Offset of field: WnBatchNormReduceArgs::n"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, n) - 32usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, n) - 40usize];
     ["Offset of field: WnBatchNormReduceArgs::c"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, c) - 40usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, c) - 48usize];
     ["Offset of field: WnBatchNormReduceArgs::s"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, s) - 48usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, s) - 56usize];
     ["Offset of field: WnBatchNormReduceArgs::chunk"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, chunk) - 56usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, chunk) - 64usize];
 };
-#[doc = " Forward finalize (`..._fwd_<P>params_finalize`): one warp per channel. With\n WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and\n biased variance and (when running_mean is not 0) updates the running statistics with the\n unbiased variance; otherwise it reads the running statistics. It writes save_mean /\n save_invstd (when not 0) and the coefficients coef[0 | 1 | 2][c] = mean, gamma * invstd,\n beta. `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented\n once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens."]
+#[doc = " Forward finalize (`..._fwd_<P>params_finalize`): one warp per channel. With\n WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and\n biased variance and (when running_mean is not 0) updates the running statistics with the\n unbiased variance; otherwise it reads the running statistics. It writes save_mean /\n save_invstd (when not 0) and the coefficients coef[1 | 2 | 3][c] = mean - shift,\n gamma * invstd, beta, with the shift in coef[0][c] (written by the statistics kernel; in\n eval the finalize writes the running mean there and 0 to coef[1]). `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented\n once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormFinalizeArgs {
@@ -134,7 +137,7 @@ const _: () = {
     ["Offset of field: WnBatchNormFinalizeArgs::_pad"]
         [::core::mem::offset_of!(WnBatchNormFinalizeArgs, _pad) - 124usize];
 };
-#[doc = " Backward finalize (`..._bwd_<P>params_finalize`): one warp per channel merges `splits`\n partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and\n dbeta = sum(dy) (when not 0), and the dx coefficients: training, coef[0..4][c] = a, b, mean,\n d with dx = a * dy + b * (x - mean) + d; WN_BN_FROZEN, the forward layout coef[0..3][c] =\n 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel)."]
+#[doc = " Backward finalize (`..._bwd_<P>params_finalize`): one warp per channel merges `splits`\n partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and\n dbeta = sum(dy) (when not 0), and the dx coefficients: training, coef[0..4][c] = a, b, mean,\n d with dx = a * dy + b * (x - mean) + d; WN_BN_FROZEN, the forward layout coef[0..3][c] =\n 0, 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel)."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormBwdFinalizeArgs {
@@ -185,7 +188,7 @@ const _: () = {
     ["Offset of field: WnBatchNormBwdFinalizeArgs::_pad"]
         [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, _pad) - 92usize];
 };
-#[doc = " Elementwise passes over the whole tensor (`..._fwd_<T>_apply_*`: y = (x - coef0) * coef1 +\n coef2; `..._bwd_<T>_apply_*`: dx = coef0 * dy + coef1 * (x - coef2) + coef3), grid-stride\n over packs of V elements. `counter_bump` (when not 0) is incremented once by thread 0 of\n block 0 (after the finalize kernel has read it)."]
+#[doc = " Elementwise passes over the whole tensor (`..._fwd_<T>_apply_*`:\n y = ((x - coef0) - coef1) * coef2 + coef3; `..._bwd_<T>_apply_*`: dx = coef0 * dy + coef1 * (x - coef2) + coef3), grid-stride\n over packs of V elements. `counter_bump` (when not 0) is incremented once by thread 0 of\n block 0 (after the finalize kernel has read it)."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormApplyArgs {
