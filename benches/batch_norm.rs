@@ -40,8 +40,12 @@ impl Timer {
         f()?; // warm-up (module load, first-touch)
         for _ in 0..REPEATS {
             self.stream.memset_zeros(&mut self.flush).map_err(drv)?;
-            let a = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(drv)?;
-            let b = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(drv)?;
+            let a = ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(drv)?;
+            let b = ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(drv)?;
             a.record(&self.stream).map_err(drv)?;
             f()?;
             b.record(&self.stream).map_err(drv)?;
@@ -54,7 +58,10 @@ impl Timer {
 }
 
 fn max_err(got: &[f64], want: &[f64]) -> f64 {
-    got.iter().zip(want).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max)
+    got.iter()
+        .zip(want)
+        .map(|(g, w)| (g - w).abs())
+        .fold(0.0, f64::max)
 }
 
 fn bench<T: Element + Default>(
@@ -75,7 +82,9 @@ fn bench<T: Element + Default>(
         seed ^= seed << 17;
         (seed >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
     };
-    let hx: Vec<T> = (0..n).map(|i| T::from_f64(2.0 * rnd() + (i % 7) as f64 * 0.1)).collect();
+    let hx: Vec<T> = (0..n)
+        .map(|i| T::from_f64(2.0 * rnd() + (i % 7) as f64 * 0.1))
+        .collect();
     let hdy: Vec<T> = (0..n).map(|_| T::from_f64(rnd())).collect();
     let gamma: Vec<f32> = (0..c).map(|_| 1.0 + 0.5 * rnd() as f32).collect();
     let beta: Vec<f32> = (0..c).map(|_| 0.5 * rnd() as f32).collect();
@@ -92,7 +101,9 @@ fn bench<T: Element + Default>(
     let mut si = s.alloc_zeros::<f32>(c).map_err(drv)?;
     let mut dgo = s.alloc_zeros::<f32>(c).map_err(drv)?;
     let mut dbo = s.alloc_zeros::<f32>(c).map_err(drv)?;
-    let mut ws = s.alloc_zeros::<f32>(workspace_len(&desc, &props)?).map_err(drv)?;
+    let mut ws = s
+        .alloc_zeros::<f32>(workspace_len(&desc, &props)?)
+        .map_err(drv)?;
 
     macro_rules! fwd {
         ($mode:expr) => {
@@ -147,11 +158,25 @@ fn bench<T: Element + Default>(
         &ForwardMode::train(0.1),
         &hx,
         Some((&gamma, &beta)),
-        Some(cpu::Running { mean: &mut crm, var: &mut crv, num_batches_tracked: Some(&mut cn) }),
+        Some(cpu::Running {
+            mean: &mut crm,
+            var: &mut crv,
+            num_batches_tracked: Some(&mut cn),
+        }),
     )?;
-    let wb = cpu::backward::<T, f32>(&desc, false, &hx, &hdy, Some(&gamma), &want.save_mean, &want.save_invstd)?;
+    let wb = cpu::backward::<T, f32>(
+        &desc,
+        false,
+        &hx,
+        &hdy,
+        Some(&gamma),
+        &want.save_mean,
+        &want.save_invstd,
+    )?;
     let f = |v: &[T]| v.iter().map(|x| x.to_f64()).collect::<Vec<_>>();
-    let rel = |g: &[T], w: &[T]| max_err(&f(g), &f(w)) / f(w).iter().fold(1e-30f64, |a, b| a.max(b.abs()));
+    let rel = |g: &[T], w: &[T]| {
+        max_err(&f(g), &f(w)) / f(w).iter().fold(1e-30f64, |a, b| a.max(b.abs()))
+    };
     let (ey, edx) = (rel(&gy, &want.y), rel(&gdx, &wb.dx));
     // Relative to max|ref|: one rounding to T on each side plus the f32 error of the statistics
     // (same budget as the simulator tests).
@@ -166,7 +191,11 @@ fn bench<T: Element + Default>(
         Layout::Contiguous => "contig",
         Layout::ChannelsLast => "chlast",
     };
-    for (what, k, ms) in [("train fwd", 3.0, ms_f), ("train bwd", 5.0, ms_b), ("eval fwd", 2.0, ms_e)] {
+    for (what, k, ms) in [
+        ("train fwd", 3.0, ms_f),
+        ("train bwd", 5.0, ms_b),
+        ("eval fwd", 2.0, ms_e),
+    ] {
         let r = gbs(k * sz * n as f64, ms);
         println!(
             "{:<22} {:<6} {:<5} {:<10} {:>9.1} us {:>8.1} GB/s {:>5.1}% of copy   check: {} (rel err y {ey:.2e}, dx {edx:.2e})",
@@ -183,7 +212,9 @@ fn bench<T: Element + Default>(
     if !ok {
         return Err(Error::InvalidArgument {
             what: "benchmark check".into(),
-            message: format!("{dims:?}: y error {ey:.3e}, dx error {edx:.3e} > {tol:.3e} x max|ref|"),
+            message: format!(
+                "{dims:?}: y error {ey:.3e}, dx error {edx:.3e} > {tol:.3e} x max|ref|"
+            ),
         });
     }
     Ok(())
@@ -209,7 +240,10 @@ fn main() {
 
 fn run(stream: Arc<CudaStream>) -> Result<()> {
     let flush = stream.alloc_zeros::<u8>(FLUSH_BYTES).map_err(drv)?;
-    let mut timer = Timer { stream: stream.clone(), flush };
+    let mut timer = Timer {
+        stream: stream.clone(),
+        flush,
+    };
     // Copy roofline: 256 MiB device to device (read + write).
     let n = 64usize << 20;
     let src = stream.alloc_zeros::<f32>(n).map_err(drv)?;
@@ -220,8 +254,18 @@ fn run(stream: Arc<CudaStream>) -> Result<()> {
     bench::<f32>(&mut timer, &[65536 * 16, 8], Layout::Contiguous, copy_gbs)?;
     bench::<bf16>(&mut timer, &[65536 * 16, 8], Layout::Contiguous, copy_gbs)?;
     bench::<f32>(&mut timer, &[32, 256, 56, 56], Layout::Contiguous, copy_gbs)?;
-    bench::<f32>(&mut timer, &[32, 256, 56, 56], Layout::ChannelsLast, copy_gbs)?;
-    bench::<bf16>(&mut timer, &[32, 256, 56, 56], Layout::ChannelsLast, copy_gbs)?;
+    bench::<f32>(
+        &mut timer,
+        &[32, 256, 56, 56],
+        Layout::ChannelsLast,
+        copy_gbs,
+    )?;
+    bench::<bf16>(
+        &mut timer,
+        &[32, 256, 56, 56],
+        Layout::ChannelsLast,
+        copy_gbs,
+    )?;
     bench::<bf16>(&mut timer, &[32, 256, 56, 56], Layout::Contiguous, copy_gbs)?;
     bench::<f32>(&mut timer, &[256, 64, 4096], Layout::Contiguous, copy_gbs)?;
     bench::<f32>(&mut timer, &[64, 3, 224, 224], Layout::Contiguous, copy_gbs)?;

@@ -75,7 +75,14 @@ const K_SLACK: f64 = 4.0;
 /// Compares `ours` with torch against float64; see the module docs. `cond` is the magnitude
 /// the output's rounding errors are relative to (max|f64| for y; the summed magnitudes for
 /// sums and for dx, which is a difference of terms).
-fn compare(what: &str, ours: &[f64], torch: Option<&Tensor>, f64r: Option<&Tensor>, eps: f64, cond: f64) -> Result<(), String> {
+fn compare(
+    what: &str,
+    ours: &[f64],
+    torch: Option<&Tensor>,
+    f64r: Option<&Tensor>,
+    eps: f64,
+    cond: f64,
+) -> Result<(), String> {
     let (Some(t), Some(r)) = (torch, f64r) else {
         return Ok(());
     };
@@ -84,7 +91,11 @@ fn compare(what: &str, ours: &[f64], torch: Option<&Tensor>, f64r: Option<&Tenso
         return Ok(());
     }
     if ours.len() != t.len() {
-        return Err(format!("{what}: {} values, torch has {}", ours.len(), t.len()));
+        return Err(format!(
+            "{what}: {} values, torch has {}",
+            ours.len(),
+            t.len()
+        ));
     }
     let (mut e_ours, mut e_torch, mut scale) = (0.0f64, 0.0f64, 0.0f64);
     for i in 0..t.len() {
@@ -130,7 +141,12 @@ fn cond<T: Element, P: Element>(
     invstd: &[f64],
 ) -> Cond {
     let g = desc.geometry().expect("valid desc");
-    let mut c = Cond { mean_abs_x: 0.0, dbeta: 0.0, dgamma: 0.0, dx: 0.0 };
+    let mut c = Cond {
+        mean_abs_x: 0.0,
+        dbeta: 0.0,
+        dgamma: 0.0,
+        dx: 0.0,
+    };
     if g.numel == 0 || mean.len() != g.c as usize {
         return c;
     }
@@ -154,7 +170,11 @@ fn cond<T: Element, P: Element>(
         c.dbeta = c.dbeta.max(sdy);
         c.dgamma = c.dgamma.max(sdx);
         for &i in &idx {
-            let t = if frozen { da(i).abs() } else { da(i).abs() + sdy / cnt + xh(i) * sdx / cnt };
+            let t = if frozen {
+                da(i).abs()
+            } else {
+                da(i).abs() + sdy / cnt + xh(i) * sdx / cnt
+            };
             c.dx = c.dx.max((w * is).abs() * t);
         }
     }
@@ -197,7 +217,15 @@ impl Backend for CpuBackend {
         };
         let affine = st.gamma.as_ref().map(|(g, b)| (&g[..], &b[..]));
         let f = cpu::forward::<T, P>(desc, mode, x, affine, running)?;
-        let b = cpu::backward::<T, P>(desc, frozen, x, dy, affine.map(|a| a.0), &f.save_mean, &f.save_invstd)?;
+        let b = cpu::backward::<T, P>(
+            desc,
+            frozen,
+            x,
+            dy,
+            affine.map(|a| a.0),
+            &f.save_mean,
+            &f.save_invstd,
+        )?;
         Ok(Out {
             y: f64s(&f.y),
             save_mean: f64s(&f.save_mean),
@@ -229,7 +257,10 @@ impl Backend for SimBackend {
         let d_dy = sim.upload(dy, 0);
         let d_y = sim.alloc::<T>(n, 0);
         let d_dx = sim.alloc::<T>(n, 0);
-        let gb = st.gamma.as_ref().map(|(g, b)| (sim.upload(g, 0), sim.upload(b, 0)));
+        let gb = st
+            .gamma
+            .as_ref()
+            .map(|(g, b)| (sim.upload(g, 0), sim.upload(b, 0)));
         let rm = st.rm.as_ref().map(|v| sim.upload(v, 0));
         let rv = st.rv.as_ref().map(|v| sim.upload(v, 0));
         let nbt = sim.dev.alloc(8).expect("alloc");
@@ -252,7 +283,8 @@ impl Backend for SimBackend {
             workspace: ws,
         };
         let plan = plan_batch_norm_fwd(desc, mode, &ptrs, &props)?;
-        sim.run(&plan).unwrap_or_else(|e| panic!("forward: {e}\n{plan}"));
+        sim.run(&plan)
+            .unwrap_or_else(|e| panic!("forward: {e}\n{plan}"));
         let mut out = Out::default();
         if n > 0 {
             out.y = f64s(&sim.download::<T>(d_y, n));
@@ -271,7 +303,8 @@ impl Backend for SimBackend {
             workspace: ws,
         };
         let plan = plan_batch_norm_bwd(desc, frozen, &bptrs, &props)?;
-        sim.run(&plan).unwrap_or_else(|e| panic!("backward: {e}\n{plan}"));
+        sim.run(&plan)
+            .unwrap_or_else(|e| panic!("backward: {e}\n{plan}"));
         if n > 0 {
             out.dx = f64s(&sim.download::<T>(d_dx, n));
         }
@@ -295,12 +328,23 @@ fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
 ) -> Result<(), String> {
     let cfg = &bn.config;
     let mut st = State::<P> {
-        gamma: bn.initial.gamma.as_ref().map(|g| (vals(g), vals(bn.initial.beta.as_ref().expect("beta")))),
+        gamma: bn
+            .initial
+            .gamma
+            .as_ref()
+            .map(|g| (vals(g), vals(bn.initial.beta.as_ref().expect("beta")))),
         rm: bn.initial.running_mean.as_ref().map(vals),
         rv: bn.initial.running_var.as_ref().map(vals),
-        nbt: bn.initial.num_batches_tracked.as_ref().and_then(|t| t.to_i64_vec()).map_or(0, |v| v[0]),
+        nbt: bn
+            .initial
+            .num_batches_tracked
+            .as_ref()
+            .and_then(|t| t.to_i64_vec())
+            .map_or(0, |v| v[0]),
     };
-    let momentum = cfg.momentum.map_or(Momentum::Cumulative, |m| Momentum::Factor(m as f32));
+    let momentum = cfg
+        .momentum
+        .map_or(Momentum::Cumulative, |m| Momentum::Factor(m as f32));
     // Machine epsilon (one ulp of 1.0) of each output type.
     let (ut, up, uf) = (
         dtype(cfg.x_dtype).unit_roundoff() * 2.0,
@@ -311,22 +355,42 @@ fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
     let mut rejected = 0i64;
     for (k, s) in bn.steps.iter().enumerate() {
         let ctx = |w: &str| format!("{name} step {k} {w}");
-        let desc = BatchNormDesc::new(&s.x.shape, layout(cfg.layout), dtype(cfg.x_dtype), dtype(cfg.param_dtype))
-            .with_eps(cfg.eps as f32);
+        let desc = BatchNormDesc::new(
+            &s.x.shape,
+            layout(cfg.layout),
+            dtype(cfg.x_dtype),
+            dtype(cfg.param_dtype),
+        )
+        .with_eps(cfg.eps as f32);
         let batch_stats = s.training || !cfg.track_running_stats;
-        let mode = ForwardMode { batch_stats, momentum };
+        let mode = ForwardMode {
+            batch_stats,
+            momentum,
+        };
         let x: Vec<T> = vals(&s.x);
         let dy: Vec<T> = vals(&s.dy);
-        let before = (st.rm.clone().map(|v| f64s(&v)), st.rv.clone().map(|v| f64s(&v)), st.nbt);
+        let before = (
+            st.rm.clone().map(|v| f64s(&v)),
+            st.rv.clone().map(|v| f64s(&v)),
+            st.nbt,
+        );
         match be.step::<T, P>(&desc, &mode, !batch_stats, &x, &dy, &mut st) {
             Err(e) => {
                 let Some(msg) = &s.error else {
                     return Err(ctx(&format!("unexpected error {e}")));
                 };
-                if !matches!(e, Error::InvalidArgument { .. }) || !e.to_string().contains("Expected more than 1 value per channel") {
+                if !matches!(e, Error::InvalidArgument { .. })
+                    || !e
+                        .to_string()
+                        .contains("Expected more than 1 value per channel")
+                {
                     return Err(ctx(&format!("error {e}, torch said {msg}")));
                 }
-                let after = (st.rm.clone().map(|v| f64s(&v)), st.rv.clone().map(|v| f64s(&v)), st.nbt);
+                let after = (
+                    st.rm.clone().map(|v| f64s(&v)),
+                    st.rv.clone().map(|v| f64s(&v)),
+                    st.nbt,
+                );
                 if before != after {
                     return Err(ctx("a rejected step changed the running statistics"));
                 }
@@ -341,28 +405,91 @@ fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
                 let (t, r) = (&s.torch, &s.f64);
                 let gamma = st.gamma.as_ref().map(|g| &g.0[..]);
                 let k = if batch_stats {
-                    cond(&desc, false, &x, &dy, gamma, &out.save_mean, &out.save_invstd)
+                    cond(
+                        &desc,
+                        false,
+                        &x,
+                        &dy,
+                        gamma,
+                        &out.save_mean,
+                        &out.save_invstd,
+                    )
                 } else {
                     // Eval: the statistics used are the running ones from before the step.
-                    let (m, v) = (before.0.clone().unwrap_or_default(), before.1.clone().unwrap_or_default());
+                    let (m, v) = (
+                        before.0.clone().unwrap_or_default(),
+                        before.1.clone().unwrap_or_default(),
+                    );
                     let is: Vec<f64> = v.iter().map(|v| 1.0 / (v + cfg.eps).sqrt()).collect();
                     cond(&desc, true, &x, &dy, gamma, &m, &is)
                 };
                 compare(&ctx("y"), &out.y, t.y.as_ref(), r.y.as_ref(), ut, 0.0)?;
                 if batch_stats {
-                    compare(&ctx("save_mean"), &out.save_mean, t.save_mean.as_ref(), r.save_mean.as_ref(), uf, k.mean_abs_x)?;
-                    compare(&ctx("save_invstd"), &out.save_invstd, t.save_invstd.as_ref(), r.save_invstd.as_ref(), uf, 0.0)?;
+                    compare(
+                        &ctx("save_mean"),
+                        &out.save_mean,
+                        t.save_mean.as_ref(),
+                        r.save_mean.as_ref(),
+                        uf,
+                        k.mean_abs_x,
+                    )?;
+                    compare(
+                        &ctx("save_invstd"),
+                        &out.save_invstd,
+                        t.save_invstd.as_ref(),
+                        r.save_invstd.as_ref(),
+                        uf,
+                        0.0,
+                    )?;
                 }
-                compare(&ctx("dx"), &out.dx, t.dx.as_ref(), r.dx.as_ref(), ut.max(uf), k.dx)?;
-                compare(&ctx("dgamma"), &out.dgamma, t.dgamma.as_ref(), r.dgamma.as_ref(), up.max(uf), k.dgamma)?;
-                compare(&ctx("dbeta"), &out.dbeta, t.dbeta.as_ref(), r.dbeta.as_ref(), up.max(uf), k.dbeta)?;
+                compare(
+                    &ctx("dx"),
+                    &out.dx,
+                    t.dx.as_ref(),
+                    r.dx.as_ref(),
+                    ut.max(uf),
+                    k.dx,
+                )?;
+                compare(
+                    &ctx("dgamma"),
+                    &out.dgamma,
+                    t.dgamma.as_ref(),
+                    r.dgamma.as_ref(),
+                    up.max(uf),
+                    k.dgamma,
+                )?;
+                compare(
+                    &ctx("dbeta"),
+                    &out.dbeta,
+                    t.dbeta.as_ref(),
+                    r.dbeta.as_ref(),
+                    up.max(uf),
+                    k.dbeta,
+                )?;
                 if let (Some(m), Some(v)) = (&st.rm, &st.rv) {
-                    compare(&ctx("running_mean"), &f64s(m), t.running_mean.as_ref(), r.running_mean.as_ref(), up.max(uf), k.mean_abs_x)?;
-                    compare(&ctx("running_var"), &f64s(v), t.running_var.as_ref(), r.running_var.as_ref(), up.max(uf), 0.0)?;
+                    compare(
+                        &ctx("running_mean"),
+                        &f64s(m),
+                        t.running_mean.as_ref(),
+                        r.running_mean.as_ref(),
+                        up.max(uf),
+                        k.mean_abs_x,
+                    )?;
+                    compare(
+                        &ctx("running_var"),
+                        &f64s(v),
+                        t.running_var.as_ref(),
+                        r.running_var.as_ref(),
+                        up.max(uf),
+                        0.0,
+                    )?;
                 }
                 if let Some(n) = t.num_batches_tracked.as_ref().and_then(|t| t.to_i64_vec()) {
                     if cfg.track_running_stats && n[0] != st.nbt + rejected {
-                        return Err(ctx(&format!("num_batches_tracked {} torch {}", st.nbt, n[0])));
+                        return Err(ctx(&format!(
+                            "num_batches_tracked {} torch {}",
+                            st.nbt, n[0]
+                        )));
                     }
                 }
             }
@@ -395,7 +522,12 @@ fn run_all<B: Backend>(be: &mut impl FnMut() -> B) -> Vec<String> {
 #[test]
 fn cpu_reference_matches_torch() {
     let f = run_all(&mut || CpuBackend);
-    assert!(f.is_empty(), "{} fixture failures:\n{}", f.len(), f.join("\n"));
+    assert!(
+        f.is_empty(),
+        "{} fixture failures:\n{}",
+        f.len(),
+        f.join("\n")
+    );
 }
 
 #[test]
@@ -405,6 +537,11 @@ fn kernels_on_ptxsim_match_torch() {
     }
     for arch in common::sim::SIM_ARCHS {
         let f = run_all(&mut || SimBackend(Sim::new(arch)));
-        assert!(f.is_empty(), "compute_{arch}: {} fixture failures:\n{}", f.len(), f.join("\n"));
+        assert!(
+            f.is_empty(),
+            "compute_{arch}: {} fixture failures:\n{}",
+            f.len(),
+            f.join("\n")
+        );
     }
 }

@@ -8,14 +8,19 @@ mod common;
 use batch_norm_support::{check, f64s, max_abs, Rng, Tol};
 use common::gpu::gpu_stream;
 use half::bf16;
-use warpnorm::batch_norm::{BatchNorm, BatchNormConfig, BatchNormDesc, ForwardMode, Layout, Momentum};
+use warpnorm::batch_norm::{
+    BatchNorm, BatchNormConfig, BatchNormDesc, ForwardMode, Layout, Momentum,
+};
 use warpnorm::cpu::batch_norm as cpu;
 use warpnorm::{DType, Element, Error};
 
 /// Relative to max|ref| (as in the simulator sweep): 4 u_T + 32 u_f32 for activations, 32 u_f32
 /// plus 2 u_P for the parameter-typed outputs.
 fn tol(d: DType) -> Tol {
-    Tol { atol: 0.0, k: 4.0 + 32.0 * DType::F32.unit_roundoff() / d.unit_roundoff() }
+    Tol {
+        atol: 0.0,
+        k: 4.0 + 32.0 * DType::F32.unit_roundoff() / d.unit_roundoff(),
+    }
 }
 
 fn module_steps<T: Element + Default>(dims: &[usize], layout: Layout, momentum: Momentum) {
@@ -35,39 +40,89 @@ fn module_steps<T: Element + Default>(dims: &[usize], layout: Layout, momentum: 
     let (mut rm, mut rv, mut nbt) = (vec![0.0f32; c], vec![1.0f32; c], 0i64);
     for step in 0..4 {
         let training = step < 3;
-        if training { bn.train() } else { bn.eval() }
+        if training {
+            bn.train()
+        } else {
+            bn.eval()
+        }
         let hx: Vec<T> = batch_norm_support::make_input(&desc, &mut rng);
         let hdy: Vec<T> = (0..n).map(|_| T::from_f64(rng.next())).collect();
         let x = stream.clone_htod(&hx).unwrap();
         let dy = stream.clone_htod(&hdy).unwrap();
         let (y, saved) = bn.forward(&x, dims, layout).unwrap();
         let grads = bn.backward(&x, &dy, dims, layout, &saved).unwrap();
-        let mode = if training { ForwardMode { batch_stats: true, momentum } } else { ForwardMode::eval() };
+        let mode = if training {
+            ForwardMode {
+                batch_stats: true,
+                momentum,
+            }
+        } else {
+            ForwardMode::eval()
+        };
         let want = cpu::forward::<T, f32>(
             &desc,
             &mode,
             &hx,
             Some((&gamma, &beta)),
-            Some(cpu::Running { mean: &mut rm, var: &mut rv, num_batches_tracked: Some(&mut nbt) }),
+            Some(cpu::Running {
+                mean: &mut rm,
+                var: &mut rv,
+                num_batches_tracked: Some(&mut nbt),
+            }),
         )
         .unwrap();
         let sm: Vec<f32> = stream.clone_dtoh(&saved.mean).unwrap();
         let si: Vec<f32> = stream.clone_dtoh(&saved.invstd).unwrap();
-        let wb = cpu::backward::<T, f32>(&desc, !training, &hx, &hdy, Some(&gamma), &sm, &si).unwrap();
+        let wb =
+            cpu::backward::<T, f32>(&desc, !training, &hx, &hdy, Some(&gamma), &sm, &si).unwrap();
         let gy: Vec<T> = stream.clone_dtoh(&y).unwrap();
         let gdx: Vec<T> = stream.clone_dtoh(&grads.dx).unwrap();
         let u = T::DTYPE.unit_roundoff();
         let ctx = format!("{dims:?} {layout:?} {} step {step}", T::DTYPE);
-        check(&format!("{ctx} y"), &f64s(&gy), &f64s(&want.y), tol(T::DTYPE), u, &[max_abs(&f64s(&want.y))]).unwrap();
+        check(
+            &format!("{ctx} y"),
+            &f64s(&gy),
+            &f64s(&want.y),
+            tol(T::DTYPE),
+            u,
+            &[max_abs(&f64s(&want.y))],
+        )
+        .unwrap();
         let sx = batch_norm_support::dx_scale(&desc, !training, &hx, &hdy, Some(&gamma), &sm, &si);
-        check(&format!("{ctx} dx"), &f64s(&gdx), &f64s(&wb.dx), tol(T::DTYPE), u, &[max_abs(&sx)]).unwrap();
+        check(
+            &format!("{ctx} dx"),
+            &f64s(&gdx),
+            &f64s(&wb.dx),
+            tol(T::DTYPE),
+            u,
+            &[max_abs(&sx)],
+        )
+        .unwrap();
         let grm: Vec<f32> = stream.clone_dtoh(bn.running_mean().unwrap()).unwrap();
         let grv: Vec<f32> = stream.clone_dtoh(bn.running_var().unwrap()).unwrap();
-        let gn: Vec<i64> = stream.clone_dtoh(bn.num_batches_tracked().unwrap()).unwrap();
+        let gn: Vec<i64> = stream
+            .clone_dtoh(bn.num_batches_tracked().unwrap())
+            .unwrap();
         let uf = DType::F32.unit_roundoff();
         let sc = |v: &[f32]| v.iter().map(|x| x.abs() as f64 + 2.0).collect::<Vec<_>>();
-        check(&format!("{ctx} running_mean"), &f64s(&grm), &f64s(&rm), Tol { atol: 0.0, k: 64.0 }, uf, &sc(&rm)).unwrap();
-        check(&format!("{ctx} running_var"), &f64s(&grv), &f64s(&rv), Tol { atol: 0.0, k: 64.0 }, uf, &sc(&rv)).unwrap();
+        check(
+            &format!("{ctx} running_mean"),
+            &f64s(&grm),
+            &f64s(&rm),
+            Tol { atol: 0.0, k: 64.0 },
+            uf,
+            &sc(&rm),
+        )
+        .unwrap();
+        check(
+            &format!("{ctx} running_var"),
+            &f64s(&grv),
+            &f64s(&rv),
+            Tol { atol: 0.0, k: 64.0 },
+            uf,
+            &sc(&rv),
+        )
+        .unwrap();
         assert_eq!(gn[0], nbt, "{ctx}: num_batches_tracked");
     }
 }
@@ -84,12 +139,20 @@ fn module_bn2d_nchw_cumulative() {
 
 #[test]
 fn module_bn2d_nhwc_bf16() {
-    module_steps::<bf16>(&[8, 64, 14, 14], Layout::ChannelsLast, Momentum::Factor(0.3));
+    module_steps::<bf16>(
+        &[8, 64, 14, 14],
+        Layout::ChannelsLast,
+        Momentum::Factor(0.3),
+    );
 }
 
 #[test]
 fn module_bn3d_odd_sizes() {
-    module_steps::<half::f16>(&[3, 5, 3, 7, 5], Layout::ChannelsLast, Momentum::Factor(0.1));
+    module_steps::<half::f16>(
+        &[3, 5, 3, 7, 5],
+        Layout::ChannelsLast,
+        Momentum::Factor(0.1),
+    );
 }
 
 #[test]
@@ -99,14 +162,25 @@ fn rejected_calls_leave_statistics_untouched() {
     };
     let mut bn = BatchNorm::<f32>::new(&stream, BatchNormConfig::new(3)).unwrap();
     let x = stream.clone_htod(&[1.0f32, 2.0, 3.0]).unwrap();
-    let e = bn.forward(&x, &[1, 3], Layout::Contiguous).err().expect("one value per channel");
+    let e = bn
+        .forward(&x, &[1, 3], Layout::Contiguous)
+        .err()
+        .expect("one value per channel");
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
-    let e = bn.forward(&x, &[1, 4], Layout::Contiguous).err().expect("wrong channel count");
+    let e = bn
+        .forward(&x, &[1, 4], Layout::Contiguous)
+        .err()
+        .expect("wrong channel count");
     assert!(matches!(e, Error::Shape { .. }), "{e}");
     let x2 = stream.clone_htod(&[1.0f32; 5]).unwrap();
-    let e = bn.forward(&x2, &[2, 3], Layout::Contiguous).err().expect("wrong length");
+    let e = bn
+        .forward(&x2, &[2, 3], Layout::Contiguous)
+        .err()
+        .expect("wrong length");
     assert!(matches!(e, Error::Length { .. }), "{e}");
-    let n: Vec<i64> = stream.clone_dtoh(bn.num_batches_tracked().unwrap()).unwrap();
+    let n: Vec<i64> = stream
+        .clone_dtoh(bn.num_batches_tracked().unwrap())
+        .unwrap();
     let rm: Vec<f32> = stream.clone_dtoh(bn.running_mean().unwrap()).unwrap();
     let rv: Vec<f32> = stream.clone_dtoh(bn.running_var().unwrap()).unwrap();
     assert_eq!((n[0], rm, rv), (0, vec![0.0; 3], vec![1.0; 3]));
@@ -125,10 +199,29 @@ fn reruns_are_bitwise_identical_on_the_gpu() {
     let run = || {
         let mut bn = BatchNorm::<f32>::new(&stream, BatchNormConfig::new(3)).unwrap();
         let (y, saved) = bn.forward(&x, &dims, Layout::Contiguous).unwrap();
-        let g = bn.backward(&x, &y, &dims, Layout::Contiguous, &saved).unwrap();
-        let mut bits: Vec<u32> = stream.clone_dtoh(&y).unwrap().iter().map(|v: &f32| v.to_bits()).collect();
-        bits.extend(stream.clone_dtoh(&g.dx).unwrap().iter().map(|v: &f32| v.to_bits()));
-        bits.extend(stream.clone_dtoh(g.dgamma.as_ref().unwrap()).unwrap().iter().map(|v: &f32| v.to_bits()));
+        let g = bn
+            .backward(&x, &y, &dims, Layout::Contiguous, &saved)
+            .unwrap();
+        let mut bits: Vec<u32> = stream
+            .clone_dtoh(&y)
+            .unwrap()
+            .iter()
+            .map(|v: &f32| v.to_bits())
+            .collect();
+        bits.extend(
+            stream
+                .clone_dtoh(&g.dx)
+                .unwrap()
+                .iter()
+                .map(|v: &f32| v.to_bits()),
+        );
+        bits.extend(
+            stream
+                .clone_dtoh(g.dgamma.as_ref().unwrap())
+                .unwrap()
+                .iter()
+                .map(|v: &f32| v.to_bits()),
+        );
         bits
     };
     assert!(run() == run());

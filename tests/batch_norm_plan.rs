@@ -14,29 +14,29 @@ const A: u64 = 0x7000_0000_0000; // 256-byte aligned base addresses
 fn fwd_ptrs() -> FwdPtrs {
     FwdPtrs {
         x: A,
-        y: A + 0x1000_0000_0,
-        gamma: Some(A + 0x3000_0000_0),
-        beta: Some(A + 0x3000_1000_0),
-        running_mean: Some(A + 0x3000_2000_0),
-        running_var: Some(A + 0x3000_3000_0),
-        num_batches_tracked: Some(A + 0x3000_4000_0),
-        save_mean: Some(A + 0x3000_5000_0),
-        save_invstd: Some(A + 0x3000_6000_0),
-        workspace: A + 0x4000_0000_0,
+        y: A + 0x0001_0000_0000,
+        gamma: Some(A + 0x0003_0000_0000),
+        beta: Some(A + 0x0003_0001_0000),
+        running_mean: Some(A + 0x0003_0002_0000),
+        running_var: Some(A + 0x0003_0003_0000),
+        num_batches_tracked: Some(A + 0x0003_0004_0000),
+        save_mean: Some(A + 0x0003_0005_0000),
+        save_invstd: Some(A + 0x0003_0006_0000),
+        workspace: A + 0x0004_0000_0000,
     }
 }
 
 fn bwd_ptrs() -> BwdPtrs {
     BwdPtrs {
         x: A,
-        dy: A + 0x1000_0000_0,
-        dx: A + 0x2000_0000_0,
-        gamma: Some(A + 0x3000_0000_0),
-        save_mean: A + 0x3000_5000_0,
-        save_invstd: A + 0x3000_6000_0,
-        dgamma: Some(A + 0x3000_7000_0),
-        dbeta: Some(A + 0x3000_8000_0),
-        workspace: A + 0x4000_0000_0,
+        dy: A + 0x0001_0000_0000,
+        dx: A + 0x0002_0000_0000,
+        gamma: Some(A + 0x0003_0000_0000),
+        save_mean: A + 0x0003_0005_0000,
+        save_invstd: A + 0x0003_0006_0000,
+        dgamma: Some(A + 0x0003_0007_0000),
+        dbeta: Some(A + 0x0003_0008_0000),
+        workspace: A + 0x0004_0000_0000,
     }
 }
 
@@ -57,7 +57,11 @@ fn sane(p: &Plan, props: &DeviceProps) {
     p.check(props).expect("plan within device limits");
     if kernels::BUILT {
         for l in &p.launches {
-            assert!(kernels::all_entries().any(|k| k == l.kernel), "{} not built", l.kernel);
+            assert!(
+                kernels::all_entries().any(|k| k == l.kernel),
+                "{} not built",
+                l.kernel
+            );
         }
     }
 }
@@ -94,13 +98,19 @@ fn h200_resnet_shapes_nchw_and_nhwc() {
     let d = desc(&[32, 256, 56, 56], Layout::Contiguous, DType::F32);
     let p = plan_batch_norm_fwd(&d, &train(), &fwd_ptrs(), &props).unwrap();
     sane(&p, &props);
-    assert_eq!(p.launches[0].kernel, "warpnorm_batch_norm_fwd_f32_stats_nchw_vec");
+    assert_eq!(
+        p.launches[0].kernel,
+        "warpnorm_batch_norm_fwd_f32_stats_nchw_vec"
+    );
     assert_eq!(p.launches[0].block, [1, 256, 1]);
     assert_eq!(p.launches[0].grid, [256, 5, 1]);
     let d = desc(&[32, 256, 56, 56], Layout::ChannelsLast, DType::F16);
     let p = plan_batch_norm_fwd(&d, &train(), &fwd_ptrs(), &props).unwrap();
     sane(&p, &props);
-    assert_eq!(p.launches[0].kernel, "warpnorm_batch_norm_fwd_f16_stats_nhwc_vec");
+    assert_eq!(
+        p.launches[0].kernel,
+        "warpnorm_batch_norm_fwd_f16_stats_nhwc_vec"
+    );
     // 256 f16 channels = 32 vectors of 8: block (32, 8), one channel tile.
     assert_eq!(p.launches[0].block, [32, 8, 1]);
     // 100352 rows: chunk ceil(100352 / 1056) = 96 rows, so ceil(100352 / 96) = 1046 splits.
@@ -123,22 +133,37 @@ fn variants_follow_divisibility_and_alignment() {
     // Odd spatial size: scalar nchw kernels.
     let d = desc(&[4, 3, 7, 7], Layout::Contiguous, DType::F32);
     let p = plan_batch_norm_fwd(&d, &train(), &fwd_ptrs(), &props).unwrap();
-    assert_eq!(p.launches[0].kernel, "warpnorm_batch_norm_fwd_f32_stats_nchw_scalar");
+    assert_eq!(
+        p.launches[0].kernel,
+        "warpnorm_batch_norm_fwd_f32_stats_nchw_scalar"
+    );
     // Channel count not a multiple of 8 halves: scalar nhwc.
     let d = desc(&[4, 12, 8, 8], Layout::ChannelsLast, DType::BF16);
     let p = plan_batch_norm_fwd(&d, &train(), &fwd_ptrs(), &props).unwrap();
-    assert_eq!(p.launches[0].kernel, "warpnorm_batch_norm_fwd_bf16_stats_nhwc_scalar");
+    assert_eq!(
+        p.launches[0].kernel,
+        "warpnorm_batch_norm_fwd_bf16_stats_nhwc_scalar"
+    );
     // Misaligned view of y only: statistics stay vectorized, the elementwise pass does not.
     let d = desc(&[4, 16, 8, 8], Layout::Contiguous, DType::F16);
     let mut ptrs = fwd_ptrs();
     ptrs.y += 2;
     let p = plan_batch_norm_fwd(&d, &train(), &ptrs, &props).unwrap();
-    assert_eq!(p.launches[0].kernel, "warpnorm_batch_norm_fwd_f16_stats_nchw_vec");
-    assert_eq!(p.launches[2].kernel, "warpnorm_batch_norm_fwd_f16_apply_nchw_scalar");
+    assert_eq!(
+        p.launches[0].kernel,
+        "warpnorm_batch_norm_fwd_f16_stats_nchw_vec"
+    );
+    assert_eq!(
+        p.launches[2].kernel,
+        "warpnorm_batch_norm_fwd_f16_apply_nchw_scalar"
+    );
     // (N, C, 1) and (N, C) use the channels-innermost kernels whatever the layout says.
     let d = desc(&[64, 32, 1], Layout::Contiguous, DType::F32);
     let p = plan_batch_norm_fwd(&d, &train(), &fwd_ptrs(), &props).unwrap();
-    assert_eq!(p.launches[0].kernel, "warpnorm_batch_norm_fwd_f32_stats_nhwc_vec");
+    assert_eq!(
+        p.launches[0].kernel,
+        "warpnorm_batch_norm_fwd_f32_stats_nhwc_vec"
+    );
 }
 
 #[test]
@@ -173,7 +198,10 @@ fn eval_and_backward_plans() {
     let p = plan_batch_norm_fwd(&d, &ForwardMode::eval(), &fwd_ptrs(), &props).unwrap();
     assert_eq!(
         names(&p),
-        ["warpnorm_batch_norm_fwd_f32params_finalize", "warpnorm_batch_norm_fwd_f32_apply_nchw_vec"]
+        [
+            "warpnorm_batch_norm_fwd_f32params_finalize",
+            "warpnorm_batch_norm_fwd_f32_apply_nchw_vec"
+        ]
     );
     // Eval must not count the batch.
     let f: WnBatchNormFinalizeArgs = p.launches[0].args.get().unwrap();
@@ -185,7 +213,10 @@ fn eval_and_backward_plans() {
     let p = plan_batch_norm_bwd(&d, true, &b, &props).unwrap();
     assert_eq!(
         names(&p),
-        ["warpnorm_batch_norm_bwd_f32params_finalize", "warpnorm_batch_norm_fwd_f32_apply_nchw_vec"]
+        [
+            "warpnorm_batch_norm_bwd_f32params_finalize",
+            "warpnorm_batch_norm_fwd_f32_apply_nchw_vec"
+        ]
     );
 }
 
@@ -196,13 +227,30 @@ fn empty_batch_counts_in_training_only() {
     let p = plan_batch_norm_fwd(&d, &train(), &fwd_ptrs(), &props).unwrap();
     assert_eq!(names(&p), ["warpnorm_batch_norm_fwd_f32params_finalize"]);
     let f: WnBatchNormFinalizeArgs = p.launches[0].args.get().unwrap();
-    assert_eq!((f.count, f.counter_bump), (0, fwd_ptrs().num_batches_tracked.unwrap()));
-    assert!(plan_batch_norm_fwd(&d, &ForwardMode::eval(), &fwd_ptrs(), &props).unwrap().launches.is_empty());
+    assert_eq!(
+        (f.count, f.counter_bump),
+        (0, fwd_ptrs().num_batches_tracked.unwrap())
+    );
+    assert!(
+        plan_batch_norm_fwd(&d, &ForwardMode::eval(), &fwd_ptrs(), &props)
+            .unwrap()
+            .launches
+            .is_empty()
+    );
     let mut no_counter = fwd_ptrs();
     no_counter.num_batches_tracked = None;
-    assert!(plan_batch_norm_fwd(&d, &train(), &no_counter, &props).unwrap().launches.is_empty());
+    assert!(plan_batch_norm_fwd(&d, &train(), &no_counter, &props)
+        .unwrap()
+        .launches
+        .is_empty());
     // Backward: zero dgamma/dbeta only.
-    let p = plan_batch_norm_bwd(&desc(&[2, 3, 0], Layout::Contiguous, DType::F32), false, &bwd_ptrs(), &props).unwrap();
+    let p = plan_batch_norm_bwd(
+        &desc(&[2, 3, 0], Layout::Contiguous, DType::F32),
+        false,
+        &bwd_ptrs(),
+        &props,
+    )
+    .unwrap();
     assert_eq!(names(&p), ["warpnorm_batch_norm_bwd_f32params_finalize"]);
     // N * S = 1 is fine in eval.
     let d = desc(&[1, 3], Layout::Contiguous, DType::F32);
@@ -231,12 +279,32 @@ fn every_bad_input_is_an_error_before_any_launch() {
     let invalid = |e: Error| assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
     let align = |e: Error| assert!(matches!(e, Error::Alignment { .. }), "{e}");
     shape(fwd_err(&desc(&[4], Layout::Contiguous, DType::F32), &t, &p));
-    shape(fwd_err(&desc(&[1, 2, 3, 4, 5, 6], Layout::Contiguous, DType::F32), &t, &p));
-    shape(fwd_err(&desc(&[4, 0, 5], Layout::Contiguous, DType::F32), &t, &p));
-    let e = fwd_err(&desc(&[usize::MAX / 2, 4, 4], Layout::Contiguous, DType::F32), &t, &p);
+    shape(fwd_err(
+        &desc(&[1, 2, 3, 4, 5, 6], Layout::Contiguous, DType::F32),
+        &t,
+        &p,
+    ));
+    shape(fwd_err(
+        &desc(&[4, 0, 5], Layout::Contiguous, DType::F32),
+        &t,
+        &p,
+    ));
+    let e = fwd_err(
+        &desc(&[usize::MAX / 2, 4, 4], Layout::Contiguous, DType::F32),
+        &t,
+        &p,
+    );
     assert!(matches!(e, Error::Overflow(_)), "{e}");
-    dtype(fwd_err(&BatchNormDesc::new(&[4, 3], Layout::Contiguous, DType::BF16, DType::F16), &t, &p));
-    dtype(fwd_err(&BatchNormDesc::new(&[4, 3], Layout::Contiguous, DType::F32, DType::F16), &t, &p));
+    dtype(fwd_err(
+        &BatchNormDesc::new(&[4, 3], Layout::Contiguous, DType::BF16, DType::F16),
+        &t,
+        &p,
+    ));
+    dtype(fwd_err(
+        &BatchNormDesc::new(&[4, 3], Layout::Contiguous, DType::F32, DType::F16),
+        &t,
+        &p,
+    ));
     invalid(fwd_err(&ok.clone().with_eps(-1.0), &t, &p));
     invalid(fwd_err(&ok.clone().with_eps(f32::NAN), &t, &p));
     invalid(fwd_err(&ok, &ForwardMode::train(1.5), &p));
@@ -257,7 +325,11 @@ fn every_bad_input_is_an_error_before_any_launch() {
     // One value per channel in training, with PyTorch's message.
     for dims in [[1usize, 3].as_slice(), &[1, 3, 1, 1]] {
         let e = fwd_err(&desc(dims, Layout::Contiguous, DType::F32), &t, &p);
-        assert!(e.to_string().contains("Expected more than 1 value per channel when training"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("Expected more than 1 value per channel when training"),
+            "{e}"
+        );
         invalid(e);
     }
     // Misaligned pointers.
@@ -291,7 +363,15 @@ fn every_bad_input_is_an_error_before_any_launch() {
         f(&mut q);
         align(plan_batch_norm_bwd(&ok, false, &q, &DeviceProps::H200).expect_err("misaligned"));
     }
-    shape(plan_batch_norm_bwd(&desc(&[4], Layout::Contiguous, DType::F32), false, &b, &DeviceProps::H200).unwrap_err());
+    shape(
+        plan_batch_norm_bwd(
+            &desc(&[4], Layout::Contiguous, DType::F32),
+            false,
+            &b,
+            &DeviceProps::H200,
+        )
+        .unwrap_err(),
+    );
 }
 
 #[test]
@@ -303,7 +383,11 @@ fn cpu_reference_rejects_the_same_inputs_and_keeps_its_statistics() {
         &ForwardMode::train(0.1),
         &[1.0, 2.0, 3.0],
         None,
-        Some(cpu::Running { mean: &mut rm, var: &mut rv, num_batches_tracked: Some(&mut n) }),
+        Some(cpu::Running {
+            mean: &mut rm,
+            var: &mut rv,
+            num_batches_tracked: Some(&mut n),
+        }),
     );
     assert!(matches!(r, Err(Error::InvalidArgument { .. })));
     assert_eq!((rm, rv, n), (vec![0.5f32; 3], vec![2.0f32; 3], 7));
@@ -312,10 +396,17 @@ fn cpu_reference_rejects_the_same_inputs_and_keeps_its_statistics() {
     let (mut rm, mut rv) = (vec![0.0f32], vec![1.0f32]);
     let r = cpu::forward::<f32, f32>(
         &d,
-        &ForwardMode { batch_stats: true, momentum: Momentum::Cumulative },
+        &ForwardMode {
+            batch_stats: true,
+            momentum: Momentum::Cumulative,
+        },
         &[1.0, 2.0],
         None,
-        Some(cpu::Running { mean: &mut rm, var: &mut rv, num_batches_tracked: None }),
+        Some(cpu::Running {
+            mean: &mut rm,
+            var: &mut rv,
+            num_batches_tracked: None,
+        }),
     );
     assert!(matches!(r, Err(Error::InvalidArgument { .. })));
     assert_eq!((rm, rv), (vec![0.0f32], vec![1.0f32]));
@@ -328,18 +419,36 @@ fn cpu_reference_rejects_the_same_inputs_and_keeps_its_statistics() {
 fn cpu_reference_semantics_examples() {
     // SEMANTICS.md: momentum None over [1,2,4], [3,5], [0,10,20,30].
     let (mut rm, mut rv, mut n) = (vec![0.0f32], vec![1.0f32], 0i64);
-    let want = [(2.3333333, 2.3333333), (3.1666667, 2.1666667), (7.111111, 57.0)];
-    for (x, w) in [vec![1.0f32, 2.0, 4.0], vec![3.0, 5.0], vec![0.0, 10.0, 20.0, 30.0]].iter().zip(want) {
+    let want = [
+        (2.3333333, 2.3333333),
+        (3.1666667, 2.1666667),
+        (7.111111, 57.0),
+    ];
+    for (x, w) in [
+        vec![1.0f32, 2.0, 4.0],
+        vec![3.0, 5.0],
+        vec![0.0, 10.0, 20.0, 30.0],
+    ]
+    .iter()
+    .zip(want)
+    {
         let d = desc(&[x.len(), 1], Layout::Contiguous, DType::F32);
         cpu::forward::<f32, f32>(
             &d,
             &ForwardMode::train_cumulative(),
             x,
             None,
-            Some(cpu::Running { mean: &mut rm, var: &mut rv, num_batches_tracked: Some(&mut n) }),
+            Some(cpu::Running {
+                mean: &mut rm,
+                var: &mut rv,
+                num_batches_tracked: Some(&mut n),
+            }),
         )
         .unwrap();
-        assert!((rm[0] as f64 - w.0).abs() < 1e-5 && (rv[0] as f64 - w.1).abs() < 1e-4, "{rm:?} {rv:?}");
+        assert!(
+            (rm[0] as f64 - w.0).abs() < 1e-5 && (rv[0] as f64 - w.1).abs() < 1e-4,
+            "{rm:?} {rv:?}"
+        );
     }
     assert_eq!(n, 3);
     // Eval: x = 3, rm = 1, rv = 4 -> 0.99999875.
@@ -350,7 +459,11 @@ fn cpu_reference_semantics_examples() {
         &ForwardMode::eval(),
         &[3.0],
         None,
-        Some(cpu::Running { mean: &mut rm, var: &mut rv, num_batches_tracked: None }),
+        Some(cpu::Running {
+            mean: &mut rm,
+            var: &mut rv,
+            num_batches_tracked: None,
+        }),
     )
     .unwrap();
     assert!((out.y[0] - 0.99999875).abs() < 1e-7);

@@ -131,8 +131,15 @@ fn run_arch(arch: u32) {
         .map(String::from)
         .collect();
     let missed: Vec<_> = all.difference(&hit).collect();
-    assert!(missed.is_empty(), "compute_{arch}: kernels never run: {missed:?}");
-    assert!(hit.is_subset(&all), "planned kernels missing from the build: {:?}", hit.difference(&all));
+    assert!(
+        missed.is_empty(),
+        "compute_{arch}: kernels never run: {missed:?}"
+    );
+    assert!(
+        hit.is_subset(&all),
+        "planned kernels missing from the build: {:?}",
+        hit.difference(&all)
+    );
 }
 
 #[test]
@@ -184,7 +191,8 @@ fn outputs_bits(arch: u32, dims: &[usize], layout: Layout, threads: usize) -> Ve
         save_invstd: Some(si),
         workspace: ws,
     };
-    sim.run(&plan_batch_norm_fwd(&desc, &ForwardMode::train_cumulative(), &fp, &props).unwrap()).unwrap();
+    sim.run(&plan_batch_norm_fwd(&desc, &ForwardMode::train_cumulative(), &fp, &props).unwrap())
+        .unwrap();
     let bp = BwdPtrs {
         x: dx_,
         dy: dy_,
@@ -196,9 +204,19 @@ fn outputs_bits(arch: u32, dims: &[usize], layout: Layout, threads: usize) -> Ve
         dbeta: Some(db),
         workspace: ws,
     };
-    sim.run(&plan_batch_norm_bwd(&desc, false, &bp, &props).unwrap()).unwrap();
+    sim.run(&plan_batch_norm_bwd(&desc, false, &bp, &props).unwrap())
+        .unwrap();
     let mut bits = Vec::new();
-    for (p, len) in [(y, n), (dxo, n), (sm, c), (si, c), (rm, c), (rv, c), (dg, c), (db, c)] {
+    for (p, len) in [
+        (y, n),
+        (dxo, n),
+        (sm, c),
+        (si, c),
+        (rm, c),
+        (rv, c),
+        (dg, c),
+        (db, c),
+    ] {
         bits.extend(sim.download::<f32>(p, len).iter().map(|v| v.to_bits()));
     }
     bits
@@ -210,7 +228,10 @@ fn reruns_are_bitwise_identical() {
         return;
     }
     // Split reductions in both layouts (SIM plans > 1 split for these).
-    for (dims, layout) in [(vec![3usize, 2, 2000], Layout::Contiguous), (vec![2, 12, 25, 40], Layout::ChannelsLast)] {
+    for (dims, layout) in [
+        (vec![3usize, 2, 2000], Layout::Contiguous),
+        (vec![2, 12, 25, 40], Layout::ChannelsLast),
+    ] {
         let a = outputs_bits(80, &dims, layout, 1);
         let b = outputs_bits(80, &dims, layout, 0);
         let c = outputs_bits(80, &dims, layout, 3);
@@ -248,11 +269,15 @@ fn empty_batch_counts_and_keeps_statistics_on_ptxsim() {
             save_invstd: Some(si),
             workspace: ws,
         };
-        sim.run(&plan_batch_norm_fwd(&desc, &ForwardMode::train_cumulative(), &fp, &props).unwrap()).unwrap();
+        sim.run(
+            &plan_batch_norm_fwd(&desc, &ForwardMode::train_cumulative(), &fp, &props).unwrap(),
+        )
+        .unwrap();
         assert_eq!(sim.dev.read_slice::<i64>(cnt, 1).unwrap(), [6]);
         assert_eq!(sim.download::<f32>(rm, 3), [0.5, 0.25, -1.0]);
         assert_eq!(sim.download::<f32>(rv, 3), [2.0, 3.0, 4.0]);
-        sim.run(&plan_batch_norm_fwd(&desc, &ForwardMode::eval(), &fp, &props).unwrap()).unwrap();
+        sim.run(&plan_batch_norm_fwd(&desc, &ForwardMode::eval(), &fp, &props).unwrap())
+            .unwrap();
         assert_eq!(sim.dev.read_slice::<i64>(cnt, 1).unwrap(), [6]);
         let bp = BwdPtrs {
             x,
@@ -265,7 +290,8 @@ fn empty_batch_counts_and_keeps_statistics_on_ptxsim() {
             dbeta: Some(db),
             workspace: ws,
         };
-        sim.run(&plan_batch_norm_bwd(&desc, false, &bp, &props).unwrap()).unwrap();
+        sim.run(&plan_batch_norm_bwd(&desc, false, &bp, &props).unwrap())
+            .unwrap();
         assert_eq!(sim.download::<f32>(dg, 3), [0.0; 3]);
         assert_eq!(sim.download::<f32>(db, 3), [0.0; 3]);
     }

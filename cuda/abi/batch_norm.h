@@ -21,9 +21,9 @@
 
 /**
  * Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).
- * Grid (channel tiles, splits); split k covers reduction units [k * chunk, (k + 1) * chunk)
+ * Grid (channel tiles, splits); split k covers reduction units k * chunk up to (k + 1) * chunk (exclusive)
  * where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).
- * The forward statistics read x and accumulate x - shift[c], with shift[c] = the channel's
+ * The forward statistics read x and accumulate x - shift(c), with shift(c) = the channel's
  * first element (0 when not finite), which the blocks of split 0 also write to `shift` (C
  * floats) for the finalize kernel: statistics of data with a large mean stay accurate. The
  * backward sums read x, dy and the saved mean.
@@ -45,9 +45,10 @@ typedef struct WnBatchNormReduceArgs {
  * WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and
  * biased variance and (when running_mean is not 0) updates the running statistics with the
  * unbiased variance; otherwise it reads the running statistics. It writes save_mean /
- * save_invstd (when not 0) and the coefficients coef[1 | 2 | 3][c] = mean - shift,
- * gamma * invstd, beta, with the shift in coef[0][c] (written by the statistics kernel; in
- * eval the finalize writes the running mean there and 0 to coef[1]). `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented
+ * save_invstd (when not 0) and the coefficient arrays 1, 2, 3 (of coef_stride floats each) at
+ * channel c: mean - shift, gamma * invstd, beta; array 0 holds the shift (written by the
+ * statistics kernel; in eval the finalize writes the running mean there and 0 to array 1).
+ * `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented
  * once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens.
  */
 typedef struct WnBatchNormFinalizeArgs {
@@ -74,8 +75,8 @@ typedef struct WnBatchNormFinalizeArgs {
 /**
  * Backward finalize (`..._bwd_<P>params_finalize`): one warp per channel merges `splits`
  * partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and
- * dbeta = sum(dy) (when not 0), and the dx coefficients: training, coef[0..4][c] = a, b, mean,
- * d with dx = a * dy + b * (x - mean) + d; WN_BN_FROZEN, the forward layout coef[0..3][c] =
+ * dbeta = sum(dy) (when not 0), and the dx coefficients: training, arrays 0..3 at channel c = a, b, mean,
+ * d with dx = a * dy + b * (x - mean) + d; WN_BN_FROZEN, the forward layout, arrays 0..3 =
  * 0, 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel).
  */
 typedef struct WnBatchNormBwdFinalizeArgs {

@@ -33,7 +33,7 @@ const _: () = {
     ["Offset of field: WnCopyArgs::n_bytes"]
         [::core::mem::offset_of!(WnCopyArgs, n_bytes) - 16usize];
 };
-#[doc = " Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).\n Grid (channel tiles, splits); split k covers reduction units [k * chunk, (k + 1) * chunk)\n where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).\n The forward statistics read x and accumulate x - shift[c], with shift[c] = the channel's\n first element (0 when not finite), which the blocks of split 0 also write to `shift` (C\n floats) for the finalize kernel: statistics of data with a large mean stay accurate. The\n backward sums read x, dy and the saved mean."]
+#[doc = " Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).\n Grid (channel tiles, splits); split k covers reduction units k * chunk up to (k + 1) * chunk (exclusive)\n where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).\n The forward statistics read x and accumulate x - shift(c), with shift(c) = the channel's\n first element (0 when not finite), which the blocks of split 0 also write to `shift` (C\n floats) for the finalize kernel: statistics of data with a large mean stay accurate. The\n backward sums read x, dy and the saved mean."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormReduceArgs {
@@ -71,7 +71,7 @@ const _: () = {
     ["Offset of field: WnBatchNormReduceArgs::chunk"]
         [::core::mem::offset_of!(WnBatchNormReduceArgs, chunk) - 64usize];
 };
-#[doc = " Forward finalize (`..._fwd_<P>params_finalize`): one warp per channel. With\n WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and\n biased variance and (when running_mean is not 0) updates the running statistics with the\n unbiased variance; otherwise it reads the running statistics. It writes save_mean /\n save_invstd (when not 0) and the coefficients coef[1 | 2 | 3][c] = mean - shift,\n gamma * invstd, beta, with the shift in coef[0][c] (written by the statistics kernel; in\n eval the finalize writes the running mean there and 0 to coef[1]). `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented\n once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens."]
+#[doc = " Forward finalize (`..._fwd_<P>params_finalize`): one warp per channel. With\n WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and\n biased variance and (when running_mean is not 0) updates the running statistics with the\n unbiased variance; otherwise it reads the running statistics. It writes save_mean /\n save_invstd (when not 0) and the coefficient arrays 1, 2, 3 (of coef_stride floats each) at\n channel c: mean - shift, gamma * invstd, beta; array 0 holds the shift (written by the\n statistics kernel; in eval the finalize writes the running mean there and 0 to array 1).\n `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented\n once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormFinalizeArgs {
@@ -137,7 +137,7 @@ const _: () = {
     ["Offset of field: WnBatchNormFinalizeArgs::_pad"]
         [::core::mem::offset_of!(WnBatchNormFinalizeArgs, _pad) - 124usize];
 };
-#[doc = " Backward finalize (`..._bwd_<P>params_finalize`): one warp per channel merges `splits`\n partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and\n dbeta = sum(dy) (when not 0), and the dx coefficients: training, coef[0..4][c] = a, b, mean,\n d with dx = a * dy + b * (x - mean) + d; WN_BN_FROZEN, the forward layout coef[0..3][c] =\n 0, 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel)."]
+#[doc = " Backward finalize (`..._bwd_<P>params_finalize`): one warp per channel merges `splits`\n partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and\n dbeta = sum(dy) (when not 0), and the dx coefficients: training, arrays 0..3 at channel c = a, b, mean,\n d with dx = a * dy + b * (x - mean) + d; WN_BN_FROZEN, the forward layout, arrays 0..3 =\n 0, 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel)."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormBwdFinalizeArgs {

@@ -104,10 +104,17 @@ impl BatchNormDesc {
         }
         let c = self.dims[1] as u64;
         if c == 0 {
-            return Err(Error::shape("BatchNorm input", "at least one channel", format!("{:?}", self.dims)));
+            return Err(Error::shape(
+                "BatchNorm input",
+                "at least one channel",
+                format!("{:?}", self.dims),
+            ));
         }
         if !(self.eps.is_finite() && self.eps >= 0.0) {
-            return Err(Error::invalid("eps", format!("must be finite and >= 0, got {}", self.eps)));
+            return Err(Error::invalid(
+                "eps",
+                format!("must be finite and >= 0, got {}", self.eps),
+            ));
         }
         let overflow = || Error::Overflow(format!("BatchNorm input of dims {:?}", self.dims));
         let s = self.dims[2..]
@@ -115,7 +122,10 @@ impl BatchNormDesc {
             .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
             .ok_or_else(overflow)?;
         let n = self.dims[0] as u64;
-        let numel = n.checked_mul(c).and_then(|v| v.checked_mul(s)).ok_or_else(overflow)?;
+        let numel = n
+            .checked_mul(c)
+            .and_then(|v| v.checked_mul(s))
+            .ok_or_else(overflow)?;
         // Byte offsets must fit in i64 (the kernels use 64-bit signed offsets).
         numel
             .checked_mul(self.dtype.size() as u64)
@@ -157,7 +167,10 @@ impl Geometry {
 pub(crate) fn check_momentum(m: Momentum) -> Result<()> {
     if let Momentum::Factor(f) = m {
         if !(f.is_finite() && (0.0..=1.0).contains(&f)) {
-            return Err(Error::invalid("momentum", format!("must be in [0, 1], got {f}")));
+            return Err(Error::invalid(
+                "momentum",
+                format!("must be in [0, 1], got {f}"),
+            ));
         }
     }
     Ok(())

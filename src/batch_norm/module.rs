@@ -93,11 +93,16 @@ impl<P: Element> BatchNorm<P> {
             return Err(Error::invalid("num_features", "must be at least 1"));
         }
         if !(config.eps.is_finite() && config.eps >= 0.0) {
-            return Err(Error::invalid("eps", format!("must be finite and >= 0, got {}", config.eps)));
+            return Err(Error::invalid(
+                "eps",
+                format!("must be finite and >= 0, got {}", config.eps),
+            ));
         }
         check_momentum(config.momentum)?;
         let fill = |v: f64| -> Result<CudaSlice<P>> {
-            stream.clone_htod(&vec![P::from_f64(v); c]).map_err(drv("uploading BatchNorm state"))
+            stream
+                .clone_htod(&vec![P::from_f64(v); c])
+                .map_err(drv("uploading BatchNorm state"))
         };
         let (gamma, beta) = if config.affine {
             (Some(fill(1.0)?), Some(fill(0.0)?))
@@ -108,7 +113,11 @@ impl<P: Element> BatchNorm<P> {
             (
                 Some(fill(0.0)?),
                 Some(fill(1.0)?),
-                Some(stream.clone_htod(&[0i64]).map_err(drv("uploading BatchNorm state"))?),
+                Some(
+                    stream
+                        .clone_htod(&[0i64])
+                        .map_err(drv("uploading BatchNorm state"))?,
+                ),
             )
         } else {
             (None, None, None)
@@ -202,7 +211,9 @@ impl<P: Element> BatchNorm<P> {
             check("running_var", v)?;
         }
         let s = &self.stream;
-        if let (Some((g, b)), Some(dg), Some(db)) = (gamma_beta, self.gamma.as_mut(), self.beta.as_mut()) {
+        if let (Some((g, b)), Some(dg), Some(db)) =
+            (gamma_beta, self.gamma.as_mut(), self.beta.as_mut())
+        {
             s.memcpy_htod(g, dg).map_err(drv("uploading gamma"))?;
             s.memcpy_htod(b, db).map_err(drv("uploading beta"))?;
         }
@@ -212,9 +223,11 @@ impl<P: Element> BatchNorm<P> {
             self.running_var.as_mut(),
             self.num_batches_tracked.as_mut(),
         ) {
-            s.memcpy_htod(m, dm).map_err(drv("uploading running_mean"))?;
+            s.memcpy_htod(m, dm)
+                .map_err(drv("uploading running_mean"))?;
             s.memcpy_htod(v, dv).map_err(drv("uploading running_var"))?;
-            s.memcpy_htod(&[n], dn).map_err(drv("uploading num_batches_tracked"))?;
+            s.memcpy_htod(&[n], dn)
+                .map_err(drv("uploading num_batches_tracked"))?;
         }
         Ok(())
     }
@@ -233,7 +246,11 @@ impl<P: Element> BatchNorm<P> {
     fn workspace(&mut self, desc: &BatchNormDesc) -> Result<()> {
         let need = workspace_len(desc, &device_props(&self.stream)?)?.max(4);
         if self.workspace.as_ref().is_none_or(|w| w.len() < need) {
-            self.workspace = Some(self.stream.alloc_zeros::<f32>(need).map_err(drv("allocating the BatchNorm workspace"))?);
+            self.workspace = Some(
+                self.stream
+                    .alloc_zeros::<f32>(need)
+                    .map_err(drv("allocating the BatchNorm workspace"))?,
+            );
         }
         Ok(())
     }
@@ -262,8 +279,12 @@ impl<P: Element> BatchNorm<P> {
         // SAFETY: uninitialized device memory of a POD type; the plan writes every element of
         // y (and nothing reads it before).
         let mut y = unsafe { s.alloc::<T>(g.numel as usize) }.map_err(drv("allocating y"))?;
-        let mut mean = s.alloc_zeros::<f32>(c).map_err(drv("allocating save_mean"))?;
-        let mut invstd = s.alloc_zeros::<f32>(c).map_err(drv("allocating save_invstd"))?;
+        let mut mean = s
+            .alloc_zeros::<f32>(c)
+            .map_err(drv("allocating save_mean"))?;
+        let mut invstd = s
+            .alloc_zeros::<f32>(c)
+            .map_err(drv("allocating save_invstd"))?;
         let Some(workspace) = self.workspace.as_mut() else {
             return Err(Error::invalid("workspace", "missing"));
         };
@@ -272,8 +293,14 @@ impl<P: Element> BatchNorm<P> {
             y: &mut y,
             gamma: self.gamma.as_ref().map(|p| p as &dyn DevicePtr<P>),
             beta: self.beta.as_ref().map(|p| p as &dyn DevicePtr<P>),
-            running_mean: self.running_mean.as_mut().map(|p| p as &mut dyn DevicePtrMut<P>),
-            running_var: self.running_var.as_mut().map(|p| p as &mut dyn DevicePtrMut<P>),
+            running_mean: self
+                .running_mean
+                .as_mut()
+                .map(|p| p as &mut dyn DevicePtrMut<P>),
+            running_var: self
+                .running_var
+                .as_mut()
+                .map(|p| p as &mut dyn DevicePtrMut<P>),
             num_batches_tracked: self
                 .num_batches_tracked
                 .as_mut()

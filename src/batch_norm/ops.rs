@@ -99,11 +99,7 @@ fn check_out<T>(
     check_len(what, b, len)
 }
 
-fn workspace_check(
-    stream: &Arc<CudaStream>,
-    b: &dyn DevicePtrMut<f32>,
-    need: usize,
-) -> Result<()> {
+fn workspace_check(stream: &Arc<CudaStream>, b: &dyn DevicePtrMut<f32>, need: usize) -> Result<()> {
     check_context("workspace", b, stream)?;
     if b.len() < need {
         return Err(Error::Length {

@@ -27,7 +27,9 @@ use crate::device::DeviceProps;
 use crate::plan::{grid_dim, Launch, Plan};
 use crate::{DType, Error, Result};
 
-use super::desc::{check_momentum, one_value_error, BatchNormDesc, ForwardMode, Geometry, Momentum};
+use super::desc::{
+    check_momentum, one_value_error, BatchNormDesc, ForwardMode, Geometry, Momentum,
+};
 
 /// Checks a momentum value (shared with the CPU reference).
 pub(crate) fn check_momentum_pub(m: Momentum) -> Result<()> {
@@ -210,14 +212,14 @@ fn both_or_neither(a: (&str, Option<u64>), b: (&str, Option<u64>)) -> Result<()>
     Ok(())
 }
 
-fn reduce_launch(
-    kernel: String,
-    rg: &ReduceGeom,
-    args: &WnBatchNormReduceArgs,
-) -> Result<Launch> {
+fn reduce_launch(kernel: String, rg: &ReduceGeom, args: &WnBatchNormReduceArgs) -> Result<Launch> {
     Ok(Launch::new(
         kernel.clone(),
-        [grid_dim(rg.grid[0], &kernel)?, grid_dim(rg.grid[1], &kernel)?, 1],
+        [
+            grid_dim(rg.grid[0], &kernel)?,
+            grid_dim(rg.grid[1], &kernel)?,
+            1,
+        ],
         [rg.block[0], rg.block[1], 1],
         0,
         args,
@@ -225,7 +227,11 @@ fn reduce_launch(
 }
 
 fn finalize_grid(c: u64, kernel: &str) -> Result<[u32; 3]> {
-    Ok([grid_dim(c.div_ceil((FINALIZE_BLOCK / 32) as u64), kernel)?, 1, 1])
+    Ok([
+        grid_dim(c.div_ceil((FINALIZE_BLOCK / 32) as u64), kernel)?,
+        1,
+        1,
+    ])
 }
 
 fn apply_launch(
@@ -264,7 +270,10 @@ pub fn plan_batch_norm_fwd(
     let g = check_common(desc)?;
     check_momentum(mode.momentum)?;
     both_or_neither(("gamma", ptrs.gamma), ("beta", ptrs.beta))?;
-    both_or_neither(("running_mean", ptrs.running_mean), ("running_var", ptrs.running_var))?;
+    both_or_neither(
+        ("running_mean", ptrs.running_mean),
+        ("running_var", ptrs.running_var),
+    )?;
     let running = ptrs.running_mean.is_some();
     if !mode.batch_stats && !running {
         return Err(Error::invalid(
@@ -300,7 +309,10 @@ pub fn plan_batch_norm_fwd(
         None
     };
     let mut plan = Plan::empty();
-    let finalize_kernel = format!("warpnorm_batch_norm_fwd_{}params_finalize", desc.param_dtype);
+    let finalize_kernel = format!(
+        "warpnorm_batch_norm_fwd_{}params_finalize",
+        desc.param_dtype
+    );
     let momentum = match mode.momentum {
         Momentum::Factor(m) => m,
         Momentum::Cumulative => 0.0,
@@ -322,8 +334,11 @@ pub fn plan_batch_norm_fwd(
         coef_stride: coef_stride(g.c) as i64,
         momentum,
         eps: desc.eps,
-        flags: if mode.batch_stats { WN_BN_BATCH_STATS } else { 0 }
-            | if cumulative { WN_BN_CUMULATIVE } else { 0 },
+        flags: if mode.batch_stats {
+            WN_BN_BATCH_STATS
+        } else {
+            0
+        } | if cumulative { WN_BN_CUMULATIVE } else { 0 },
         _pad: 0,
     };
     if g.numel == 0 {
@@ -357,7 +372,10 @@ pub fn plan_batch_norm_fwd(
             chunk: rg.chunk as i64,
         };
         let access = if vec { "vec" } else { "scalar" };
-        let kernel = format!("warpnorm_batch_norm_fwd_{}_stats_{lname}_{access}", desc.dtype);
+        let kernel = format!(
+            "warpnorm_batch_norm_fwd_{}_stats_{lname}_{access}",
+            desc.dtype
+        );
         plan.push(reduce_launch(kernel, &rg, &args)?);
         fin.splits = rg.splits as i64;
     }
@@ -381,7 +399,10 @@ pub fn plan_batch_norm_fwd(
         s: g.s as i64,
         coef_stride: coef_stride(g.c) as i64,
     };
-    let kernel = format!("warpnorm_batch_norm_fwd_{}_apply_{lname}_{access}", desc.dtype);
+    let kernel = format!(
+        "warpnorm_batch_norm_fwd_{}_apply_{lname}_{access}",
+        desc.dtype
+    );
     plan.push(apply_launch(kernel, &g, vec, desc.dtype, props, &args)?);
     plan.check(props)?;
     Ok(plan)
@@ -410,7 +431,10 @@ pub fn plan_batch_norm_bwd(
     align("workspace", ptrs.workspace, 16)?;
     let grads = ptrs.dgamma.is_some() || ptrs.dbeta.is_some();
     let mut plan = Plan::empty();
-    let finalize_kernel = format!("warpnorm_batch_norm_bwd_{}params_finalize", desc.param_dtype);
+    let finalize_kernel = format!(
+        "warpnorm_batch_norm_bwd_{}params_finalize",
+        desc.param_dtype
+    );
     let mut fin = WnBatchNormBwdFinalizeArgs {
         partials: partials_ptr(ptrs.workspace, &g),
         coef: ptrs.workspace,
@@ -455,7 +479,10 @@ pub fn plan_batch_norm_bwd(
             chunk: rg.chunk as i64,
         };
         let access = if vec { "vec" } else { "scalar" };
-        let kernel = format!("warpnorm_batch_norm_bwd_{}_reduce_{lname}_{access}", desc.dtype);
+        let kernel = format!(
+            "warpnorm_batch_norm_bwd_{}_reduce_{lname}_{access}",
+            desc.dtype
+        );
         plan.push(reduce_launch(kernel, &rg, &args)?);
         fin.splits = rg.splits as i64;
     }
@@ -484,7 +511,10 @@ pub fn plan_batch_norm_bwd(
     };
     let vec = vec_ok(&g, desc.dtype, &reads);
     let access = if vec { "vec" } else { "scalar" };
-    let kernel = format!("warpnorm_batch_norm_{dir}_{}_apply_{lname}_{access}", desc.dtype);
+    let kernel = format!(
+        "warpnorm_batch_norm_{dir}_{}_apply_{lname}_{access}",
+        desc.dtype
+    );
     plan.push(apply_launch(kernel, &g, vec, desc.dtype, props, &args)?);
     plan.check(props)?;
     Ok(plan)

@@ -125,21 +125,36 @@ pub fn forward<T: Element, P: Element>(
     if let Some(r) = running.as_ref() {
         len("running_mean", r.mean.len(), g.c)?;
         len("running_var", r.var.len(), g.c)?;
-        if mode.batch_stats && mode.momentum == Momentum::Cumulative && r.num_batches_tracked.is_none() {
-            return Err(Error::invalid("momentum", "the cumulative average (momentum None) needs num_batches_tracked"));
+        if mode.batch_stats
+            && mode.momentum == Momentum::Cumulative
+            && r.num_batches_tracked.is_none()
+        {
+            return Err(Error::invalid(
+                "momentum",
+                "the cumulative average (momentum None) needs num_batches_tracked",
+            ));
         }
     } else if !mode.batch_stats {
-        return Err(Error::invalid("BatchNorm eval", "eval needs the running statistics"));
+        return Err(Error::invalid(
+            "BatchNorm eval",
+            "eval needs the running statistics",
+        ));
     }
     if mode.batch_stats && g.count() == 1 {
         return Err(Error::invalid(
             "BatchNorm input",
-            format!("Expected more than 1 value per channel when training, got input size {:?}", desc.dims),
+            format!(
+                "Expected more than 1 value per channel when training, got input size {:?}",
+                desc.dims
+            ),
         ));
     }
     let mut factor = 0.0f64;
     if mode.batch_stats {
-        if let Some(n) = running.as_mut().and_then(|r| r.num_batches_tracked.as_deref_mut()) {
+        if let Some(n) = running
+            .as_mut()
+            .and_then(|r| r.num_batches_tracked.as_deref_mut())
+        {
             *n += 1;
             factor = match mode.momentum {
                 Momentum::Factor(m) => m as f64,
@@ -163,7 +178,9 @@ pub fn forward<T: Element, P: Element>(
         let ci = c as usize;
         let (mean, invstd) = if mode.batch_stats {
             let mean = channel(&g, desc.layout, x, c).sum::<f64>() / cnt;
-            let m2: f64 = channel(&g, desc.layout, x, c).map(|v| (v - mean) * (v - mean)).sum();
+            let m2: f64 = channel(&g, desc.layout, x, c)
+                .map(|v| (v - mean) * (v - mean))
+                .sum();
             if let Some(r) = running.as_mut() {
                 let rm = r.mean[ci].to_f64();
                 let rv = r.var[ci].to_f64();
@@ -172,7 +189,9 @@ pub fn forward<T: Element, P: Element>(
             }
             (mean, 1.0 / (m2 / cnt + eps).sqrt())
         } else {
-            let r = running.as_ref().ok_or_else(|| Error::invalid("BatchNorm eval", "no running statistics"))?;
+            let r = running
+                .as_ref()
+                .ok_or_else(|| Error::invalid("BatchNorm eval", "no running statistics"))?;
             (r.mean[ci].to_f64(), 1.0 / (r.var[ci].to_f64() + eps).sqrt())
         };
         out.save_mean.push(mean as f32);

@@ -38,9 +38,20 @@ pub struct Tol {
 }
 
 /// Compares element by element; NaN must match NaN and infinities must match exactly.
-pub fn check(what: &str, got: &[f64], want: &[f64], tol: Tol, u: f64, scale: &[f64]) -> Result<(), String> {
+pub fn check(
+    what: &str,
+    got: &[f64],
+    want: &[f64],
+    tol: Tol,
+    u: f64,
+    scale: &[f64],
+) -> Result<(), String> {
     if got.len() != want.len() {
-        return Err(format!("{what}: {} values, expected {}", got.len(), want.len()));
+        return Err(format!(
+            "{what}: {} values, expected {}",
+            got.len(),
+            want.len()
+        ));
     }
     let mut worst = (0.0f64, 0usize);
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
@@ -77,7 +88,9 @@ pub fn f64s<T: Element>(v: &[T]) -> Vec<f64> {
 }
 
 pub fn max_abs(v: &[f64]) -> f64 {
-    v.iter().filter(|x| x.is_finite()).fold(0.0f64, |a, &b| a.max(b.abs()))
+    v.iter()
+        .filter(|x| x.is_finite())
+        .fold(0.0f64, |a, &b| a.max(b.abs()))
 }
 
 /// One sweep case.
@@ -231,7 +244,9 @@ pub fn run_sim_case<T: Element + Default, P: Element + Default>(
     let (numel, c) = (g.numel as usize, g.c as usize);
     let mut rng = Rng::new(case.seed);
     let mut kernels = Vec::new();
-    let gamma: Vec<P> = (0..c).map(|_| P::from_f64(1.0 + 0.5 * rng.next())).collect();
+    let gamma: Vec<P> = (0..c)
+        .map(|_| P::from_f64(1.0 + 0.5 * rng.next()))
+        .collect();
     let beta: Vec<P> = (0..c).map(|_| P::from_f64(0.5 * rng.next())).collect();
     let mut rm: Vec<P> = vec![P::from_f64(0.0); c];
     let mut rv: Vec<P> = vec![P::from_f64(1.0); c];
@@ -241,7 +256,9 @@ pub fn run_sim_case<T: Element + Default, P: Element + Default>(
     let d_rm = sim.upload(&rm, 0);
     let d_rv = sim.upload(&rv, 0);
     let d_nbt = sim.dev.alloc(8).map_err(|e| e.to_string())?;
-    sim.dev.write_slice(d_nbt, &[0i64]).map_err(|e| e.to_string())?;
+    sim.dev
+        .write_slice(d_nbt, &[0i64])
+        .map_err(|e| e.to_string())?;
     let ws_len = workspace_len(&desc, props).map_err(|e| e.to_string())?;
     let d_ws = sim.alloc::<f32>(ws_len, 0);
     let d_sm = sim.alloc::<f32>(c, 0);
@@ -282,7 +299,8 @@ pub fn run_sim_case<T: Element + Default, P: Element + Default>(
         };
         let plan = plan_batch_norm_fwd(&desc, &mode, &ptrs, props).map_err(|e| e.to_string())?;
         kernels.extend(plan.launches.iter().map(|l| l.kernel.clone()));
-        sim.run(&plan).map_err(|e| format!("step {step} forward: {e}\n{plan}"))?;
+        sim.run(&plan)
+            .map_err(|e| format!("step {step} forward: {e}\n{plan}"))?;
         let want = cpu::forward::<T, P>(
             &desc,
             &mode,
@@ -299,7 +317,14 @@ pub fn run_sim_case<T: Element + Default, P: Element + Default>(
         if numel > 0 {
             let y: Vec<T> = sim.download(d_y, numel);
             let wy = f64s(&want.y);
-            check(&ctx("y"), &f64s(&y), &wy, act_tol(case.dtype), ut.max(uf), &[max_abs(&wy)])?;
+            check(
+                &ctx("y"),
+                &f64s(&y),
+                &wy,
+                act_tol(case.dtype),
+                ut.max(uf),
+                &[max_abs(&wy)],
+            )?;
             let sm: Vec<f32> = sim.download(d_sm, c);
             let si: Vec<f32> = sim.download(d_si, c);
             let ma = mean_abs(&desc, &x);
@@ -307,7 +332,14 @@ pub fn run_sim_case<T: Element + Default, P: Element + Default>(
             let wi = f64s(&want.save_invstd);
             if training {
                 check(&ctx("save_mean"), &f64s(&sm), &wm, TOL_STATS, uf, &ma)?;
-                check(&ctx("save_invstd"), &f64s(&si), &wi, TOL_STATS, uf, &wi.iter().map(|v| v.abs()).collect::<Vec<_>>())?;
+                check(
+                    &ctx("save_invstd"),
+                    &f64s(&si),
+                    &wi,
+                    TOL_STATS,
+                    uf,
+                    &wi.iter().map(|v| v.abs()).collect::<Vec<_>>(),
+                )?;
             }
             let grm: Vec<P> = sim.download(d_rm, c);
             let grv: Vec<P> = sim.download(d_rv, c);
@@ -315,7 +347,10 @@ pub fn run_sim_case<T: Element + Default, P: Element + Default>(
             let wrv = f64s(&rv);
             let scale_m: Vec<f64> = wrm.iter().zip(&ma).map(|(r, m)| r.abs() + m).collect();
             let scale_v: Vec<f64> = wrv.iter().map(|r| r.abs()).collect();
-            let tol_p = Tol { atol: 0.0, k: 32.0 + 2.0 * up / uf };
+            let tol_p = Tol {
+                atol: 0.0,
+                k: 32.0 + 2.0 * up / uf,
+            };
             check(&ctx("running_mean"), &f64s(&grm), &wrm, tol_p, uf, &scale_m)?;
             check(&ctx("running_var"), &f64s(&grv), &wrv, tol_p, uf, &scale_v)?;
             // Backward from the GPU's saved statistics (the reference uses the same ones).
@@ -331,15 +366,40 @@ pub fn run_sim_case<T: Element + Default, P: Element + Default>(
                 workspace: d_ws,
             };
             let frozen = !training;
-            let plan = plan_batch_norm_bwd(&desc, frozen, &bptrs, props).map_err(|e| e.to_string())?;
+            let plan =
+                plan_batch_norm_bwd(&desc, frozen, &bptrs, props).map_err(|e| e.to_string())?;
             kernels.extend(plan.launches.iter().map(|l| l.kernel.clone()));
-            sim.run(&plan).map_err(|e| format!("step {step} backward: {e}\n{plan}"))?;
-            let wb = cpu::backward::<T, P>(&desc, frozen, &x, &dy, affine.then_some(&gamma[..]), &sm, &si)
-                .map_err(|e| e.to_string())?;
+            sim.run(&plan)
+                .map_err(|e| format!("step {step} backward: {e}\n{plan}"))?;
+            let wb = cpu::backward::<T, P>(
+                &desc,
+                frozen,
+                &x,
+                &dy,
+                affine.then_some(&gamma[..]),
+                &sm,
+                &si,
+            )
+            .map_err(|e| e.to_string())?;
             let dx: Vec<T> = sim.download(d_dx, numel);
             let wdx = f64s(&wb.dx);
-            let sx = dx_scale(&desc, frozen, &x, &dy, affine.then_some(&gamma[..]), &sm, &si);
-            check(&ctx("dx"), &f64s(&dx), &wdx, act_tol(case.dtype), ut.max(uf), &[max_abs(&sx)])?;
+            let sx = dx_scale(
+                &desc,
+                frozen,
+                &x,
+                &dy,
+                affine.then_some(&gamma[..]),
+                &sm,
+                &si,
+            );
+            check(
+                &ctx("dx"),
+                &f64s(&dx),
+                &wdx,
+                act_tol(case.dtype),
+                ut.max(uf),
+                &[max_abs(&sx)],
+            )?;
             // Condition of the sums: sum |dy| and sum |dy * (x - mean)| * invstd per channel.
             let mut abs_db = vec![0.0f64; c];
             let mut abs_dg = vec![0.0f64; c];
@@ -356,8 +416,16 @@ pub fn run_sim_case<T: Element + Default, P: Element + Default>(
             }
             let wdg = f64s(&wb.dgamma);
             let wdb = f64s(&wb.dbeta);
-            let sg: Vec<f64> = abs_dg.iter().zip(&wdg).map(|(a, r)| a + r.abs() * up / uf).collect();
-            let sb: Vec<f64> = abs_db.iter().zip(&wdb).map(|(a, r)| a + r.abs() * up / uf).collect();
+            let sg: Vec<f64> = abs_dg
+                .iter()
+                .zip(&wdg)
+                .map(|(a, r)| a + r.abs() * up / uf)
+                .collect();
+            let sb: Vec<f64> = abs_db
+                .iter()
+                .zip(&wdb)
+                .map(|(a, r)| a + r.abs() * up / uf)
+                .collect();
             let gdg: Vec<P> = sim.download(d_dg, c);
             let gdb: Vec<P> = sim.download(d_db, c);
             check(&ctx("dgamma"), &f64s(&gdg), &wdg, TOL_STATS, uf, &sg)?;
@@ -365,7 +433,10 @@ pub fn run_sim_case<T: Element + Default, P: Element + Default>(
         }
         let gn: Vec<i64> = sim.dev.read_slice(d_nbt, 1).map_err(|e| e.to_string())?;
         if gn[0] != nbt {
-            return Err(format!("{case:?} step {step}: num_batches_tracked {} expected {nbt}", gn[0]));
+            return Err(format!(
+                "{case:?} step {step}: num_batches_tracked {} expected {nbt}",
+                gn[0]
+            ));
         }
     }
     Ok(kernels)
