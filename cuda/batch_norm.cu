@@ -22,7 +22,10 @@
  * Eval forward: finalize (from running stats) + apply (2s per element).
  * Backward (3 launches, 5s per element): bwd_<T>_reduce_* (sum dy, sum dy * (x - mean) per
  *   channel and split), bwd_<P>params_finalize (dgamma, dbeta, dx coefficients),
- *   bwd_<T>_apply_* (dx = a * dy + b * (x - mean) + d). Eval-mode backward (frozen statistics)
+ *   bwd_<T>_apply_* (dx = a * dy + b * (x - mean) + d).
+ * Fused backward tier (1 launch, 3s per element): bwd_<T>_<P>params_fused_<layout>_<access>
+ *   when the block's channels (x and dy) fit in shared memory and there are enough channel
+ *   tiles to fill the GPU without splitting: one block per channel tile does it all. Eval-mode backward (frozen statistics)
  *   reuses the forward apply kernel on dy with coefficients (0, 0, gamma * invstd, 0).
  *
  * Access variants: "vec" moves 16-byte packs (nchw needs S % V == 0, nhwc needs C % V == 0, and
@@ -347,6 +350,120 @@ __device__ __forceinline__ void apply(const WnBatchNormApplyArgs& a) {
     }
 }
 
+
+/* ---------------------------------------------------------------- fused backward */
+
+/**
+ * Training backward for channel tiles that fit in shared memory: the block walks its units
+ * like the reductions (split 0 of 1), keeps the x and dy packs in dynamic shared memory at
+ * (unit * bx + x), merges the sums, writes dgamma / dbeta and the column's dx coefficients,
+ * then writes dx from shared memory. Dynamic shared memory: 2 * units * bx * 16 bytes (vec) or
+ * 2 * units * bx * sizeof(T) (scalar), units = N * S / V (nchw) or N * S (nhwc).
+ */
+template <typename T, typename P, int V, bool NHWC>
+__device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
+    constexpr int CV = NHWC ? V : 1;  // channels per thread
+    using Acc = GradAcc<CV>;
+    using PackT = Pack<T, V>;
+    __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
+    __shared__ float coef_s[32 * 4 * CV];
+    extern __shared__ __align__(16) unsigned char dyn[];
+    const int bx = blockDim.x;
+    const int tx = threadIdx.x;
+    const int64_t cv = NHWC ? static_cast<int64_t>(blockIdx.x) * bx + tx : blockIdx.x;
+    const bool active = NHWC ? cv * V < a.c : true;
+    const int64_t sp = a.s / V;
+    const int64_t units = NHWC ? a.n * a.s : a.n * sp;
+    PackT* sx = reinterpret_cast<PackT*>(dyn);
+    PackT* sdy = sx + units * bx;
+    const T* x = reinterpret_cast<const T*>(a.x);
+    const T* dy = reinterpret_cast<const T*>(a.dy);
+    T* dx = reinterpret_cast<T*>(a.dx);
+    const int64_t slice = a.c * a.s;
+    const int64_t step = blockDim.y;
+    const int64_t step_n = step / sp;
+    const int64_t step_s = step - step_n * sp;
+    // Global offset of unit u (u advances by blockDim.y per iteration).
+    auto walk = [&](auto&& body) {
+        int64_t u = threadIdx.y;
+        if (u >= units) return;
+        if constexpr (NHWC) {
+            for (; u < units; u += step) body(u, u * a.c + cv * V);
+        } else {
+            int64_t n = u / sp;
+            int64_t s = u - n * sp;
+            for (; u < units; u += step) {
+                body(u, n * slice + cv * a.s + s * V);
+                s += step_s;
+                n += step_n;
+                if (s >= sp) {
+                    s -= sp;
+                    ++n;
+                }
+            }
+        }
+    };
+    float mean[CV];
+    Acc acc;
+    acc.init();
+    if (active) {
+        load_coef<CV>(reinterpret_cast<const float*>(a.mean) + cv * CV, mean);
+        walk([&](int64_t u, int64_t off) {
+            const PackT px = load_pack<T, V>(x + off);
+            const PackT pd = load_pack<T, V>(dy + off);
+            sx[u * bx + tx] = px;
+            sdy[u * bx + tx] = pd;
+            float xv[V], dv[V];
+#pragma unroll
+            for (int i = 0; i < V; ++i) {
+                xv[i] = to_float(px.v[i]);
+                dv[i] = to_float(pd.v[i]);
+            }
+            if constexpr (NHWC) {
+                acc.push_row(dv, xv, mean);
+            } else {
+                acc.template push_pack<V>(dv, xv, mean[0]);
+            }
+        });
+    }
+    if (column_merge(acc, smem) && active) {
+        const float n = static_cast<float>(a.n * a.s);
+#pragma unroll
+        for (int i = 0; i < CV; ++i) {
+            const int64_t ch = cv * CV + i;
+            const float invstd = reinterpret_cast<const float*>(a.invstd)[ch];
+            if (a.dgamma != 0) reinterpret_cast<P*>(a.dgamma)[ch] = from_float<P>(acc.sdx[i] * invstd);
+            if (a.dbeta != 0) reinterpret_cast<P*>(a.dbeta)[ch] = from_float<P>(acc.sdy[i]);
+            const float k = param<P>(a.gamma, ch, 1.0f) * invstd;
+            coef_s[(tx * 4 + 0) * CV + i] = k;
+            coef_s[(tx * 4 + 1) * CV + i] = -k * invstd * invstd * (acc.sdx[i] / n);
+            coef_s[(tx * 4 + 2) * CV + i] = mean[i];
+            coef_s[(tx * 4 + 3) * CV + i] = -k * (acc.sdy[i] / n);
+        }
+    }
+    __syncthreads();
+    if (!active) return;
+    float k[4][CV];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int i = 0; i < CV; ++i) k[j][i] = coef_s[(tx * 4 + j) * CV + i];
+    }
+    walk([&](int64_t u, int64_t off) {
+        const PackT px = sx[u * bx + tx];
+        const PackT pd = sdy[u * bx + tx];
+        PackT po;
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+            const int j = NHWC ? i : 0;
+            const float xv = to_float(px.v[i]);
+            const float dv = to_float(pd.v[i]);
+            po.v[i] = from_float<T>(fmaf(k[0][j], dv, fmaf(k[1][j], xv - k[2][j], k[3][j])));
+        }
+        store_pack<T, V>(dx + off, po);
+    });
+}
+
 }  // namespace bn
 }  // namespace warpnorm
 
@@ -396,3 +513,22 @@ WN_BN_ACT_ALL(__nv_bfloat16, bf16)
 WN_BN_PARAM(float, f32)
 WN_BN_PARAM(__half, f16)
 WN_BN_PARAM(__nv_bfloat16, bf16)
+
+/* Fused backward entry points of one activation/parameter type pair. */
+#define WN_BN_FUSED_ONE(T, TN, P, PN, LAYOUT, NHWC, ACCESS, V)                                     \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_bwd_##TN##_##PN##params_fused_##LAYOUT##_##ACCESS(                    \
+            const WnBatchNormFusedBwdArgs a) {                                                     \
+        warpnorm::bn::fused_bwd<T, P, V, NHWC>(a);                                                 \
+    }
+#define WN_BN_FUSED(T, TN, P, PN)                                                  \
+    WN_BN_FUSED_ONE(T, TN, P, PN, nchw, false, vec, warpnorm::kVec<T>)             \
+    WN_BN_FUSED_ONE(T, TN, P, PN, nchw, false, scalar, 1)                          \
+    WN_BN_FUSED_ONE(T, TN, P, PN, nhwc, true, vec, warpnorm::kVec<T>)              \
+    WN_BN_FUSED_ONE(T, TN, P, PN, nhwc, true, scalar, 1)
+
+WN_BN_FUSED(float, f32, float, f32)
+WN_BN_FUSED(__half, f16, float, f32)
+WN_BN_FUSED(__nv_bfloat16, bf16, float, f32)
+WN_BN_FUSED(__half, f16, __half, f16)
+WN_BN_FUSED(__nv_bfloat16, bf16, __nv_bfloat16, bf16)

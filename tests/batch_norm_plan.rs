@@ -468,3 +468,54 @@ fn cpu_reference_semantics_examples() {
     .unwrap();
     assert!((out.y[0] - 0.99999875).abs() < 1e-7);
 }
+
+#[test]
+fn h200_fused_backward_tier() {
+    let props = DeviceProps::H200;
+    // BatchNorm1d over 4096 features, batch 256: 1024 channel vectors, bx = 2 gives 512 tiles
+    // (>= 2 per SM); x and dy of a tile: 256 rows * 2 * 16 bytes * 2 = 16 KiB.
+    let d = desc(&[256, 4096], Layout::Contiguous, DType::F32);
+    let p = plan_batch_norm_bwd(&d, false, &bwd_ptrs(), &props).unwrap();
+    sane(&p, &props);
+    assert_eq!(
+        names(&p),
+        ["warpnorm_batch_norm_bwd_f32_f32params_fused_nhwc_vec"]
+    );
+    assert_eq!(p.launches[0].grid, [512, 1, 1]);
+    assert_eq!(p.launches[0].block, [2, 128, 1]);
+    assert_eq!(p.launches[0].shared_mem_bytes, 16 * 1024);
+    // (32, 512, 7, 7) NCHW bf16: one block per channel, 32 * 49 elements of x and dy.
+    let d = BatchNormDesc::new(
+        &[32, 512, 7, 7],
+        Layout::Contiguous,
+        DType::BF16,
+        DType::BF16,
+    );
+    let p = plan_batch_norm_bwd(&d, false, &bwd_ptrs(), &props).unwrap();
+    sane(&p, &props);
+    assert_eq!(
+        names(&p),
+        ["warpnorm_batch_norm_bwd_bf16_bf16params_fused_nchw_scalar"]
+    );
+    assert_eq!(p.launches[0].shared_mem_bytes, 32 * 49 * 2 * 2);
+    // Too few channels to fill the GPU unsplit, or too much data per channel: three launches.
+    for dims in [[32usize, 256, 14, 14], [32, 512, 56, 56]] {
+        let d = desc(&dims, Layout::Contiguous, DType::F32);
+        assert_eq!(
+            plan_batch_norm_bwd(&d, false, &bwd_ptrs(), &props)
+                .unwrap()
+                .launches
+                .len(),
+            3
+        );
+    }
+    // Eval-mode backward never fuses (it needs no reduction for dx).
+    let d = desc(&[256, 4096], Layout::Contiguous, DType::F32);
+    assert_eq!(
+        plan_batch_norm_bwd(&d, true, &bwd_ptrs(), &props)
+            .unwrap()
+            .launches
+            .len(),
+        3
+    );
+}

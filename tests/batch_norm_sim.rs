@@ -53,6 +53,17 @@ fn coverage_cases() -> Vec<Case> {
         e.offset = 1;
         v.push(e);
     }
+    // The fused backward (at least 2 channel tiles per SM: 8 on SIM) for every dtype pair.
+    for (j, (dt, pt)) in PAIRS.into_iter().enumerate() {
+        v.push(Case::new(&[3, 9, 16], Layout::Contiguous, dt, pt)); // nchw vec
+        let mut b = Case::new(&[2, 10, 7], Layout::Contiguous, dt, pt); // nchw scalar
+        b.offset = j % 2;
+        v.push(b);
+        v.push(Case::new(&[5, 64, 3], Layout::ChannelsLast, dt, pt)); // nhwc vec
+        let mut d = Case::new(&[6, 9], Layout::Contiguous, dt, pt); // nhwc scalar
+        d.affine = j % 2 == 0;
+        v.push(d);
+    }
     v
 }
 

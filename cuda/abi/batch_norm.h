@@ -113,4 +113,25 @@ typedef struct WnBatchNormApplyArgs {
     int64_t coef_stride;
 } WnBatchNormApplyArgs;
 
+/**
+ * Fused training backward for channel tiles that fit on chip
+ * (`..._bwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block reads
+ * x and dy of its channels once into dynamic shared memory while summing dy and
+ * dy * (x - mean), merges the sums in a fixed order, writes dgamma / dbeta (when not 0), then
+ * writes dx from shared memory. Traffic 3s per element instead of 5s.
+ */
+typedef struct WnBatchNormFusedBwdArgs {
+    wn_devptr x;
+    wn_devptr dy;
+    wn_devptr dx;
+    wn_devptr mean;
+    wn_devptr invstd;
+    wn_devptr gamma;
+    wn_devptr dgamma;
+    wn_devptr dbeta;
+    int64_t n;
+    int64_t c;
+    int64_t s;
+} WnBatchNormFusedBwdArgs;
+
 #endif

@@ -225,3 +225,48 @@ const _: () = {
     ["Offset of field: WnBatchNormApplyArgs::coef_stride"]
         [::core::mem::offset_of!(WnBatchNormApplyArgs, coef_stride) - 64usize];
 };
+#[doc = " Fused training backward for channel tiles that fit on chip\n (`..._bwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block reads\n x and dy of its channels once into dynamic shared memory while summing dy and\n dy * (x - mean), merges the sums in a fixed order, writes dgamma / dbeta (when not 0), then\n writes dx from shared memory. Traffic 3s per element instead of 5s."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnBatchNormFusedBwdArgs {
+    pub x: wn_devptr,
+    pub dy: wn_devptr,
+    pub dx: wn_devptr,
+    pub mean: wn_devptr,
+    pub invstd: wn_devptr,
+    pub gamma: wn_devptr,
+    pub dgamma: wn_devptr,
+    pub dbeta: wn_devptr,
+    pub n: i64,
+    pub c: i64,
+    pub s: i64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnBatchNormFusedBwdArgs"]
+        [::core::mem::size_of::<WnBatchNormFusedBwdArgs>() - 88usize];
+    ["Alignment of WnBatchNormFusedBwdArgs"]
+        [::core::mem::align_of::<WnBatchNormFusedBwdArgs>() - 8usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::x"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, x) - 0usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::dy"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, dy) - 8usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::dx"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, dx) - 16usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::mean"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, mean) - 24usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::invstd"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, invstd) - 32usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::gamma"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, gamma) - 40usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::dgamma"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, dgamma) - 48usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::dbeta"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, dbeta) - 56usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::n"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, n) - 64usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::c"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, c) - 72usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::s"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, s) - 80usize];
+};

@@ -59,12 +59,13 @@ pub use plan::{plan_batch_norm_bwd, plan_batch_norm_fwd, workspace_len, BwdPtrs,
 
 use crate::abi::{
     WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormFinalizeArgs,
-    WnBatchNormReduceArgs,
+    WnBatchNormFusedBwdArgs, WnBatchNormReduceArgs,
 };
 
 crate::abi::abi_args!(
     WnBatchNormReduceArgs,
     WnBatchNormFinalizeArgs,
     WnBatchNormBwdFinalizeArgs,
-    WnBatchNormApplyArgs
+    WnBatchNormApplyArgs,
+    WnBatchNormFusedBwdArgs
 );

@@ -13,14 +13,19 @@
 //! - `warpnorm_batch_norm_bwd_<T>_reduce_<layout>_<access>`, same grid as the statistics,
 //! - `warpnorm_batch_norm_bwd_<P>params_finalize`,
 //! - `warpnorm_batch_norm_bwd_<T>_apply_<layout>_<access>` (training backward; eval-mode
-//!   backward uses the forward apply kernel on dy).
+//!   backward uses the forward apply kernel on dy),
+//! - `warpnorm_batch_norm_bwd_<T>_<P>params_fused_<layout>_<access>`: the whole training
+//!   backward in one launch when x and dy of a block's channels fit in [`FUSED_MAX_SHARED`]
+//!   bytes of shared memory and there are at least 2 channel tiles per SM (3s per element
+//!   instead of 5s).
 //!
 //! The reduction is split along N * S until the grid has about one full wave of blocks
 //! (`sm_count * max_threads_per_sm / 256`), keeping at least 4 units per thread per split.
 
 use crate::abi::{
     WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormFinalizeArgs,
-    WnBatchNormReduceArgs, WN_BN_BATCH_STATS, WN_BN_CUMULATIVE, WN_BN_FROZEN,
+    WnBatchNormFusedBwdArgs, WnBatchNormReduceArgs, WN_BN_BATCH_STATS, WN_BN_CUMULATIVE,
+    WN_BN_FROZEN,
 };
 use crate::buffers::check_alignment;
 use crate::device::DeviceProps;
@@ -41,6 +46,10 @@ pub(crate) fn check_momentum_pub(m: Momentum) -> Result<()> {
 pub const BLOCK: u32 = 256;
 /// Threads per block of the finalize kernels (one warp per channel).
 pub const FINALIZE_BLOCK: u32 = 128;
+/// Most dynamic shared memory the fused backward may use per block (x and dy of its
+/// channels), leaving room for its static shared memory (at most 20 KiB) and for several
+/// resident blocks per SM.
+pub const FUSED_MAX_SHARED: u64 = 64 * 1024;
 /// Minimum reduction units per thread in one split.
 const UNITS_PER_THREAD: u64 = 4;
 
@@ -174,6 +183,42 @@ pub fn workspace_len(desc: &BatchNormDesc, props: &DeviceProps) -> Result<usize>
         .and_then(|a| splits.checked_mul(g.c)?.checked_mul(3)?.checked_add(a))
         .ok_or_else(|| Error::Overflow("BatchNorm workspace size".into()))?;
     usize::try_from(len).map_err(|_| Error::Overflow("BatchNorm workspace size".into()))
+}
+
+/// Grid, block and dynamic shared memory of the fused backward, when it applies: every
+/// block's channels fit in [`FUSED_MAX_SHARED`] and there are at least two channel tiles per SM
+/// (so the single, unsplit pass still fills the GPU).
+fn fused_geom(g: &Geometry, vec: bool, dtype: DType, props: &DeviceProps) -> Option<ReduceGeom> {
+    let v = if vec { vec_width(dtype) } else { 1 };
+    let want = 2 * props.sm_count as u64;
+    let (tiles, units, bx) = if g.nhwc {
+        let cp = g.c / v;
+        let mut bx = 32u64;
+        while bx > 1 && cp.div_ceil(bx) < want {
+            bx /= 2;
+        }
+        (cp.div_ceil(bx), g.count(), bx)
+    } else {
+        (g.c, g.n * (g.s / v), 1)
+    };
+    if tiles < want || units == 0 {
+        return None;
+    }
+    let bytes = units
+        .checked_mul(bx)?
+        .checked_mul(v * dtype.size() as u64 * 2)?;
+    if bytes > FUSED_MAX_SHARED || bytes > props.max_shared_per_block_optin as u64 / 2 {
+        return None;
+    }
+    let by = units
+        .next_power_of_two()
+        .clamp((32 / bx).max(1), BLOCK as u64 / bx);
+    Some(ReduceGeom {
+        grid: [tiles, 1],
+        block: [bx as u32, by as u32],
+        chunk: bytes,
+        splits: 1,
+    })
 }
 
 fn partials_ptr(workspace: u64, g: &Geometry) -> u64 {
@@ -464,6 +509,38 @@ pub fn plan_batch_norm_bwd(
         return Ok(plan);
     }
     let lname = layout_name(&g);
+    if !frozen {
+        let vec = vec_ok(&g, desc.dtype, &[ptrs.x, ptrs.dy, ptrs.dx]);
+        if let Some(fg) = fused_geom(&g, vec, desc.dtype, props) {
+            let access = if vec { "vec" } else { "scalar" };
+            let kernel = format!(
+                "warpnorm_batch_norm_bwd_{}_{}params_fused_{lname}_{access}",
+                desc.dtype, desc.param_dtype
+            );
+            let args = WnBatchNormFusedBwdArgs {
+                x: ptrs.x,
+                dy: ptrs.dy,
+                dx: ptrs.dx,
+                mean: ptrs.save_mean,
+                invstd: ptrs.save_invstd,
+                gamma: ptrs.gamma.unwrap_or(0),
+                dgamma: ptrs.dgamma.unwrap_or(0),
+                dbeta: ptrs.dbeta.unwrap_or(0),
+                n: g.n as i64,
+                c: g.c as i64,
+                s: g.s as i64,
+            };
+            plan.push(Launch::new(
+                kernel.clone(),
+                [grid_dim(fg.grid[0], &kernel)?, 1, 1],
+                [fg.block[0], fg.block[1], 1],
+                fg.chunk as u32,
+                &args,
+            ));
+            plan.check(props)?;
+            return Ok(plan);
+        }
+    }
     if grads || !frozen {
         let vec = vec_ok(&g, desc.dtype, &[ptrs.x, ptrs.dy]);
         let rg = reduce_geom(&g, vec, desc.dtype, props);
