@@ -57,6 +57,16 @@ template <int V> __device__ __forceinline__ void load_coef(const float* p, float
     }
 }
 
+/** Loads each thread keeps in flight in the streaming loops. */
+constexpr int kUnroll = 4;
+
+/** Widens a pack to f32. */
+template <typename T, int V>
+__device__ __forceinline__ void unpack(const Pack<T, V>& p, float (&out)[V]) {
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = to_float(p.v[i]);
+}
+
 __device__ __forceinline__ void bump(wn_devptr counter) {
     if (counter != 0 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 &&
         threadIdx.y == 0) {
@@ -104,24 +114,40 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
     if (u < end) {
         int64_t n = u / sp;
         int64_t s = u - n * sp;
-        for (; u < end; u += step) {
-            const int64_t off = n * slice + c * a.s + s * V;
-            float xv[V];
-            load_floats<T, V>(x + off, V, xv);
-            if constexpr (GRAD) {
-                float dv[V];
-                load_floats<T, V>(dy + off, V, dv);
-                acc.template push_pack<V>(dv, xv, mean);
-            } else {
+        while (u < end) {
+            // kUnroll loads in flight before the dependent Welford/sum updates.
+            Pack<T, V> px[kUnroll], pd[kUnroll];
+            bool ok[kUnroll];
 #pragma unroll
-                for (int i = 0; i < V; ++i) xv[i] -= mean;
-                acc.template push_pack<V>(xv);
+            for (int j = 0; j < kUnroll; ++j) {
+                ok[j] = u < end;
+                if (ok[j]) {
+                    const int64_t off = n * slice + c * a.s + s * V;
+                    px[j] = load_pack<T, V>(x + off);
+                    if constexpr (GRAD) pd[j] = load_pack<T, V>(dy + off);
+                    u += step;
+                    s += step_s;
+                    n += step_n;
+                    if (s >= sp) {
+                        s -= sp;
+                        ++n;
+                    }
+                }
             }
-            s += step_s;
-            n += step_n;
-            if (s >= sp) {
-                s -= sp;
-                ++n;
+#pragma unroll
+            for (int j = 0; j < kUnroll; ++j) {
+                if (!ok[j]) break;
+                float xv[V];
+                unpack(px[j], xv);
+                if constexpr (GRAD) {
+                    float dv[V];
+                    unpack(pd[j], dv);
+                    acc.template push_pack<V>(dv, xv, mean);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < V; ++i) xv[i] -= mean;
+                    acc.template push_pack<V>(xv);
+                }
             }
         }
     }
@@ -162,17 +188,31 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
                     reinterpret_cast<float*>(a.shift)[cv * V + i] = mean[i];
             }
         }
-        for (int64_t r = begin + threadIdx.y; r < end; r += blockDim.y) {
-            float xv[V];
-            load_floats<T, V>(x + r * a.c, V, xv);
-            if constexpr (GRAD) {
-                float dv[V];
-                load_floats<T, V>(dy + r * a.c, V, dv);
-                acc.push_row(dv, xv, mean);
-            } else {
+        const int64_t by = blockDim.y;
+        for (int64_t r = begin + threadIdx.y; r < end; r += kUnroll * by) {
+            // kUnroll rows in flight before the dependent updates.
+            Pack<T, V> px[kUnroll], pd[kUnroll];
 #pragma unroll
-                for (int i = 0; i < V; ++i) xv[i] -= mean[i];
-                acc.push_row(xv);
+            for (int j = 0; j < kUnroll; ++j) {
+                if (r + j * by < end) {
+                    px[j] = load_pack<T, V>(x + (r + j * by) * a.c);
+                    if constexpr (GRAD) pd[j] = load_pack<T, V>(dy + (r + j * by) * a.c);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < kUnroll; ++j) {
+                if (r + j * by >= end) break;
+                float xv[V];
+                unpack(px[j], xv);
+                if constexpr (GRAD) {
+                    float dv[V];
+                    unpack(pd[j], dv);
+                    acc.push_row(dv, xv, mean);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < V; ++i) xv[i] -= mean[i];
+                    acc.push_row(xv);
+                }
             }
         }
     }
@@ -287,69 +327,112 @@ template <typename P> __device__ __forceinline__ void finalize_bwd(const WnBatch
 
 /* ---------------------------------------------------------------- elementwise passes */
 
+/** One output pack from the K coefficients of its channel(s) (CV = channels per pack). */
+template <typename T, int V, int CV, bool BWD>
+__device__ __forceinline__ Pack<T, V> apply_pack(const Pack<T, V>& px, const Pack<T, V>& pd,
+                                                 const float (&k)[4][CV]) {
+    Pack<T, V> out;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+        const int j = CV == 1 ? 0 : i;
+        const float xv = to_float(px.v[i]);
+        float o;
+        if constexpr (BWD) {
+            o = fmaf(k[0][j], to_float(pd.v[i]), fmaf(k[1][j], xv - k[2][j], k[3][j]));
+        } else {
+            o = fmaf((xv - k[0][j]) - k[1][j], k[2][j], k[3][j]);
+        }
+        out.v[i] = from_float<T>(o);
+    }
+    return out;
+}
+
 /**
- * Grid-stride over packs of V elements. NCHW: the pack's channel is (p / (S / V)) % C, the same
- * for its V elements; channels-last: packs hold channels ((p % (C / V)) * V, + V). Channel
- * positions advance incrementally (one 64-bit division per thread), and the K coefficient
- * vectors are reloaded only when the channel changes.
+ * NCHW elementwise pass: grid-stride over packs of V elements of one slice; the pack's channel
+ * is (p / (S / V)) % C, tracked incrementally (one 64-bit division per thread). kUnroll packs
+ * are loaded before any is computed.
  */
-template <typename T, int V, bool NHWC, bool BWD>
-__device__ __forceinline__ void apply(const WnBatchNormApplyArgs& a) {
+template <typename T, int V, bool BWD>
+__device__ __forceinline__ void apply_nchw(const WnBatchNormApplyArgs& a) {
     bump(a.counter_bump);
-    constexpr int K = 4;
-    constexpr int CV = NHWC ? V : 1;  // channels per pack
     const int64_t total = a.n * a.c * a.s / V;
     const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
     int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (p >= total) return;
-    // inner: packs per channel step; cdim: channel steps.
-    const int64_t inner = NHWC ? 1 : a.s / V;
-    const int64_t cdim = NHWC ? a.c / V : a.c;
+    const int64_t inner = a.s / V;
     int64_t q = p / inner;
     int64_t r = p - q * inner;
-    int64_t ch = q % cdim;
+    int64_t ch = q % a.c;
     const int64_t sq = stride / inner;
     const int64_t sr = stride - sq * inner;
-    const int64_t sc = sq % cdim;
+    const int64_t sc = sq % a.c;
     const float* coef = reinterpret_cast<const float*>(a.coef);
-    float k[K][CV];
-    int64_t loaded = -1;
     const T* x = reinterpret_cast<const T*>(a.x);
     const T* dy = reinterpret_cast<const T*>(a.dy);
     T* out = reinterpret_cast<T*>(a.out);
-    for (; p < total; p += stride) {
-        if (ch != loaded) {
+    for (; p < total; p += kUnroll * stride) {
+        Pack<T, V> px[kUnroll], pd[kUnroll];
+        int64_t chs[kUnroll];
 #pragma unroll
-            for (int j = 0; j < K; ++j) load_coef<CV>(coef + j * a.coef_stride + ch * CV, k[j]);
-            loaded = ch;
-        }
-        const int64_t off = p * V;
-        float xv[V], o[V];
-        load_floats<T, V>(x + off, V, xv);
-        if constexpr (BWD) {
-            float dv[V];
-            load_floats<T, V>(dy + off, V, dv);
-#pragma unroll
-            for (int i = 0; i < V; ++i) {
-                const int j = NHWC ? i : 0;
-                o[i] = fmaf(k[0][j], dv[i], fmaf(k[1][j], xv[i] - k[2][j], k[3][j]));
+        for (int j = 0; j < kUnroll; ++j) {
+            chs[j] = ch;
+            if (p + j * stride < total) {
+                px[j] = load_pack<T, V>(x + (p + j * stride) * V);
+                if constexpr (BWD) pd[j] = load_pack<T, V>(dy + (p + j * stride) * V);
             }
-        } else {
-#pragma unroll
-            for (int i = 0; i < V; ++i) {
-                const int j = NHWC ? i : 0;
-                o[i] = fmaf((xv[i] - k[0][j]) - k[1][j], k[2][j], k[3][j]);
-            }
+            r += sr;
+            const int64_t carry = r >= inner ? 1 : 0;
+            r -= carry * inner;
+            ch += sc + carry;
+            if (ch >= a.c) ch -= a.c;
         }
-        store_floats<T, V>(out + off, V, o);
-        r += sr;
-        const int64_t carry = r >= inner ? 1 : 0;
-        r -= carry * inner;
-        ch += sc + carry;
-        if (ch >= cdim) ch -= cdim;
+#pragma unroll
+        for (int j = 0; j < kUnroll; ++j) {
+            if (p + j * stride >= total) break;
+            float k[4][1];
+#pragma unroll
+            for (int t = 0; t < 4; ++t) k[t][0] = coef[t * a.coef_stride + chs[j]];
+            store_pack<T, V>(out + (p + j * stride) * V, apply_pack<T, V, 1, BWD>(px[j], pd[j], k));
+        }
     }
 }
 
+/**
+ * Channels-last elementwise pass: block (bx, by), grid (channel tiles, row groups); thread
+ * (x, y) owns channels ((blockIdx.x * bx + x) * V, + V), loads their coefficients once, and
+ * walks rows blockIdx.y * by + y in steps of gridDim.y * by, kUnroll rows in flight.
+ */
+template <typename T, int V, bool BWD>
+__device__ __forceinline__ void apply_nhwc(const WnBatchNormApplyArgs& a) {
+    bump(a.counter_bump);
+    const int64_t cv = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (cv * V >= a.c) return;
+    const float* coef = reinterpret_cast<const float*>(a.coef);
+    float k[4][V];
+#pragma unroll
+    for (int t = 0; t < 4; ++t) load_coef<V>(coef + t * a.coef_stride + cv * V, k[t]);
+    const int64_t rows = a.n * a.s;
+    const int64_t step = static_cast<int64_t>(gridDim.y) * blockDim.y;
+    const T* x = reinterpret_cast<const T*>(a.x) + cv * V;
+    const T* dy = reinterpret_cast<const T*>(a.dy) + cv * V;
+    T* out = reinterpret_cast<T*>(a.out) + cv * V;
+    for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows;
+         r += kUnroll * step) {
+        Pack<T, V> px[kUnroll], pd[kUnroll];
+#pragma unroll
+        for (int j = 0; j < kUnroll; ++j) {
+            if (r + j * step < rows) {
+                px[j] = load_pack<T, V>(x + (r + j * step) * a.c);
+                if constexpr (BWD) pd[j] = load_pack<T, V>(dy + (r + j * step) * a.c);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < kUnroll; ++j) {
+            if (r + j * step >= rows) break;
+            store_pack<T, V>(out + (r + j * step) * a.c, apply_pack<T, V, V, BWD>(px[j], pd[j], k));
+        }
+    }
+}
 
 /* ---------------------------------------------------------------- fused backward */
 
@@ -483,11 +566,13 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
     }                                                                                              \
     extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
         warpnorm_batch_norm_fwd_##TN##_apply_##LAYOUT##_##ACCESS(const WnBatchNormApplyArgs a) {  \
-        warpnorm::bn::apply<T, V, NHWC, false>(a);                                                \
+        if constexpr (NHWC) warpnorm::bn::apply_nhwc<T, V, false>(a);                            \
+        else warpnorm::bn::apply_nchw<T, V, false>(a);                                            \
     }                                                                                              \
     extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
         warpnorm_batch_norm_bwd_##TN##_apply_##LAYOUT##_##ACCESS(const WnBatchNormApplyArgs a) {  \
-        warpnorm::bn::apply<T, V, NHWC, true>(a);                                                 \
+        if constexpr (NHWC) warpnorm::bn::apply_nhwc<T, V, true>(a);                             \
+        else warpnorm::bn::apply_nchw<T, V, true>(a);                                             \
     }
 
 #define WN_BN_ACT_ALL(T, TN)                                       \

@@ -288,13 +288,30 @@ fn apply_launch(
     args: &WnBatchNormApplyArgs,
 ) -> Result<Launch> {
     let v = if vec { vec_width(dtype) } else { 1 };
-    let packs = g.numel / v;
-    let threads = packs.next_power_of_two().clamp(32, BLOCK as u64);
-    let blocks = packs.div_ceil(threads).clamp(1, target_blocks(props) * 2);
+    let cap = target_blocks(props) * 2;
+    let (grid, block) = if g.nhwc {
+        // Block (bx, by): bx channel vectors x by rows; grid (channel tiles, row groups).
+        let cp = g.c / v;
+        let bx = cp.next_power_of_two().min(32);
+        let rows = g.count();
+        let by = rows
+            .next_power_of_two()
+            .clamp((32 / bx).max(1), BLOCK as u64 / bx);
+        let tiles = cp.div_ceil(bx);
+        let groups = rows
+            .div_ceil(by * UNITS_PER_THREAD)
+            .clamp(1, cap.div_ceil(tiles).clamp(1, props.max_grid_yz as u64));
+        ([tiles, groups], [bx, by])
+    } else {
+        let packs = g.numel / v;
+        let threads = packs.next_power_of_two().clamp(32, BLOCK as u64);
+        let blocks = packs.div_ceil(threads * UNITS_PER_THREAD).clamp(1, cap);
+        ([blocks, 1], [threads, 1])
+    };
     Ok(Launch::new(
         kernel.clone(),
-        [grid_dim(blocks, &kernel)?, 1, 1],
-        [threads as u32, 1, 1],
+        [grid_dim(grid[0], &kernel)?, grid_dim(grid[1], &kernel)?, 1],
+        [block[0] as u32, block[1] as u32, 1],
         0,
         args,
     ))
