@@ -440,16 +440,15 @@ __device__ __forceinline__ void apply_nhwc(const WnBatchNormApplyArgs& a) {
  * Training backward for channel tiles that fit in shared memory: the block walks its units
  * like the reductions (split 0 of 1), keeps the x and dy packs in dynamic shared memory at
  * (unit * bx + x), merges the sums, writes dgamma / dbeta and the column's dx coefficients,
- * then writes dx from shared memory. Dynamic shared memory: 2 * units * bx * 16 bytes (vec) or
- * 2 * units * bx * sizeof(T) (scalar), units = N * S / V (nchw) or N * S (nhwc).
+ * then writes dx from shared memory. Dynamic shared memory (nothing static): 2 * units * bx *
+ * V * sizeof(T) bytes rounded up to 16, units = N * S / V (nchw) or N * S (nhwc), plus
+ * 2560 * CV bytes of merge scratch and coefficients (CV = channels per thread).
  */
 template <typename T, typename P, int V, bool NHWC>
 __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
     constexpr int CV = NHWC ? V : 1;  // channels per thread
     using Acc = GradAcc<CV>;
     using PackT = Pack<T, V>;
-    __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
-    __shared__ float coef_s[32 * 4 * CV];
     extern __shared__ __align__(16) unsigned char dyn[];
     const int bx = blockDim.x;
     const int tx = threadIdx.x;
@@ -457,8 +456,16 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
     const bool active = NHWC ? cv * V < a.c : true;
     const int64_t sp = a.s / V;
     const int64_t units = NHWC ? a.n * a.s : a.n * sp;
+    // Dynamic shared memory: x packs, dy packs (data bytes rounded up to 16), then the merge
+    // scratch and the per-column coefficients (all in one allocation, so the planner's byte
+    // count is the whole footprint).
     PackT* sx = reinterpret_cast<PackT*>(dyn);
     PackT* sdy = sx + units * bx;
+    const int64_t data_bytes = (2 * units * bx * static_cast<int64_t>(sizeof(PackT)) + 15) / 16 * 16;
+    float* smem = reinterpret_cast<float*>(dyn + data_bytes);
+    float* coef_s = smem + MergeSmem<Acc::kFloats>::kFloats;
+    static_assert((MergeSmem<Acc::kFloats>::kFloats + 32 * 4 * CV) * 4 == 2560 * CV,
+                  "the planner (fused_geom in src/batch_norm/plan.rs) sizes this as 2560 * CV");
     const T* x = reinterpret_cast<const T*>(a.x);
     const T* dy = reinterpret_cast<const T*>(a.dy);
     T* dx = reinterpret_cast<T*>(a.dx);

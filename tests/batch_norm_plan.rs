@@ -473,7 +473,8 @@ fn cpu_reference_semantics_examples() {
 fn h200_fused_backward_tier() {
     let props = DeviceProps::H200;
     // BatchNorm1d over 4096 features, batch 256: 1024 channel vectors, bx = 2 gives 512 tiles
-    // (>= 2 per SM); x and dy of a tile: 256 rows * 2 * 16 bytes * 2 = 16 KiB.
+    // (>= 2 per SM); x and dy of a tile: 256 rows * 2 * 16 bytes * 2 = 16 KiB, plus 2560
+    // bytes of merge scratch and coefficients per channel a thread owns (4).
     let d = desc(&[256, 4096], Layout::Contiguous, DType::F32);
     let p = plan_batch_norm_bwd(&d, false, &bwd_ptrs(), &props).unwrap();
     sane(&p, &props);
@@ -483,7 +484,7 @@ fn h200_fused_backward_tier() {
     );
     assert_eq!(p.launches[0].grid, [512, 1, 1]);
     assert_eq!(p.launches[0].block, [2, 128, 1]);
-    assert_eq!(p.launches[0].shared_mem_bytes, 16 * 1024);
+    assert_eq!(p.launches[0].shared_mem_bytes, 16 * 1024 + 4 * 2560);
     // (32, 512, 7, 7) NCHW bf16: one block per channel, 32 * 49 elements of x and dy.
     let d = BatchNormDesc::new(
         &[32, 512, 7, 7],
@@ -497,7 +498,7 @@ fn h200_fused_backward_tier() {
         names(&p),
         ["warpnorm_batch_norm_bwd_bf16_bf16params_fused_nchw_scalar"]
     );
-    assert_eq!(p.launches[0].shared_mem_bytes, 32 * 49 * 2 * 2);
+    assert_eq!(p.launches[0].shared_mem_bytes, 32 * 49 * 2 * 2 + 2560);
     // Too few channels to fill the GPU unsplit, or too much data per channel: three launches.
     for dims in [[32usize, 256, 14, 14], [32, 512, 56, 56]] {
         let d = desc(&dims, Layout::Contiguous, DType::F32);
@@ -518,4 +519,28 @@ fn h200_fused_backward_tier() {
             .len(),
         3
     );
+}
+
+#[test]
+fn tensors_over_2_pow_31_elements_plan_with_64_bit_sizes() {
+    use warpnorm::abi::WnBatchNormApplyArgs;
+    let props = DeviceProps::H200;
+    for layout in [Layout::Contiguous, Layout::ChannelsLast] {
+        // 3 * 2^31 elements of f16 (12 GiB).
+        let d = desc(&[1 << 21, 3, 32, 32], layout, DType::F16);
+        let p = plan_batch_norm_fwd(&d, &train(), &fwd_ptrs(), &props).unwrap();
+        sane(&p, &props);
+        let r: WnBatchNormReduceArgs = p.launches[0].args.get().unwrap();
+        assert_eq!((r.n, r.c, r.s), (1 << 21, 3, 1024));
+        let a: WnBatchNormApplyArgs = p.launches[2].args.get().unwrap();
+        assert!(a.n * a.c * a.s > i32::MAX as i64);
+        let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
+        assert_eq!(f.count, (1i64 << 21) * 1024);
+        let b = plan_batch_norm_bwd(&d, false, &bwd_ptrs(), &props).unwrap();
+        sane(&b, &props);
+    }
+    // A channel count beyond the grid's x limit is an error, not a panic.
+    let d = desc(&[2, 1 << 31, 3], Layout::Contiguous, DType::F32);
+    let e = plan_batch_norm_fwd(&d, &train(), &fwd_ptrs(), &props).unwrap_err();
+    assert!(matches!(e, Error::Overflow(_) | Error::InvalidArgument { .. }), "{e}");
 }

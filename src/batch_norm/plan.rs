@@ -46,9 +46,8 @@ pub(crate) fn check_momentum_pub(m: Momentum) -> Result<()> {
 pub const BLOCK: u32 = 256;
 /// Threads per block of the finalize kernels (one warp per channel).
 pub const FINALIZE_BLOCK: u32 = 128;
-/// Most dynamic shared memory the fused backward may use per block (x and dy of its
-/// channels), leaving room for its static shared memory (at most 20 KiB) and for several
-/// resident blocks per SM.
+/// Most shared memory the fused backward may use per block (x and dy of its channels plus
+/// its merge scratch, all dynamic), leaving room for several resident blocks per SM.
 pub const FUSED_MAX_SHARED: u64 = 64 * 1024;
 /// Minimum reduction units per thread in one split.
 const UNITS_PER_THREAD: u64 = 4;
@@ -204,9 +203,15 @@ fn fused_geom(g: &Geometry, vec: bool, dtype: DType, props: &DeviceProps) -> Opt
     if tiles < want || units == 0 {
         return None;
     }
-    let bytes = units
+    // x and dy packs (rounded up to 16 bytes), then the merge scratch and coefficients:
+    // 2560 bytes per channel a thread owns (see fused_bwd in cuda/batch_norm.cu).
+    let data = units
         .checked_mul(bx)?
-        .checked_mul(v * dtype.size() as u64 * 2)?;
+        .checked_mul(v * dtype.size() as u64 * 2)?
+        .div_ceil(16)
+        * 16;
+    let cv = if g.nhwc { v } else { 1 };
+    let bytes = data + 2560 * cv;
     if bytes > FUSED_MAX_SHARED || bytes > props.max_shared_per_block_optin as u64 / 2 {
         return None;
     }
