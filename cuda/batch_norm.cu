@@ -23,6 +23,9 @@
  * Backward (3 launches, 5s per element): bwd_<T>_reduce_* (sum dy, sum dy * (x - mean) per
  *   channel and split), bwd_<P>params_finalize (dgamma, dbeta, dx coefficients),
  *   bwd_<T>_apply_* (dx = a * dy + b * (x - mean) + d).
+ * Fused forward tier (2s per element): fwd_<T>_<P>params_fused_<layout>_<access> (plus the
+ *   finalize kernel as a one-thread counter bump when num_batches_tracked is given), same
+ *   conditions as the fused backward.
  * Fused backward tier (1 launch, 3s per element): bwd_<T>_<P>params_fused_<layout>_<access>
  *   when the block's channels (x and dy) fit in shared memory and there are enough channel
  *   tiles to fill the GPU without splitting: one block per channel tile does it all. Eval-mode backward (frozen statistics)
@@ -434,6 +437,143 @@ __device__ __forceinline__ void apply_nhwc(const WnBatchNormApplyArgs& a) {
     }
 }
 
+/* ---------------------------------------------------------------- fused tiers */
+
+/**
+ * The units one thread of a fused block visits: rows y, y + by, ... of its channel vector cv
+ * (nhwc), or packs y, y + by, ... of channel cv's N slices (nchw, (n, s) tracked
+ * incrementally). run(body) calls body(unit, element offset) for each.
+ */
+template <int V, bool NHWC> struct UnitWalk {
+    int64_t units, c, s, sp, slice, step, step_n, step_s, cv;
+    __device__ __forceinline__ UnitWalk(int64_t n_, int64_t c_, int64_t s_, int64_t cv_)
+        : c(c_), s(s_), cv(cv_) {
+        sp = s / V;
+        units = NHWC ? n_ * s : n_ * sp;
+        slice = c * s;
+        step = blockDim.y;
+        step_n = step / sp;
+        step_s = step - step_n * sp;
+    }
+    template <class F> __device__ __forceinline__ void run(F&& body) const {
+        int64_t u = threadIdx.y;
+        if (u >= units) return;
+        if constexpr (NHWC) {
+            for (; u < units; u += step) body(u, u * c + cv * V);
+        } else {
+            int64_t n = u / sp;
+            int64_t sv = u - n * sp;
+            for (; u < units; u += step) {
+                body(u, n * slice + cv * s + sv * V);
+                sv += step_s;
+                n += step_n;
+                if (sv >= sp) {
+                    sv -= sp;
+                    ++n;
+                }
+            }
+        }
+    }
+};
+
+/**
+ * Training forward for channel tiles that fit in shared memory (one launch, 2s per element):
+ * the block reads its channels' x once into dynamic shared memory while accumulating the
+ * shifted Welford statistics, merges them in a fixed order, finalizes (save_mean/invstd,
+ * running statistics), then writes y from shared memory. Dynamic shared memory (nothing
+ * static): units * bx * V * sizeof(T) bytes rounded up to 16, plus 1024 + 2560 * CV bytes of
+ * merge scratch and coefficients. The batch counter is read here (cumulative momentum) and
+ * bumped by a following launch.
+ */
+template <typename T, typename P, int V, bool NHWC>
+__device__ __forceinline__ void fused_fwd(const WnBatchNormFusedFwdArgs& a) {
+    constexpr int CV = NHWC ? V : 1;
+    using Acc = StatsAcc<CV>;
+    using PackT = Pack<T, V>;
+    extern __shared__ __align__(16) unsigned char dyn[];
+    const int bx = blockDim.x;
+    const int tx = threadIdx.x;
+    const int64_t cv = NHWC ? static_cast<int64_t>(blockIdx.x) * bx + tx : blockIdx.x;
+    const bool active = NHWC ? cv * V < a.c : true;
+    const UnitWalk<V, NHWC> walk(a.n, a.c, a.s, cv);
+    PackT* sx = reinterpret_cast<PackT*>(dyn);
+    const int64_t data_bytes = (walk.units * bx * static_cast<int64_t>(sizeof(PackT)) + 15) / 16 * 16;
+    float* smem = reinterpret_cast<float*>(dyn + data_bytes);
+    float* coef_s = smem + MergeSmem<Acc::kFloats>::kFloats;
+    static_assert((MergeSmem<Acc::kFloats>::kFloats + 32 * 4 * CV) * 4 == 1024 + 2560 * CV,
+                  "the planner (fused_fwd_geom in src/batch_norm/plan.rs) sizes this");
+    const T* x = reinterpret_cast<const T*>(a.x);
+    T* y = reinterpret_cast<T*>(a.y);
+    float shift[CV];
+    Acc acc;
+    acc.init();
+    if (active) {
+        if constexpr (NHWC) {
+            load_floats<T, V>(x + cv * V, V, shift);
+        } else {
+            shift[0] = to_float(x[cv * a.s]);
+        }
+#pragma unroll
+        for (int i = 0; i < CV; ++i) {
+            if (!isfinite(shift[i])) shift[i] = 0.0f;
+        }
+        walk.run([&](int64_t u, int64_t off) {
+            const PackT px = load_pack<T, V>(x + off);
+            sx[u * bx + tx] = px;
+            float xv[V];
+            unpack(px, xv);
+            if constexpr (NHWC) {
+#pragma unroll
+                for (int i = 0; i < V; ++i) xv[i] -= shift[i];
+                acc.push_row(xv);
+            } else {
+#pragma unroll
+                for (int i = 0; i < V; ++i) xv[i] -= shift[0];
+                acc.template push_pack<V>(xv);
+            }
+        });
+    }
+    if (column_merge(acc, smem) && active) {
+        const float n = static_cast<float>(a.n * a.s);
+        float f = a.momentum;
+        if ((a.flags & WN_BN_CUMULATIVE) && a.counter != 0) {
+            const long long seen = *reinterpret_cast<const long long*>(a.counter);
+            f = __frcp_rn(static_cast<float>(seen + 1));
+        }
+#pragma unroll
+        for (int i = 0; i < CV; ++i) {
+            const int64_t ch = cv * CV + i;
+            const float dmean = acc.mean[i];
+            const float invstd = 1.0f / sqrtf(acc.m2[i] / n + a.eps);
+            const float mean = shift[i] + dmean;
+            if (a.running_mean != 0) {
+                const float unbiased = acc.m2[i] / static_cast<float>(a.n * a.s - 1);
+                P* rm = reinterpret_cast<P*>(a.running_mean);
+                P* rv = reinterpret_cast<P*>(a.running_var);
+                rm[ch] = from_float<P>((1.0f - f) * to_float(rm[ch]) + f * mean);
+                rv[ch] = from_float<P>((1.0f - f) * to_float(rv[ch]) + f * unbiased);
+            }
+            if (a.save_mean != 0) reinterpret_cast<float*>(a.save_mean)[ch] = mean;
+            if (a.save_invstd != 0) reinterpret_cast<float*>(a.save_invstd)[ch] = invstd;
+            coef_s[(tx * 4 + 0) * CV + i] = shift[i];
+            coef_s[(tx * 4 + 1) * CV + i] = dmean;
+            coef_s[(tx * 4 + 2) * CV + i] = param<P>(a.gamma, ch, 1.0f) * invstd;
+            coef_s[(tx * 4 + 3) * CV + i] = param<P>(a.beta, ch, 0.0f);
+        }
+    }
+    __syncthreads();
+    if (!active) return;
+    float k[4][CV];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int i = 0; i < CV; ++i) k[j][i] = coef_s[(tx * 4 + j) * CV + i];
+    }
+    walk.run([&](int64_t u, int64_t off) {
+        store_pack<T, V>(y + off, apply_pack<T, V, CV, false>(sx[u * bx + tx], sx[u * bx + tx], k));
+    });
+}
+
 /* ---------------------------------------------------------------- fused backward */
 
 /**
@@ -454,8 +594,8 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
     const int tx = threadIdx.x;
     const int64_t cv = NHWC ? static_cast<int64_t>(blockIdx.x) * bx + tx : blockIdx.x;
     const bool active = NHWC ? cv * V < a.c : true;
-    const int64_t sp = a.s / V;
-    const int64_t units = NHWC ? a.n * a.s : a.n * sp;
+    const UnitWalk<V, NHWC> walk(a.n, a.c, a.s, cv);
+    const int64_t units = walk.units;
     // Dynamic shared memory: x packs, dy packs (data bytes rounded up to 16), then the merge
     // scratch and the per-column coefficients (all in one allocation, so the planner's byte
     // count is the whole footprint).
@@ -469,36 +609,12 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
     const T* x = reinterpret_cast<const T*>(a.x);
     const T* dy = reinterpret_cast<const T*>(a.dy);
     T* dx = reinterpret_cast<T*>(a.dx);
-    const int64_t slice = a.c * a.s;
-    const int64_t step = blockDim.y;
-    const int64_t step_n = step / sp;
-    const int64_t step_s = step - step_n * sp;
-    // Global offset of unit u (u advances by blockDim.y per iteration).
-    auto walk = [&](auto&& body) {
-        int64_t u = threadIdx.y;
-        if (u >= units) return;
-        if constexpr (NHWC) {
-            for (; u < units; u += step) body(u, u * a.c + cv * V);
-        } else {
-            int64_t n = u / sp;
-            int64_t s = u - n * sp;
-            for (; u < units; u += step) {
-                body(u, n * slice + cv * a.s + s * V);
-                s += step_s;
-                n += step_n;
-                if (s >= sp) {
-                    s -= sp;
-                    ++n;
-                }
-            }
-        }
-    };
     float mean[CV];
     Acc acc;
     acc.init();
     if (active) {
         load_coef<CV>(reinterpret_cast<const float*>(a.mean) + cv * CV, mean);
-        walk([&](int64_t u, int64_t off) {
+        walk.run([&](int64_t u, int64_t off) {
             const PackT px = load_pack<T, V>(x + off);
             const PackT pd = load_pack<T, V>(dy + off);
             sx[u * bx + tx] = px;
@@ -539,7 +655,7 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
 #pragma unroll
         for (int i = 0; i < CV; ++i) k[j][i] = coef_s[(tx * 4 + j) * CV + i];
     }
-    walk([&](int64_t u, int64_t off) {
+    walk.run([&](int64_t u, int64_t off) {
         const PackT px = sx[u * bx + tx];
         const PackT pd = sdy[u * bx + tx];
         PackT po;
@@ -606,9 +722,18 @@ WN_BN_PARAM(float, f32)
 WN_BN_PARAM(__half, f16)
 WN_BN_PARAM(__nv_bfloat16, bf16)
 
-/* Fused backward entry points of one activation/parameter type pair. */
+/* Fused forward and backward entry points of one activation/parameter type pair. */
+/* The fused kernels hold a tile's coefficients and accumulators at once; minBlocks 1 lets
+ * ptxas use the registers it needs (sm_90 otherwise spilled 4 bytes at 80 registers). */
+#define WN_BN_FUSED_BOUNDS __launch_bounds__(256, 1)
+
 #define WN_BN_FUSED_ONE(T, TN, P, PN, LAYOUT, NHWC, ACCESS, V)                                     \
-    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+    extern "C" __global__ void WN_BN_FUSED_BOUNDS                                                 \
+        warpnorm_batch_norm_fwd_##TN##_##PN##params_fused_##LAYOUT##_##ACCESS(                    \
+            const WnBatchNormFusedFwdArgs a) {                                                     \
+        warpnorm::bn::fused_fwd<T, P, V, NHWC>(a);                                                 \
+    }                                                                                              \
+    extern "C" __global__ void WN_BN_FUSED_BOUNDS                                                 \
         warpnorm_batch_norm_bwd_##TN##_##PN##params_fused_##LAYOUT##_##ACCESS(                    \
             const WnBatchNormFusedBwdArgs a) {                                                     \
         warpnorm::bn::fused_bwd<T, P, V, NHWC>(a);                                                 \

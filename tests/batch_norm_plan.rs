@@ -510,7 +510,21 @@ fn h200_fused_backward_tier() {
             3
         );
     }
-    // Eval-mode backward never fuses (it needs no reduction for dx).
+    // The forward fuses under the same conditions: x only (8 KiB) plus 1024 + 4 * 2560 bytes,
+    // then the finalize kernel bumps num_batches_tracked after every block has read it.
+    let d = desc(&[256, 4096], Layout::Contiguous, DType::F32);
+    let p = plan_batch_norm_fwd(&d, &ForwardMode::train_cumulative(), &fwd_ptrs(), &props).unwrap();
+    sane(&p, &props);
+    assert_eq!(
+        names(&p),
+        ["warpnorm_batch_norm_fwd_f32_f32params_fused_nhwc_vec", "warpnorm_batch_norm_fwd_f32params_finalize"]
+    );
+    assert_eq!(p.launches[0].shared_mem_bytes, 8 * 1024 + 1024 + 4 * 2560);
+    let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
+    assert_eq!((f.count, f.counter_bump), (0, fwd_ptrs().num_batches_tracked.unwrap()));
+    assert_eq!(p.launches[1].grid, [1, 1, 1]);
+    // Eval forward and eval-mode backward never fuse (no reduction is needed for y or dx).
+    assert_eq!(plan_batch_norm_fwd(&d, &ForwardMode::eval(), &fwd_ptrs(), &props).unwrap().launches.len(), 2);
     let d = desc(&[256, 4096], Layout::Contiguous, DType::F32);
     assert_eq!(
         plan_batch_norm_bwd(&d, true, &bwd_ptrs(), &props)

@@ -114,6 +114,33 @@ typedef struct WnBatchNormApplyArgs {
 } WnBatchNormApplyArgs;
 
 /**
+ * Fused training forward for channel tiles that fit on chip
+ * (`..._fwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block
+ * reads x of its channels once into dynamic shared memory while accumulating the statistics,
+ * finalizes them (running statistics, save_mean / save_invstd, as the finalize kernel does)
+ * and writes y from shared memory. Traffic 2s per element. `counter` is only read
+ * (WN_BN_CUMULATIVE); the planner bumps it with a following launch.
+ */
+typedef struct WnBatchNormFusedFwdArgs {
+    wn_devptr x;
+    wn_devptr y;
+    wn_devptr gamma;
+    wn_devptr beta;
+    wn_devptr running_mean;
+    wn_devptr running_var;
+    wn_devptr save_mean;
+    wn_devptr save_invstd;
+    wn_devptr counter;
+    int64_t n;
+    int64_t c;
+    int64_t s;
+    float momentum;
+    float eps;
+    uint32_t flags;
+    uint32_t _pad;
+} WnBatchNormFusedFwdArgs;
+
+/**
  * Fused training backward for channel tiles that fit on chip
  * (`..._bwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block reads
  * x and dy of its channels once into dynamic shared memory while summing dy and

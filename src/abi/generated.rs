@@ -225,6 +225,66 @@ const _: () = {
     ["Offset of field: WnBatchNormApplyArgs::coef_stride"]
         [::core::mem::offset_of!(WnBatchNormApplyArgs, coef_stride) - 64usize];
 };
+#[doc = " Fused training forward for channel tiles that fit on chip\n (`..._fwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block\n reads x of its channels once into dynamic shared memory while accumulating the statistics,\n finalizes them (running statistics, save_mean / save_invstd, as the finalize kernel does)\n and writes y from shared memory. Traffic 2s per element. `counter` is only read\n (WN_BN_CUMULATIVE); the planner bumps it with a following launch."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnBatchNormFusedFwdArgs {
+    pub x: wn_devptr,
+    pub y: wn_devptr,
+    pub gamma: wn_devptr,
+    pub beta: wn_devptr,
+    pub running_mean: wn_devptr,
+    pub running_var: wn_devptr,
+    pub save_mean: wn_devptr,
+    pub save_invstd: wn_devptr,
+    pub counter: wn_devptr,
+    pub n: i64,
+    pub c: i64,
+    pub s: i64,
+    pub momentum: f32,
+    pub eps: f32,
+    pub flags: u32,
+    pub _pad: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnBatchNormFusedFwdArgs"]
+        [::core::mem::size_of::<WnBatchNormFusedFwdArgs>() - 112usize];
+    ["Alignment of WnBatchNormFusedFwdArgs"]
+        [::core::mem::align_of::<WnBatchNormFusedFwdArgs>() - 8usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::x"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, x) - 0usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::y"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, y) - 8usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::gamma"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, gamma) - 16usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::beta"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, beta) - 24usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::running_mean"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, running_mean) - 32usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::running_var"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, running_var) - 40usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::save_mean"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, save_mean) - 48usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::save_invstd"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, save_invstd) - 56usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::counter"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, counter) - 64usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::n"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, n) - 72usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::c"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, c) - 80usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::s"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, s) - 88usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::momentum"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, momentum) - 96usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::eps"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, eps) - 100usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::flags"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, flags) - 104usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::_pad"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, _pad) - 108usize];
+};
 #[doc = " Fused training backward for channel tiles that fit on chip\n (`..._bwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block reads\n x and dy of its channels once into dynamic shared memory while summing dy and\n dy * (x - mean), merges the sums in a fixed order, writes dgamma / dbeta (when not 0), then\n writes dx from shared memory. Traffic 3s per element instead of 5s."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]

@@ -59,7 +59,7 @@ pub use plan::{plan_batch_norm_bwd, plan_batch_norm_fwd, workspace_len, BwdPtrs,
 
 use crate::abi::{
     WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormFinalizeArgs,
-    WnBatchNormFusedBwdArgs, WnBatchNormReduceArgs,
+    WnBatchNormFusedBwdArgs, WnBatchNormFusedFwdArgs, WnBatchNormReduceArgs,
 };
 
 crate::abi::abi_args!(
@@ -67,5 +67,6 @@ crate::abi::abi_args!(
     WnBatchNormFinalizeArgs,
     WnBatchNormBwdFinalizeArgs,
     WnBatchNormApplyArgs,
-    WnBatchNormFusedBwdArgs
+    WnBatchNormFusedBwdArgs,
+    WnBatchNormFusedFwdArgs
 );

@@ -14,6 +14,9 @@
 //! - `warpnorm_batch_norm_bwd_<P>params_finalize`,
 //! - `warpnorm_batch_norm_bwd_<T>_apply_<layout>_<access>` (training backward; eval-mode
 //!   backward uses the forward apply kernel on dy),
+//! - `warpnorm_batch_norm_fwd_<T>_<P>params_fused_<layout>_<access>`: the whole training
+//!   forward in one pass (2s per element) under the same conditions as the fused backward,
+//!   followed by the finalize kernel as a one-thread counter bump when a counter is given,
 //! - `warpnorm_batch_norm_bwd_<T>_<P>params_fused_<layout>_<access>`: the whole training
 //!   backward in one launch when x and dy of a block's channels fit in [`FUSED_MAX_SHARED`]
 //!   bytes of shared memory and there are at least 2 channel tiles per SM (3s per element
@@ -24,8 +27,8 @@
 
 use crate::abi::{
     WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormFinalizeArgs,
-    WnBatchNormFusedBwdArgs, WnBatchNormReduceArgs, WN_BN_BATCH_STATS, WN_BN_CUMULATIVE,
-    WN_BN_FROZEN,
+    WnBatchNormFusedBwdArgs, WnBatchNormFusedFwdArgs, WnBatchNormReduceArgs, WN_BN_BATCH_STATS,
+    WN_BN_CUMULATIVE, WN_BN_FROZEN,
 };
 use crate::buffers::check_alignment;
 use crate::device::DeviceProps;
@@ -187,7 +190,13 @@ pub fn workspace_len(desc: &BatchNormDesc, props: &DeviceProps) -> Result<usize>
 /// Grid, block and dynamic shared memory of the fused backward, when it applies: every
 /// block's channels fit in [`FUSED_MAX_SHARED`] and there are at least two channel tiles per SM
 /// (so the single, unsplit pass still fills the GPU).
-fn fused_geom(g: &Geometry, vec: bool, dtype: DType, props: &DeviceProps) -> Option<ReduceGeom> {
+fn fused_geom(
+    g: &Geometry,
+    vec: bool,
+    dtype: DType,
+    props: &DeviceProps,
+    forward: bool,
+) -> Option<ReduceGeom> {
     let v = if vec { vec_width(dtype) } else { 1 };
     let want = 2 * props.sm_count as u64;
     let (tiles, units, bx) = if g.nhwc {
@@ -203,15 +212,17 @@ fn fused_geom(g: &Geometry, vec: bool, dtype: DType, props: &DeviceProps) -> Opt
     if tiles < want || units == 0 {
         return None;
     }
-    // x and dy packs (rounded up to 16 bytes), then the merge scratch and coefficients:
-    // 2560 bytes per channel a thread owns (see fused_bwd in cuda/batch_norm.cu).
+    // The x packs (forward) or x and dy packs (backward), rounded up to 16 bytes, then the
+    // merge scratch and coefficients (see fused_fwd / fused_bwd in cuda/batch_norm.cu):
+    // 1024 + 2560 bytes per channel a thread owns (forward), 2560 per channel (backward).
+    let arrays = if forward { 1 } else { 2 };
     let data = units
         .checked_mul(bx)?
-        .checked_mul(v * dtype.size() as u64 * 2)?
+        .checked_mul(v * dtype.size() as u64 * arrays)?
         .div_ceil(16)
         * 16;
     let cv = if g.nhwc { v } else { 1 };
-    let bytes = data + 2560 * cv;
+    let bytes = data + 2560 * cv + if forward { 1024 } else { 0 };
     if bytes > FUSED_MAX_SHARED || bytes > props.max_shared_per_block_optin as u64 / 2 {
         return None;
     }
@@ -425,6 +436,56 @@ pub fn plan_batch_norm_fwd(
     }
     let lname = layout_name(&g);
     if mode.batch_stats {
+        let vec = vec_ok(&g, desc.dtype, &[ptrs.x, ptrs.y]);
+        if let Some(fg) = fused_geom(&g, vec, desc.dtype, props, true) {
+            let access = if vec { "vec" } else { "scalar" };
+            let kernel = format!(
+                "warpnorm_batch_norm_fwd_{}_{}params_fused_{lname}_{access}",
+                desc.dtype, desc.param_dtype
+            );
+            let args = WnBatchNormFusedFwdArgs {
+                x: ptrs.x,
+                y: ptrs.y,
+                gamma: fin.gamma,
+                beta: fin.beta,
+                running_mean: fin.running_mean,
+                running_var: fin.running_var,
+                save_mean: fin.save_mean,
+                save_invstd: fin.save_invstd,
+                counter: fin.counter,
+                n: g.n as i64,
+                c: g.c as i64,
+                s: g.s as i64,
+                momentum: fin.momentum,
+                eps: fin.eps,
+                flags: fin.flags,
+                _pad: 0,
+            };
+            plan.push(Launch::new(
+                kernel.clone(),
+                [grid_dim(fg.grid[0], &kernel)?, 1, 1],
+                [fg.block[0], fg.block[1], 1],
+                fg.chunk as u32,
+                &args,
+            ));
+            // The counter is read by every block above; bump it afterwards (one thread).
+            if let Some(counter) = counter {
+                fin.counter_bump = counter;
+                fin.count = 0;
+                fin.c = 1;
+                plan.push(Launch::new(
+                    finalize_kernel.clone(),
+                    [1, 1, 1],
+                    [FINALIZE_BLOCK, 1, 1],
+                    0,
+                    &fin,
+                ));
+            }
+            plan.check(props)?;
+            return Ok(plan);
+        }
+    }
+    if mode.batch_stats {
         let vec = vec_ok(&g, desc.dtype, &[ptrs.x]);
         let rg = reduce_geom(&g, vec, desc.dtype, props);
         let args = WnBatchNormReduceArgs {
@@ -533,7 +594,7 @@ pub fn plan_batch_norm_bwd(
     let lname = layout_name(&g);
     if !frozen {
         let vec = vec_ok(&g, desc.dtype, &[ptrs.x, ptrs.dy, ptrs.dx]);
-        if let Some(fg) = fused_geom(&g, vec, desc.dtype, props) {
+        if let Some(fg) = fused_geom(&g, vec, desc.dtype, props, false) {
             let access = if vec { "vec" } else { "scalar" };
             let kernel = format!(
                 "warpnorm_batch_norm_bwd_{}_{}params_fused_{lname}_{access}",
