@@ -13,7 +13,7 @@ Usage (from the repository root, in a venv with scripts/requirements-fixtures.tx
 
 Determinism: every case draws from its own generator seeded by crc32(case name), torch runs with
 one thread (the CPU batch-norm kernels split reductions by thread count), and JSON is written with
-a fixed key order.
+a fixed key order. Style: `ruff format --line-length 100`, `ruff check --line-length 100`.
 """
 
 import argparse
@@ -159,8 +159,19 @@ def ln_params(gen, d_shape, dtype, affine=True, bias=True):
     return gamma, beta
 
 
-def ln_random(name, desc, x_shape, ns, x_dtype, p_dtype=None, affine=True, bias=True, eps=1e-5,
-              scale=1.0, offset=0.0):
+def ln_random(
+    name,
+    desc,
+    x_shape,
+    ns,
+    x_dtype,
+    p_dtype=None,
+    affine=True,
+    bias=True,
+    eps=1e-5,
+    scale=1.0,
+    offset=0.0,
+):
     gen = gen_for(name)
     x = randn(gen, x_shape, x_dtype, scale=scale, offset=offset)
     gamma, beta = ln_params(gen, ns, p_dtype or x_dtype, affine, bias)
@@ -183,12 +194,24 @@ def layer_norm_cases():
     for dt in (F16, BF16):
         for m, d in ((5, 32), (33, 7), (2, 1000) if dt == BF16 else (2, 500)):
             nm = f"{DTYPE_NAMES[dt]}_f32params_m{m}_d{d}"
-            add(ln_random(nm, f"{DTYPE_NAMES[dt]} activations, f32 gamma/beta", (m, d), (d,), dt, F32))
+            add(
+                ln_random(
+                    nm, f"{DTYPE_NAMES[dt]} activations, f32 gamma/beta", (m, d), (d,), dt, F32
+                )
+            )
     # normalized_shape with two dims (leading dims flattened into rows).
     add(ln_random("f32_ns2d", "x (3,4,6), normalized_shape (4,6)", (3, 4, 6), (4, 6), F32))
     add(ln_random("bf16_ns2d", "x (2,3,5,7), normalized_shape (5,7)", (2, 3, 5, 7), (5, 7), BF16))
-    add(ln_random("f16_f32params_ns2d", "x (2,3,4,8) f16, normalized_shape (4,8), f32 params",
-                  (2, 3, 4, 8), (4, 8), F16, F32))
+    add(
+        ln_random(
+            "f16_f32params_ns2d",
+            "x (2,3,4,8) f16, normalized_shape (4,8), f32 params",
+            (2, 3, 4, 8),
+            (4, 8),
+            F16,
+            F32,
+        )
+    )
     # elementwise_affine=False, bias=False.
     for dt in (F32, F16):
         nm = f"{DTYPE_NAMES[dt]}_no_affine"
@@ -206,23 +229,39 @@ def layer_norm_cases():
         x[1, 5] = float("inf")
         x[2, 0] = float("-inf")
         gamma, beta = ln_params(gen, (16,), dt)
-        add(layer_norm_case(nm, "row 0 has a NaN, row 1 +Inf, row 2 -Inf, row 3 finite",
-                            x, (16,), gamma, beta))
+        add(
+            layer_norm_case(
+                nm, "row 0 has a NaN, row 1 +Inf, row 2 -Inf, row 3 finite", x, (16,), gamma, beta
+            )
+        )
     # Large offset with small spread: 1e4 + N(0,1) (defeats E[x^2] - E[x]^2).
     for dt, m, d in ((F32, 4, 64), (F32, 2, 1000), (F16, 4, 64), (BF16, 4, 64)):
         nm = f"{DTYPE_NAMES[dt]}_offset1e4_m{m}_d{d}"
         add(ln_random(nm, "1e4 + N(0,1), rounded to the dtype", (m, d), (d,), dt, offset=1e4))
     add(ln_random("f32_offset1e6_d256", "1e6 + N(0,1)", (2, 256), (256,), F32, offset=1e6))
     # fp16 near the top of its range: the arithmetic must be in fp32.
-    x = torch.tensor([[60000, -60000, 0, 0],
-                      [60000, 60000, 60000, -60000],
-                      [65504, 65504, 65504, 65504],
-                      [-65504, 65504, 1, -1]], dtype=F64).to(F16)
+    x = torch.tensor(
+        [
+            [60000, -60000, 0, 0],
+            [60000, 60000, 60000, -60000],
+            [65504, 65504, 65504, 65504],
+            [-65504, 65504, 1, -1],
+        ],
+        dtype=F64,
+    ).to(F16)
     gen = gen_for("f16_near_max")
     gamma, beta = ln_params(gen, (4,), F16)
     add(layer_norm_case("f16_near_max", "fp16 rows with +-60000 and +-65504", x, (4,), gamma, beta))
-    add(layer_norm_case("f16_near_max_f32params", "fp16 rows with +-60000, f32 params", x, (4,),
-                        gamma.to(F32), beta.to(F32)))
+    add(
+        layer_norm_case(
+            "f16_near_max_f32params",
+            "fp16 rows with +-60000, f32 params",
+            x,
+            (4,),
+            gamma.to(F32),
+            beta.to(F32),
+        )
+    )
     add(layer_norm_case("f16_near_max_no_affine", "fp16 rows with +-60000, no affine", x, (4,)))
     # fp32 row [1e30, -1e30, 0, 0]: torch's fp32 variance overflows (rstd 0, y 0); f64 does not.
     x = torch.tensor([[1e30, -1e30, 0, 0], [1.0, 2.0, 3.0, 4.0]], dtype=F32)
@@ -234,8 +273,18 @@ def layer_norm_cases():
     x = torch.tensor([[3.0, 3.0, 3.0, 3.0, 3.0], [-0.0, 0.0, -0.0, 0.0, -0.0]], dtype=F32)
     gen = gen_for("f32_constant_rows")
     gamma, beta = ln_params(gen, (5,), F32)
-    add(layer_norm_case("f32_constant_rows", "constant rows (var 0) and signed zeros", x, (5,),
-                        gamma, beta))
+    add(
+        layer_norm_case(
+            "f32_constant_rows", "constant rows (var 0) and signed zeros", x, (5,), gamma, beta
+        )
+    )
+    # Constant rows in half precision: exact answer y = beta; torch's fp16/bf16 CPU kernel
+    # computes x * rstd + (-mean * rstd) in fp32 and leaves a residue when |mean| * rstd is large.
+    for dt in (F16, BF16):
+        nm = f"{DTYPE_NAMES[dt]}_constant_rows"
+        x = torch.tensor([[60000.0] * 8, [10000.3] * 8, [0.1] * 8, [-3.0] * 8], dtype=F64).to(dt)
+        gamma, beta = ln_params(gen_for(nm), (8,), dt)
+        add(layer_norm_case(nm, "constant rows (var 0): exact y = beta", x, (8,), gamma, beta))
     # Degenerate sizes.
     add(ln_random("f32_d1", "D = 1 (y = beta, dx = 0)", (6, 1), (1,), F32))
     add(ln_random("f16_d1", "D = 1, fp16", (6, 1), (1,), F16))
@@ -344,8 +393,20 @@ def bn_step(m, x, dy, layout):
     return None, res
 
 
-def batch_norm_case(name, desc, steps, c, x_dtype, p_dtype=None, eps=1e-5, momentum=0.1,
-                    affine=True, track=True, layout="contiguous", init=None):
+def batch_norm_case(
+    name,
+    desc,
+    steps,
+    c,
+    x_dtype,
+    p_dtype=None,
+    eps=1e-5,
+    momentum=0.1,
+    affine=True,
+    track=True,
+    layout="contiguous",
+    init=None,
+):
     """`steps`: list of (training, x) with x in x_dtype (logical shape, contiguous).
 
     dy for each step is drawn from the case's generator. `init` optionally sets
@@ -381,14 +442,16 @@ def batch_norm_case(name, desc, steps, c, x_dtype, p_dtype=None, eps=1e-5, momen
         err, res = bn_step(m, x, dy, layout)
         err64, res64 = bn_step(m64, x.to(F64), dy.to(F64), layout)
         assert (err is None) == (err64 is None), (err, err64)
-        records.append({
-            "training": training,
-            "x": enc(x, layout),
-            "dy": enc(dy, layout),
-            "error": err,
-            "torch": res,
-            "f64": res64,
-        })
+        records.append(
+            {
+                "training": training,
+                "x": enc(x, layout),
+                "dy": enc(dy, layout),
+                "error": err,
+                "torch": res,
+                "f64": res64,
+            }
+        )
     config = {
         "module": module,
         "num_features": c,
@@ -444,30 +507,98 @@ def batch_norm_cases():
     add(bn_random("bn1d_nc_f32", f"BatchNorm1d (8,5), {seq}", (8, 5), F32))
     add(bn_random("bn1d_ncl_f32", f"BatchNorm1d (4,3,7), {seq}", (4, 3, 7), F32))
     add(bn_random("bn2d_f32", f"BatchNorm2d (2,4,3,5), {seq}", (2, 4, 3, 5), F32))
-    add(bn_random("bn2d_f32_channels_last", f"BatchNorm2d (2,4,3,5) channels_last, {seq}",
-                  (2, 4, 3, 5), F32, layout="channels_last"))
+    add(
+        bn_random(
+            "bn2d_f32_channels_last",
+            f"BatchNorm2d (2,4,3,5) channels_last, {seq}",
+            (2, 4, 3, 5),
+            F32,
+            layout="channels_last",
+        )
+    )
     add(bn_random("bn3d_f32", f"BatchNorm3d (2,3,2,3,4), {seq}", (2, 3, 2, 3, 4), F32))
-    add(bn_random("bn3d_f32_channels_last_3d", f"BatchNorm3d (2,3,2,3,4) channels_last_3d, {seq}",
-                  (2, 3, 2, 3, 4), F32, layout="channels_last_3d"))
-    add(bn_random("bn1d_ncl_f32_wide", "BatchNorm1d (16,4,32), one training step", (16, 4, 32),
-                  F32, n_train=1, n_eval=0))
+    add(
+        bn_random(
+            "bn3d_f32_channels_last_3d",
+            f"BatchNorm3d (2,3,2,3,4) channels_last_3d, {seq}",
+            (2, 3, 2, 3, 4),
+            F32,
+            layout="channels_last_3d",
+        )
+    )
+    add(
+        bn_random(
+            "bn1d_ncl_f32_wide",
+            "BatchNorm1d (16,4,32), one training step",
+            (16, 4, 32),
+            F32,
+            n_train=1,
+            n_eval=0,
+        )
+    )
     # Momentum variants and statistics options.
-    add(bn_random("bn2d_f32_cumulative", f"momentum=None (cumulative average), {seq}",
-                  (2, 3, 2, 3), F32, momentum=None))
-    add(bn_random("bn2d_f32_no_track", "track_running_stats=False: 1 training, 2 eval steps "
-                  "(batch statistics in eval)", (2, 3, 2, 3), F32, n_train=1, n_eval=2, track=False))
+    add(
+        bn_random(
+            "bn2d_f32_cumulative",
+            f"momentum=None (cumulative average), {seq}",
+            (2, 3, 2, 3),
+            F32,
+            momentum=None,
+        )
+    )
+    add(
+        bn_random(
+            "bn2d_f32_no_track",
+            "track_running_stats=False: 1 training, 2 eval steps (batch statistics in eval)",
+            (2, 3, 2, 3),
+            F32,
+            n_train=1,
+            n_eval=2,
+            track=False,
+        )
+    )
     add(bn_random("bn1d_ncl_f32_no_affine", f"affine=False, {seq}", (3, 4, 5), F32, affine=False))
-    add(bn_random("bn2d_f32_eps1e-3_momentum0.3", f"eps 1e-3, momentum 0.3, {seq}", (2, 3, 2, 2),
-                  F32, eps=1e-3, momentum=0.3))
+    add(
+        bn_random(
+            "bn2d_f32_eps1e-3_momentum0.3",
+            f"eps 1e-3, momentum 0.3, {seq}",
+            (2, 3, 2, 2),
+            F32,
+            eps=1e-3,
+            momentum=0.3,
+        )
+    )
     # Mixed dtypes: half input, fp32 params and running stats.
-    add(bn_random("bn2d_f16_f32params", f"f16 input, f32 params/stats, {seq}", (2, 4, 3, 5), F16,
-                  F32))
-    add(bn_random("bn2d_f16_f32params_channels_last", f"f16 channels_last, f32 params, {seq}",
-                  (2, 4, 3, 5), F16, F32, layout="channels_last"))
-    add(bn_random("bn1d_ncl_bf16_f32params", f"bf16 input, f32 params/stats, {seq}", (4, 3, 7),
-                  BF16, F32))
-    add(bn_random("bn3d_bf16_f32params_channels_last_3d", f"bf16 channels_last_3d, f32 params, "
-                  f"{seq}", (2, 3, 2, 2, 3), BF16, F32, layout="channels_last_3d"))
+    add(
+        bn_random(
+            "bn2d_f16_f32params", f"f16 input, f32 params/stats, {seq}", (2, 4, 3, 5), F16, F32
+        )
+    )
+    add(
+        bn_random(
+            "bn2d_f16_f32params_channels_last",
+            f"f16 channels_last, f32 params, {seq}",
+            (2, 4, 3, 5),
+            F16,
+            F32,
+            layout="channels_last",
+        )
+    )
+    add(
+        bn_random(
+            "bn1d_ncl_bf16_f32params", f"bf16 input, f32 params/stats, {seq}", (4, 3, 7), BF16, F32
+        )
+    )
+    add(
+        bn_random(
+            "bn3d_bf16_f32params_channels_last_3d",
+            f"bf16 channels_last_3d, f32 params, {seq}",
+            (2, 3, 2, 2, 3),
+            BF16,
+            F32,
+            layout="channels_last_3d",
+        )
+    )
     # Same-dtype half params (torch keeps running stats and saved stats in the half dtype).
     add(bn_random("bn2d_f16", f"f16 input and f16 params/stats, {seq}", (2, 3, 2, 3), F16))
     add(bn_random("bn2d_bf16", f"bf16 input and bf16 params/stats, {seq}", (2, 3, 2, 3), BF16))
@@ -479,49 +610,136 @@ def batch_norm_cases():
         steps[0][1][0, 2, 2, 1] = float("inf")
         steps[2][1][0, 0, 1, 1] = float("-inf")
         steps[2][1][1, 3, 0, 0] = float("nan")
-        add(batch_norm_case(nm, "train step 1: NaN in channel 1, +Inf in channel 2; train step 2 "
-                            "clean; eval: -Inf in channel 0, NaN in channel 3", steps, 4, dt, pdt))
+        add(
+            batch_norm_case(
+                nm,
+                "train step 1: NaN in channel 1, +Inf in channel 2; train step 2 "
+                "clean; eval: -Inf in channel 0, NaN in channel 3",
+                steps,
+                4,
+                dt,
+                pdt,
+            )
+        )
     # Large offsets.
     add(bn_random("bn1d_ncl_f32_offset1e4", f"1e4 + N(0,1), {seq}", (8, 3, 8), F32, offset=1e4))
-    add(bn_random("bn2d_f16_f32params_offset1e4", f"f16 1e4 + N(0,1), f32 params, {seq}",
-                  (4, 3, 4, 4), F16, F32, offset=1e4))
-    add(bn_random("bn1d_ncl_f32_offset1e6", "1e6 + N(0,1), 2 training steps", (8, 2, 16), F32,
-                  n_train=2, n_eval=0, offset=1e6))
+    add(
+        bn_random(
+            "bn2d_f16_f32params_offset1e4",
+            f"f16 1e4 + N(0,1), f32 params, {seq}",
+            (4, 3, 4, 4),
+            F16,
+            F32,
+            offset=1e4,
+        )
+    )
+    add(
+        bn_random(
+            "bn1d_ncl_f32_offset1e6",
+            "1e6 + N(0,1), 2 training steps",
+            (8, 2, 16),
+            F32,
+            n_train=2,
+            n_eval=0,
+            offset=1e6,
+        )
+    )
     # Tiny reductions: N * spatial = 2.
-    add(bn_random("bn1d_nc_f32_two_values", f"BatchNorm1d (2,3): 2 values per channel, {seq}",
-                  (2, 3), F32))
-    add(bn_random("bn2d_f32_two_values", f"BatchNorm2d (1,3,1,2): 2 values per channel, {seq}",
-                  (1, 3, 1, 2), F32))
+    add(
+        bn_random(
+            "bn1d_nc_f32_two_values", f"BatchNorm1d (2,3): 2 values per channel, {seq}", (2, 3), F32
+        )
+    )
+    add(
+        bn_random(
+            "bn2d_f32_two_values",
+            f"BatchNorm2d (1,3,1,2): 2 values per channel, {seq}",
+            (1, 3, 1, 2),
+            F32,
+        )
+    )
     # One value per channel in training: torch raises (and still counts the batch).
     gen = gen_for("bn1d_one_value_error/x")
     x = torch.randn((1, 3), generator=gen, dtype=F64).to(F32)
-    add(batch_norm_case("bn1d_one_value_error", "x (1,3): training raises; the same x in eval "
-                        "works", [(True, x), (False, x)], 3, F32))
+    add(
+        batch_norm_case(
+            "bn1d_one_value_error",
+            "x (1,3): training raises; the same x in eval works",
+            [(True, x), (False, x)],
+            3,
+            F32,
+        )
+    )
     x = torch.randn((1, 3, 1, 1), generator=gen, dtype=F64).to(F32)
-    add(batch_norm_case("bn2d_one_value_error", "x (1,3,1,1): training raises",
-                        [(True, x)], 3, F32))
+    add(
+        batch_norm_case("bn2d_one_value_error", "x (1,3,1,1): training raises", [(True, x)], 3, F32)
+    )
     # Empty batches in training.
     steps = bn_batches("bn2d_empty_batch", (2, 3, 2, 2), F32, n_train=1, n_eval=0)
     steps.append((True, torch.zeros((0, 3, 2, 2), dtype=F32)))
     steps.append((False, torch.zeros((0, 3, 2, 2), dtype=F32)))
-    add(batch_norm_case("bn2d_empty_batch", "one training step, then N=0 in training (running "
-                        "stats unchanged, counter incremented), then N=0 in eval", steps, 3, F32))
+    add(
+        batch_norm_case(
+            "bn2d_empty_batch",
+            "one training step, then N=0 in training (running "
+            "stats unchanged, counter incremented), then N=0 in eval",
+            steps,
+            3,
+            F32,
+        )
+    )
     steps = bn_batches("bn2d_empty_spatial", (2, 3, 2, 2), F32, n_train=1, n_eval=0)
     steps.append((True, torch.zeros((2, 3, 0, 4), dtype=F32)))
-    add(batch_norm_case("bn2d_empty_spatial", "one training step, then H=0 in training", steps, 3,
-                        F32))
+    add(
+        batch_norm_case(
+            "bn2d_empty_spatial", "one training step, then H=0 in training", steps, 3, F32
+        )
+    )
     # The worked examples of SEMANTICS.md (C = 1).
-    add(batch_norm_case("example_124_momentum0.1", "x=[1,2,4], momentum 0.1",
-                        [(True, t64([[1], [2], [4]]).to(F32))], 1, F32))
-    add(batch_norm_case("example_momentum0.3", "batches [1,2,4], [3,5], momentum 0.3",
-                        [(True, t64([[1], [2], [4]]).to(F32)), (True, t64([[3], [5]]).to(F32))],
-                        1, F32, momentum=0.3))
-    add(batch_norm_case("example_cumulative", "batches [1,2,4], [3,5], [0,10,20,30], momentum=None",
-                        [(True, t64([[1], [2], [4]]).to(F32)), (True, t64([[3], [5]]).to(F32)),
-                         (True, t64([[0], [10], [20], [30]]).to(F32))], 1, F32, momentum=None))
-    add(batch_norm_case("example_eval", "eval x=3 with running mean 1, var 4",
-                        [(False, t64([[3]]).to(F32))], 1, F32, affine=False,
-                        init=(t64([1]), t64([4]))))
+    add(
+        batch_norm_case(
+            "example_124_momentum0.1",
+            "x=[1,2,4], momentum 0.1",
+            [(True, t64([[1], [2], [4]]).to(F32))],
+            1,
+            F32,
+        )
+    )
+    add(
+        batch_norm_case(
+            "example_momentum0.3",
+            "batches [1,2,4], [3,5], momentum 0.3",
+            [(True, t64([[1], [2], [4]]).to(F32)), (True, t64([[3], [5]]).to(F32))],
+            1,
+            F32,
+            momentum=0.3,
+        )
+    )
+    add(
+        batch_norm_case(
+            "example_cumulative",
+            "batches [1,2,4], [3,5], [0,10,20,30], momentum=None",
+            [
+                (True, t64([[1], [2], [4]]).to(F32)),
+                (True, t64([[3], [5]]).to(F32)),
+                (True, t64([[0], [10], [20], [30]]).to(F32)),
+            ],
+            1,
+            F32,
+            momentum=None,
+        )
+    )
+    add(
+        batch_norm_case(
+            "example_eval",
+            "eval x=3 with running mean 1, var 4",
+            [(False, t64([[3]]).to(F32))],
+            1,
+            F32,
+            affine=False,
+            init=(t64([1]), t64([4])),
+        )
+    )
     return cases
 
 
@@ -530,8 +748,10 @@ def check_batch_norm_semantics(cases):
     c = dict(cases)
 
     def close(got, want, tol=1e-5):
-        assert len(got) == len(want) and all(abs(g - w) <= tol for g, w in zip(got, want)), (got,
-                                                                                             want)
+        assert len(got) == len(want) and all(abs(g - w) <= tol for g, w in zip(got, want)), (
+            got,
+            want,
+        )
 
     s = c["example_124_momentum0.1"]["steps"][0]
     for k in ("torch", "f64"):
@@ -549,8 +769,9 @@ def check_batch_norm_semantics(cases):
     close([dec(st["f64"]["running_var"])[0] for st in steps], [7 / 3, 13 / 6, 57], 1e-12)
     close(dec(c["example_eval"]["steps"][0]["torch"]["y"]), [0.99999875], 1e-7)
     st = c["bn1d_one_value_error"]["steps"][0]
-    assert st["error"] == ("Expected more than 1 value per channel when training, got input size "
-                           "torch.Size([1, 3])"), st["error"]
+    assert st["error"] == (
+        "Expected more than 1 value per channel when training, got input size torch.Size([1, 3])"
+    ), st["error"]
     steps = c["bn2d_empty_batch"]["steps"]
     assert steps[1]["error"] is None and dec(steps[1]["torch"]["y"]) == []
     assert steps[1]["torch"]["running_mean"] == steps[0]["torch"]["running_mean"]
@@ -598,10 +819,36 @@ def generate():
         "format_version": FORMAT_VERSION,
         "torch_version": torch.__version__,
         "generator": "scripts/gen_fixtures.py",
-        "cases": {op: [n for n, _ in cases] for op, cases in (("layer_norm", ln), ("batch_norm", bn))},
+        "cases": {
+            op: [n for n, _ in cases] for op, cases in (("layer_norm", ln), ("batch_norm", bn))
+        },
     }
     files["manifest.json"] = render(manifest) + "\n"
+    files["CASES.md"] = cases_table(ln, bn, files)
     return files
+
+
+def cases_table(ln, bn, files):
+    """Markdown list of every case with its description and file size (generated)."""
+    lines = [
+        "# Fixture cases (generated by scripts/gen_fixtures.py; do not edit)",
+        "",
+        f"torch {torch.__version__}. Format: README.md.",
+    ]
+    for op, cases in (("layer_norm", ln), ("batch_norm", bn)):
+        lines += [
+            "",
+            f"## {op}",
+            "",
+            "| case | dtypes | description | bytes |",
+            "|---|---|---|---|",
+        ]
+        for name, case in cases:
+            cfg = case["config"]
+            dts = cfg["x_dtype"] + ("/" + cfg["param_dtype"] if cfg["param_dtype"] else "")
+            size = len(files[f"{op}/{name}.json"])
+            lines.append(f"| {name} | {dts} | {case['description']} | {size} |")
+    return "\n".join(lines) + "\n"
 
 
 def main():
@@ -614,8 +861,12 @@ def main():
         bad = []
         for rel, text in files.items():
             path = os.path.join(args.out, rel)
-            if not os.path.exists(path) or open(path, encoding="utf-8").read() != text:
+            if not os.path.exists(path):
                 bad.append(rel)
+                continue
+            with open(path, encoding="utf-8") as fh:
+                if fh.read() != text:
+                    bad.append(rel)
         for op in ("layer_norm", "batch_norm"):
             d = os.path.join(args.out, op)
             for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:

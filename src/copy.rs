@@ -32,7 +32,9 @@ pub fn plan_copy(src: u64, dst: u64, n_bytes: u64, props: &DeviceProps) -> Resul
     if src < dst_end && dst < src_end {
         return Err(Error::invalid(
             "copy ranges",
-            format!("source [{src:#x}, {src_end:#x}) overlaps destination [{dst:#x}, {dst_end:#x})"),
+            format!(
+                "source [{src:#x}, {src_end:#x}) overlaps destination [{dst:#x}, {dst_end:#x})"
+            ),
         ));
     }
     let vec16 = src % 16 == 0 && dst % 16 == 0;

@@ -130,7 +130,10 @@ impl Launch {
     pub fn check(&self, props: &DeviceProps) -> Result<()> {
         let bad = |m: String| Err(Error::invalid(format!("launch of {}", self.kernel), m));
         if self.grid.contains(&0) || self.block.contains(&0) {
-            return bad(format!("empty grid {:?} or block {:?}", self.grid, self.block));
+            return bad(format!(
+                "empty grid {:?} or block {:?}",
+                self.grid, self.block
+            ));
         }
         if self.threads_per_block() > props.max_threads_per_block as u64 {
             return bad(format!(

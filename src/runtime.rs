@@ -5,9 +5,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::{
-    result::DriverError, sys, CudaContext, CudaFunction, CudaModule, CudaStream,
-};
+use cudarc::driver::{result::DriverError, sys, CudaContext, CudaFunction, CudaModule, CudaStream};
 
 use crate::device::DeviceProps;
 use crate::kernels;
@@ -59,7 +57,9 @@ pub fn context(ordinal: usize) -> Result<Arc<CudaContext>> {
             "device {ordinal} requested but only {n} present"
         )));
     }
-    CudaContext::new(ordinal).map_err(Error::driver(format!("creating a context on device {ordinal}")))
+    CudaContext::new(ordinal).map_err(Error::driver(format!(
+        "creating a context on device {ordinal}"
+    )))
 }
 
 fn no_image(ctx: &CudaContext, e: DriverError) -> Error {
@@ -130,7 +130,9 @@ impl Loaded {
                 sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 max,
             )
-            .map_err(Error::driver(format!("raising {name}'s shared memory limit")))?;
+            .map_err(Error::driver(format!(
+                "raising {name}'s shared memory limit"
+            )))?;
         }
         fns.insert(name.to_string(), f.clone());
         Ok(f)

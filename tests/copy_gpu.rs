@@ -17,7 +17,11 @@ fn copy_on_gpu_round_trips() {
         let mut dst2 = stream.alloc_zeros::<f32>(n + 1).unwrap();
         let mut view = dst2.slice_mut(1..);
         warpnorm::copy::copy(&stream, &src, &mut view).unwrap();
-        assert_eq!(&stream.clone_dtoh(&dst2).unwrap()[1..], &data[..], "n={n} offset");
+        assert_eq!(
+            &stream.clone_dtoh(&dst2).unwrap()[1..],
+            &data[..],
+            "n={n} offset"
+        );
     }
 }
 
@@ -29,5 +33,15 @@ fn copy_rejects_length_mismatch_before_launch() {
     let src = stream.clone_htod(&[1.0f32, 2.0]).unwrap();
     let mut dst = stream.alloc_zeros::<f32>(3).unwrap();
     let err = warpnorm::copy::copy(&stream, &src, &mut dst).unwrap_err();
-    assert!(matches!(err, warpnorm::Error::Length { expected: 2, given: 3, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            warpnorm::Error::Length {
+                expected: 2,
+                given: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }

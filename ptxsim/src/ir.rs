@@ -4,6 +4,9 @@
 use crate::num::{IRnd, Rnd};
 use crate::types::{Space, Ty};
 
+/// Call target of an ignored external function (`vprintf`): return slots are zeroed.
+pub(crate) const BUILTIN_IGNORE: u32 = u32::MAX;
+
 /// "No register" marker for optional destinations.
 pub(crate) const NOREG: u32 = u32::MAX;
 
@@ -204,6 +207,8 @@ pub(crate) enum Kind {
         b: Opd,
         c: Option<(Opd, bool, BoolOp)>,
         set_ty: Option<Ty>,
+        /// `.f16x2`/`.bf16x2`: `p` from the low halves, `q` from the high halves.
+        packed: bool,
     },
     /// `mov.bN d, {a, b, ..}`: pack `n` fields of `w` bits.
     Pack {
@@ -246,6 +251,27 @@ pub(crate) enum Kind {
         b: Opd,
         c: Opd,
     },
+    /// Extended-precision arithmetic with the carry flag register `cc`
+    /// (op: 0 add, 1 sub, 2 mad.lo, 3 mad.hi).
+    Carry {
+        op: u8,
+        ty: Ty,
+        d: u32,
+        s: [Opd; 3],
+        cc: u32,
+        cin: bool,
+        cout: bool,
+    },
+    /// `cp.async` global -> shared, executed synchronously (the copy is complete before the
+    /// next instruction, which is a legal schedule of the asynchronous copy).
+    CpAsync {
+        dst: Opd,
+        doff: i64,
+        src: Opd,
+        soff: i64,
+        size: u8,
+        src_size: Option<Opd>,
+    },
     Bra {
         t: u32,
     },
@@ -265,8 +291,18 @@ pub(crate) enum Kind {
     },
     Call {
         target: u32,
+        /// Callee index in `Kernel::frames`.
+        func: u32,
         args: Vec<Copy3>,
         rets: Vec<Copy3>,
+    },
+    /// Indirect call through a function address in a register.
+    CallInd {
+        f: Opd,
+        /// (local offset, size) of each argument `.param` in the caller.
+        args: Vec<(u32, u32)>,
+        /// (local offset, size) of each result `.param` in the caller.
+        rets: Vec<(u32, u32)>,
     },
     Ret,
     Exit,
@@ -282,4 +318,93 @@ pub(crate) struct Instr {
     pub guard: u32,
     pub neg: bool,
     pub line: u32,
+}
+
+impl Kind {
+    /// Calls `f` on every source/address operand (used to patch placeholders after lowering).
+    pub(crate) fn for_each_opd_mut(&mut self, f: &mut dyn FnMut(&mut Opd)) {
+        match self {
+            Kind::Alu { s, .. } | Kind::Pack { s, .. } => s.iter_mut().for_each(f),
+            Kind::Setp { a, b, c, .. } => {
+                f(a);
+                f(b);
+                if let Some((c, _, _)) = c {
+                    f(c);
+                }
+            }
+            Kind::Unpack { s, .. } => f(s),
+            Kind::CallInd { f: t, .. } => f(t),
+            Kind::Carry { s, .. } => s.iter_mut().for_each(f),
+            Kind::CpAsync {
+                dst, src, src_size, ..
+            } => {
+                f(dst);
+                f(src);
+                if let Some(s) = src_size {
+                    f(s);
+                }
+            }
+            Kind::Ld { a, .. } => f(a),
+            Kind::St { s, a, .. } => {
+                s.iter_mut().for_each(&mut *f);
+                f(a);
+            }
+            Kind::Atom { a, b, c, .. } => {
+                f(a);
+                f(b);
+                f(c);
+            }
+            Kind::Bar { id, cnt, src, .. } => {
+                f(id);
+                if let Some(c) = cnt {
+                    f(c);
+                }
+                if let Some((s, _)) = src {
+                    f(s);
+                }
+            }
+            Kind::Sync { op, mask } => {
+                f(mask);
+                match op {
+                    SyncOp::Shfl { a, b, c, .. } => {
+                        f(a);
+                        f(b);
+                        f(c);
+                    }
+                    SyncOp::Vote { s, .. } | SyncOp::Redux { s, .. } | SyncOp::Match { s, .. } => {
+                        f(s)
+                    }
+                    SyncOp::BarWarp | SyncOp::Elect { .. } => {}
+                }
+            }
+            Kind::Activemask { .. }
+            | Kind::Bra { .. }
+            | Kind::Call { .. }
+            | Kind::Ret
+            | Kind::Exit
+            | Kind::Trap
+            | Kind::Nop => {}
+        }
+    }
+}
+
+impl Kind {
+    /// True for instructions after which every lane of the group simply continues at pc+1.
+    #[inline]
+    pub(crate) fn is_simple(&self) -> bool {
+        matches!(
+            self,
+            Kind::Alu { .. }
+                | Kind::Setp { .. }
+                | Kind::Pack { .. }
+                | Kind::Unpack { .. }
+                | Kind::Ld { .. }
+                | Kind::St { .. }
+                | Kind::Atom { .. }
+                | Kind::Activemask { .. }
+                | Kind::Carry { .. }
+                | Kind::CpAsync { .. }
+                | Kind::Nop
+        )
+    }
 }

@@ -11,7 +11,7 @@ use common::isa::{row, run_cases, Case, Row, W};
 use common::Rng;
 use W::{B32, B64};
 
-const N: usize = 64;
+const N: usize = 256;
 const QNAN32: u64 = 0x7fff_ffff;
 const QNAN64: u64 = 0x7fff_ffff_ffff_ffff;
 
@@ -47,6 +47,11 @@ fn f32_rows(op: Op, mode: Mode, seed: u64) -> Vec<Row> {
         [f32::INFINITY, f32::NEG_INFINITY, 0.0],
         [f32::from_bits(0x7fc1_2345), 1.0, 1.0],
         [0.0, 0.0, 0.0],
+        // Subnormal inputs and results.
+        [1.5 * f32::MIN_POSITIVE, 0.7, 1e-39],
+        [1e-41, -3.3, 2e-41],
+        [f32::MIN_POSITIVE, -0.5, f32::MIN_POSITIVE],
+        [3e-39, 3e-39, -1e-45],
     ]);
     inputs
         .into_iter()
@@ -103,22 +108,49 @@ fn reference_sanity() {
     assert_eq!(f32_ref(Op::Div, 1.0, 3.0, 0.0, Mode::Rp), 0x3eaa_aaab);
     assert_eq!(f32_ref(Op::Div, -1.0, 3.0, 0.0, Mode::Rm), 0xbeaa_aaab);
     // f64 1/3: significand 0x5555555555555, next bit 0 -> rn truncates.
-    assert_eq!(f64_ref(Op::Div, 1.0, 3.0, 0.0, Mode::Rn), 0x3fd5_5555_5555_5555);
-    assert_eq!(f64_ref(Op::Div, 1.0, 3.0, 0.0, Mode::Rp), 0x3fd5_5555_5555_5556);
+    assert_eq!(
+        f64_ref(Op::Div, 1.0, 3.0, 0.0, Mode::Rn),
+        0x3fd5_5555_5555_5555
+    );
+    assert_eq!(
+        f64_ref(Op::Div, 1.0, 3.0, 0.0, Mode::Rp),
+        0x3fd5_5555_5555_5556
+    );
     // 1 + 2^-60 rounds to 1 except upward.
-    assert_eq!(f64_ref(Op::Add, 1.0, 2f64.powi(-60), 0.0, Mode::Rp), 0x3ff0_0000_0000_0001);
-    assert_eq!(f64_ref(Op::Add, 1.0, 2f64.powi(-60), 0.0, Mode::Rz), 0x3ff0_0000_0000_0000);
+    assert_eq!(
+        f64_ref(Op::Add, 1.0, 2f64.powi(-60), 0.0, Mode::Rp),
+        0x3ff0_0000_0000_0001
+    );
+    assert_eq!(
+        f64_ref(Op::Add, 1.0, 2f64.powi(-60), 0.0, Mode::Rz),
+        0x3ff0_0000_0000_0000
+    );
     // Overflow: toward zero gives MAX, to nearest gives inf.
-    assert_eq!(f32_ref(Op::Add, f32::MAX, f32::MAX, 0.0, Mode::Rz), 0x7f7f_ffff);
-    assert_eq!(f32_ref(Op::Add, f32::MAX, f32::MAX, 0.0, Mode::Rn), 0x7f80_0000);
-    assert_eq!(f32_ref(Op::Add, -f32::MAX, -f32::MAX, 0.0, Mode::Rp), 0xff7f_ffff);
+    assert_eq!(
+        f32_ref(Op::Add, f32::MAX, f32::MAX, 0.0, Mode::Rz),
+        0x7f7f_ffff
+    );
+    assert_eq!(
+        f32_ref(Op::Add, f32::MAX, f32::MAX, 0.0, Mode::Rn),
+        0x7f80_0000
+    );
+    assert_eq!(
+        f32_ref(Op::Add, -f32::MAX, -f32::MAX, 0.0, Mode::Rp),
+        0xff7f_ffff
+    );
     // Exact cancellation: -0 only when rounding toward minus infinity.
     assert_eq!(f32_ref(Op::Add, 1.0, -1.0, 0.0, Mode::Rm), 0x8000_0000);
     assert_eq!(f32_ref(Op::Add, 1.0, -1.0, 0.0, Mode::Rz), 0);
     // (1+e)^2 = 1 + 2e + e^2: the e^2 tail decides rp.
     let e = f64::EPSILON;
-    assert_eq!(f64_ref(Op::Fma, 1.0 + e, 1.0 + e, 0.0, Mode::Rn), b64(1.0 + 2.0 * e));
-    assert_eq!(f64_ref(Op::Fma, 1.0 + e, 1.0 + e, 0.0, Mode::Rp), b64(1.0 + 3.0 * e));
+    assert_eq!(
+        f64_ref(Op::Fma, 1.0 + e, 1.0 + e, 0.0, Mode::Rn),
+        b64(1.0 + 2.0 * e)
+    );
+    assert_eq!(
+        f64_ref(Op::Fma, 1.0 + e, 1.0 + e, 0.0, Mode::Rp),
+        b64(1.0 + 3.0 * e)
+    );
     // sqrt(2) f32 = 0x3fb504f3 (rn, rounded up from ...f3.33); rz = 0x3fb504f3.
     assert_eq!(f32_ref(Op::Sqrt, 2.0, 0.0, 0.0, Mode::Rn), 0x3fb5_04f3);
     assert_eq!(f32_ref(Op::Sqrt, 2.0, 0.0, 0.0, Mode::Rz), 0x3fb5_04f3);
@@ -128,10 +160,25 @@ fn reference_sanity() {
 #[test]
 fn f32_arith_every_rounding_mode() {
     let mut cases = Vec::new();
-    for (k, op) in [Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Fma, Op::Sqrt, Op::Rcp].into_iter().enumerate() {
+    for (k, op) in [
+        Op::Add,
+        Op::Sub,
+        Op::Mul,
+        Op::Div,
+        Op::Fma,
+        Op::Sqrt,
+        Op::Rcp,
+    ]
+    .into_iter()
+    .enumerate()
+    {
         for (j, mode) in MODES.into_iter().enumerate() {
             let b = body(op, mode, "f32");
-            cases.push(Case::new(b.clone(), b, [B32; 4]).rows(f32_rows(op, mode, (k * 4 + j) as u64)));
+            cases.push(Case::new(b.clone(), b, [B32; 4]).rows(f32_rows(
+                op,
+                mode,
+                (k * 4 + j) as u64,
+            )));
         }
     }
     run_cases(&cases);
@@ -140,10 +187,25 @@ fn f32_arith_every_rounding_mode() {
 #[test]
 fn f64_arith_every_rounding_mode() {
     let mut cases = Vec::new();
-    for (k, op) in [Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Fma, Op::Sqrt, Op::Rcp].into_iter().enumerate() {
+    for (k, op) in [
+        Op::Add,
+        Op::Sub,
+        Op::Mul,
+        Op::Div,
+        Op::Fma,
+        Op::Sqrt,
+        Op::Rcp,
+    ]
+    .into_iter()
+    .enumerate()
+    {
         for (j, mode) in MODES.into_iter().enumerate() {
             let b = body(op, mode, "f64");
-            cases.push(Case::new(b.clone(), b, [B64; 4]).rows(f64_rows(op, mode, 100 + (k * 4 + j) as u64)));
+            cases.push(Case::new(b.clone(), b, [B64; 4]).rows(f64_rows(
+                op,
+                mode,
+                100 + (k * 4 + j) as u64,
+            )));
         }
     }
     run_cases(&cases);
@@ -163,11 +225,32 @@ fn ftz_sat_min_max_abs_neg() {
             .row(b32(sub), b32(0.0), 0, 0)
             .row(b32(-sub), b32(-0.0), 0, 0x8000_0000)
             .row(b32(1.0), b32(sub), 0, b32(1.0)),
-        Case::new("mul.ftz.f32 (subnormal result)", "mul.ftz.f32 %d, %a, %b;", w)
-            .row(b32(2f32.powi(-100)), b32(2f32.powi(-30)), 0, 0)
-            .row(b32(-(2f32.powi(-100))), b32(2f32.powi(-30)), 0, 0x8000_0000),
-        Case::new("mul.rn.f32 (subnormal result)", "mul.rn.f32 %d, %a, %b;", w)
-            .row(b32(2f32.powi(-100)), b32(2f32.powi(-30)), 0, b32(t130)),
+        Case::new(
+            "mul.ftz.f32 (subnormal result)",
+            "mul.ftz.f32 %d, %a, %b;",
+            w,
+        )
+        .row(b32(2f32.powi(-100)), b32(2f32.powi(-30)), 0, 0)
+        .row(b32(-(2f32.powi(-100))), b32(2f32.powi(-30)), 0, 0x8000_0000),
+        Case::new("mul.rn.f32 (subnormal result)", "mul.rn.f32 %d, %a, %b;", w).row(
+            b32(2f32.powi(-100)),
+            b32(2f32.powi(-30)),
+            0,
+            b32(t130),
+        ),
+        Case::new("fma.rn.ftz.f32", "fma.rn.ftz.f32 %d, %a, %b, %c;", w)
+            .row(b32(sub), b32(1.0), b32(0.0), 0)
+            .row(b32(2f32.powi(-70)), b32(2f32.powi(-70)), b32(0.0), 0)
+            .row(b32(1.0), b32(1.0), b32(sub), b32(1.0)),
+        Case::new(
+            "setp.ftz.f32 (subnormal == 0)",
+            "setp.eq.ftz.f32 %p1, %a, %b;\nsetp.lt.ftz.f32 %p2, %b, %a;\nsetp.eq.f32 %p3, %a, %b;\n\
+             selp.u32 %r1, 1, 0, %p1;\nselp.u32 %r2, 2, 0, %p2;\nselp.u32 %r3, 4, 0, %p3;\nor.b32 %r1, %r1, %r2;\nor.b32 %d, %r1, %r3;",
+            w,
+        )
+        .row(b32(sub), 0, 0, 1)
+        .row(b32(-sub), 0, 0, 1)
+        .row(b32(f32::MIN_POSITIVE), 0, 0, 2),
         Case::new("add.sat.f32", "add.sat.f32 %d, %a, %b;", w)
             .row(b32(0.7), b32(0.7), 0, b32(1.0))
             .row(b32(-3.0), b32(1.0), 0, 0)
@@ -184,7 +267,12 @@ fn ftz_sat_min_max_abs_neg() {
             .row(b32(nan_in), b32(nan_in), 0, QNAN32)
             .row(b32(-0.0), b32(0.0), 0, 0x8000_0000)
             .row(b32(0.0), b32(-0.0), 0, 0x8000_0000)
-            .row(b32(f32::NEG_INFINITY), b32(-f32::MAX), 0, b32(f32::NEG_INFINITY)),
+            .row(
+                b32(f32::NEG_INFINITY),
+                b32(-f32::MAX),
+                0,
+                b32(f32::NEG_INFINITY),
+            ),
         Case::new("max.f32", "max.f32 %d, %a, %b;", w)
             .row(b32(1.0), b32(2.0), 0, b32(2.0))
             .row(b32(nan_in), b32(-2.0), 0, b32(-2.0))
@@ -197,7 +285,8 @@ fn ftz_sat_min_max_abs_neg() {
         Case::new("max.f64", "max.f64 %d, %a, %b;", [B64; 4])
             .row(b64(f64::NAN), b64(3.0), 0, b64(3.0))
             .row(b64(-0.0), b64(0.0), 0, 0)
-            .row(b64(1e300), b64(-1e300), 0, b64(1e300)),
+            .row(b64(1e300), b64(-1e300), 0, b64(1e300))
+            .row(b64(f64::NAN), b64(f64::NAN), 0, QNAN64),
         Case::new("min.f64", "min.f64 %d, %a, %b;", [B64; 4])
             .row(b64(3.0), b64(f64::NAN), 0, b64(3.0))
             .row(b64(0.0), b64(-0.0), 0, 1 << 63),
@@ -208,9 +297,13 @@ fn ftz_sat_min_max_abs_neg() {
         Case::new("neg.f32", "neg.f32 %d, %a;", w)
             .row(b32(1.5), 0, 0, b32(-1.5))
             .row(0, 0, 0, 0x8000_0000),
-        Case::new("abs.f64 / neg.f64", "abs.f64 %fd1, %a;\nneg.f64 %d, %fd1;", [B64; 4])
-            .row(b64(2.5), 0, 0, b64(-2.5))
-            .row(b64(-2.5), 0, 0, b64(-2.5)),
+        Case::new(
+            "abs.f64 / neg.f64",
+            "abs.f64 %fd1, %a;\nneg.f64 %d, %fd1;",
+            [B64; 4],
+        )
+        .row(b64(2.5), 0, 0, b64(-2.5))
+        .row(b64(-2.5), 0, 0, b64(-2.5)),
     ];
     run_cases(&cases);
 }
@@ -218,8 +311,6 @@ fn ftz_sat_min_max_abs_neg() {
 type Cmp32 = fn(f32, f32) -> bool;
 
 fn comparisons() -> Vec<(&'static str, Cmp32)> {
-    let nan = |a: f32, b: f32| a.is_nan() || b.is_nan();
-    let _ = nan;
     vec![
         ("eq", |a, b| a == b),
         ("ne", |a, b| a != b && !a.is_nan() && !b.is_nan()),
@@ -229,10 +320,10 @@ fn comparisons() -> Vec<(&'static str, Cmp32)> {
         ("ge", |a, b| a >= b),
         ("equ", |a, b| a == b || a.is_nan() || b.is_nan()),
         ("neu", |a, b| a != b),
-        ("ltu", |a, b| !(a >= b)),
-        ("leu", |a, b| !(a > b)),
-        ("gtu", |a, b| !(a <= b)),
-        ("geu", |a, b| !(a < b)),
+        ("ltu", |a, b| a < b || a.is_nan() || b.is_nan()),
+        ("leu", |a, b| a <= b || a.is_nan() || b.is_nan()),
+        ("gtu", |a, b| a > b || a.is_nan() || b.is_nan()),
+        ("geu", |a, b| a >= b || a.is_nan() || b.is_nan()),
         ("num", |a, b| !a.is_nan() && !b.is_nan()),
         ("nan", |a, b| a.is_nan() || b.is_nan()),
     ]
@@ -240,7 +331,16 @@ fn comparisons() -> Vec<(&'static str, Cmp32)> {
 
 #[test]
 fn setp_float_every_comparison_with_nan() {
-    let vals: [f32; 8] = [-1.0, 0.0, -0.0, 1.0, 2.5, f32::INFINITY, f32::NEG_INFINITY, f32::NAN];
+    let vals: [f32; 8] = [
+        -1.0,
+        0.0,
+        -0.0,
+        1.0,
+        2.5,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ];
     let mut cases = Vec::new();
     for (cmp, f) in comparisons() {
         let mut r32 = Vec::new();
@@ -252,12 +352,20 @@ fn setp_float_every_comparison_with_nan() {
             }
         }
         cases.push(
-            Case::new(format!("setp.{cmp}.f32"), format!("setp.{cmp}.f32 %p1, %a, %b;\nselp.u32 %d, 1, 0, %p1;"), [B32; 4])
-                .rows(r32),
+            Case::new(
+                format!("setp.{cmp}.f32"),
+                format!("setp.{cmp}.f32 %p1, %a, %b;\nselp.u32 %d, 1, 0, %p1;"),
+                [B32; 4],
+            )
+            .rows(r32),
         );
         cases.push(
-            Case::new(format!("setp.{cmp}.f64"), format!("setp.{cmp}.f64 %p1, %a, %b;\nselp.u32 %d, 1, 0, %p1;"), [B64, B64, B64, B32])
-                .rows(r64),
+            Case::new(
+                format!("setp.{cmp}.f64"),
+                format!("setp.{cmp}.f64 %p1, %a, %b;\nselp.u32 %d, 1, 0, %p1;"),
+                [B64, B64, B64, B32],
+            )
+            .rows(r64),
         );
     }
     // Compare-and-set forms: set.<cmp>.u32.f32 writes 0xffffffff / 0; set.<cmp>.f32.f32 writes 1.0 / 0.0.
@@ -265,7 +373,16 @@ fn setp_float_every_comparison_with_nan() {
     let mut rf = Vec::new();
     for &a in &vals {
         for &b in &vals {
-            r.push(row(b32(a), b32(b), 0, if !(a >= b) { 0xffff_ffff } else { 0 }));
+            r.push(row(
+                b32(a),
+                b32(b),
+                0,
+                if a < b || a.is_nan() || b.is_nan() {
+                    0xffff_ffff
+                } else {
+                    0
+                },
+            ));
             rf.push(row(b32(a), b32(b), 0, if a < b { b32(1.0) } else { 0 }));
         }
     }
@@ -313,33 +430,77 @@ fn testp_copysign_selp() {
             })
             .collect();
         cases.push(
-            Case::new(format!("testp.{cls}.f32"), format!("testp.{cls}.f32 %p1, %a;\nselp.u32 %d, 1, 0, %p1;"), [B32; 4])
-                .rows(rows32),
+            Case::new(
+                format!("testp.{cls}.f32"),
+                format!("testp.{cls}.f32 %p1, %a;\nselp.u32 %d, 1, 0, %p1;"),
+                [B32; 4],
+            )
+            .rows(rows32),
         );
-        let vals64 = [0.0, -0.0, 1.0, f64::MIN_POSITIVE, f64::from_bits(3), f64::INFINITY, f64::NAN, -1e300];
+        let vals64 = [
+            0.0,
+            -0.0,
+            1.0,
+            f64::MIN_POSITIVE,
+            f64::from_bits(3),
+            f64::INFINITY,
+            f64::NAN,
+            -1e300,
+        ];
         cases.push(
-            Case::new(format!("testp.{cls}.f64"), format!("testp.{cls}.f64 %p1, %a;\nselp.u32 %d, 1, 0, %p1;"), [B64, B64, B64, B32])
-                .rows(vals64.iter().map(|&x| row(b64(x), 0, 0, f(x) as u64)).collect::<Vec<_>>()),
+            Case::new(
+                format!("testp.{cls}.f64"),
+                format!("testp.{cls}.f64 %p1, %a;\nselp.u32 %d, 1, 0, %p1;"),
+                [B64, B64, B64, B32],
+            )
+            .rows(
+                vals64
+                    .iter()
+                    .map(|&x| row(b64(x), 0, 0, f(x) as u64))
+                    .collect::<Vec<_>>(),
+            ),
         );
     }
     // copysign d, a, b: magnitude of b, sign of a (bit formula, first principles).
     let cs32 = |a: u64, b: u64| (b & 0x7fff_ffff) | (a & 0x8000_0000);
-    let pairs32 = [(b32(-1.0), b32(2.5)), (b32(1.0), b32(-2.5)), (b32(-0.0), b32(0.0)), (b32(-1.0), 0x7fc0_0000), (b32(1.0), b32(-7.0))];
+    let pairs32 = [
+        (b32(-1.0), b32(2.5)),
+        (b32(1.0), b32(-2.5)),
+        (b32(-0.0), b32(0.0)),
+        (b32(-1.0), 0x7fc0_0000),
+        (b32(1.0), b32(-7.0)),
+    ];
     cases.push(
-        Case::new("copysign.f32", "copysign.f32 %d, %a, %b;", [B32; 4])
-            .rows(pairs32.iter().map(|&(a, b)| row(a, b, 0, cs32(a, b))).collect::<Vec<_>>()),
+        Case::new("copysign.f32", "copysign.f32 %d, %a, %b;", [B32; 4]).rows(
+            pairs32
+                .iter()
+                .map(|&(a, b)| row(a, b, 0, cs32(a, b)))
+                .collect::<Vec<_>>(),
+        ),
     );
     let cs64 = |a: u64, b: u64| (b & !(1 << 63)) | (a & (1 << 63));
-    let pairs64 = [(b64(-1.0), b64(2.5)), (b64(3.0), b64(-2.5)), (b64(-0.0), b64(1e-300))];
+    let pairs64 = [
+        (b64(-1.0), b64(2.5)),
+        (b64(3.0), b64(-2.5)),
+        (b64(-0.0), b64(1e-300)),
+    ];
     cases.push(
-        Case::new("copysign.f64", "copysign.f64 %d, %a, %b;", [B64; 4])
-            .rows(pairs64.iter().map(|&(a, b)| row(a, b, 0, cs64(a, b))).collect::<Vec<_>>()),
+        Case::new("copysign.f64", "copysign.f64 %d, %a, %b;", [B64; 4]).rows(
+            pairs64
+                .iter()
+                .map(|&(a, b)| row(a, b, 0, cs64(a, b)))
+                .collect::<Vec<_>>(),
+        ),
     );
     cases.push(
-        Case::new("selp.f32", "setp.lt.f32 %p1, %a, %b;\nselp.f32 %d, %a, %b, %p1;", [B32; 4])
-            .row(b32(1.0), b32(2.0), 0, b32(1.0))
-            .row(b32(3.0), b32(2.0), 0, b32(2.0))
-            .row(b32(f32::NAN), b32(2.0), 0, b32(2.0)),
+        Case::new(
+            "selp.f32",
+            "setp.lt.f32 %p1, %a, %b;\nselp.f32 %d, %a, %b, %p1;",
+            [B32; 4],
+        )
+        .row(b32(1.0), b32(2.0), 0, b32(1.0))
+        .row(b32(3.0), b32(2.0), 0, b32(2.0))
+        .row(b32(f32::NAN), b32(2.0), 0, b32(2.0)),
     );
     run_cases(&cases);
 }
@@ -353,7 +514,8 @@ fn within_ulps(expected: u64, got: u64, ulps: f64) -> bool {
     if !e.is_finite() || !g.is_finite() {
         return false;
     }
-    let ulp = (f32::from_bits((e.abs().to_bits() & 0x7f80_0000).max(0x0080_0000)) as f64) * 2f64.powi(-23);
+    let ulp = (f32::from_bits((e.abs().to_bits() & 0x7f80_0000).max(0x0080_0000)) as f64)
+        * 2f64.powi(-23);
     ((g as f64) - (e as f64)).abs() <= ulps * ulp
 }
 
@@ -365,41 +527,81 @@ fn approx_instructions_within_documented_error() {
     let pos: Vec<f32> = xs.iter().map(|x| x.abs()).collect();
     let small: Vec<f32> = (0..32).map(|i| -3.1 + i as f32 * 0.2).collect();
     let mk = |xs: &[f32], f: fn(f64) -> f64| -> Vec<Row> {
-        xs.iter().map(|&x| row(b32(x), 0, 0, b32(f(x as f64) as f32))).collect()
+        xs.iter()
+            .map(|&x| row(b32(x), 0, 0, b32(f(x as f64) as f32)))
+            .collect()
     };
     // Documented maximum errors (PTX ISA): ex2 2 ulp, rcp/sqrt/rsqrt approx 1-2 ulp, lg2 2^-22
     // absolute near 1 (relative elsewhere), sin/cos 2^-20.9 absolute in [-pi, pi], tanh 2^-10.987
     // relative. The checks below use those bounds.
     let cases = vec![
-        Case::new("ex2.approx.f32", "ex2.approx.f32 %d, %a;", w).rows(mk(&xs, f64::exp2)).check(|e, g| within_ulps(e, g, 2.0)),
-        Case::new("ex2.approx.ftz.f32", "ex2.approx.ftz.f32 %d, %a;", w).rows(mk(&xs, f64::exp2)).check(|e, g| within_ulps(e, g, 2.0)),
-        Case::new("rcp.approx.f32", "rcp.approx.f32 %d, %a;", w).rows(mk(&xs, |x| 1.0 / x)).check(|e, g| within_ulps(e, g, 1.0)),
-        Case::new("sqrt.approx.f32", "sqrt.approx.f32 %d, %a;", w).rows(mk(&pos, f64::sqrt)).check(|e, g| within_ulps(e, g, 1.0)),
+        Case::new("ex2.approx.f32", "ex2.approx.f32 %d, %a;", w)
+            .rows(mk(&xs, f64::exp2))
+            .check(|e, g| within_ulps(e, g, 2.0)),
+        Case::new("ex2.approx.ftz.f32", "ex2.approx.ftz.f32 %d, %a;", w)
+            .rows(mk(&xs, f64::exp2))
+            .check(|e, g| within_ulps(e, g, 2.0)),
+        Case::new("rcp.approx.f32", "rcp.approx.f32 %d, %a;", w)
+            .rows(mk(&xs, |x| 1.0 / x))
+            .check(|e, g| within_ulps(e, g, 1.0)),
+        Case::new("sqrt.approx.f32", "sqrt.approx.f32 %d, %a;", w)
+            .rows(mk(&pos, f64::sqrt))
+            .check(|e, g| within_ulps(e, g, 1.0)),
         Case::new("rsqrt.approx.f32", "rsqrt.approx.f32 %d, %a;", w)
             .rows(mk(&pos, |x| 1.0 / x.sqrt()))
             .check(|e, g| within_ulps(e, g, 2.0)),
-        Case::new("lg2.approx.f32", "lg2.approx.f32 %d, %a;", w).rows(mk(&pos, f64::log2)).check(|e, g| {
-            let (e, g) = (f32::from_bits(e as u32) as f64, f32::from_bits(g as u32) as f64);
-            (g - e).abs() <= 2f64.powi(-22) * e.abs().max(1.0)
-        }),
-        Case::new("sin.approx.f32", "sin.approx.f32 %d, %a;", w).rows(mk(&small, f64::sin)).check(|e, g| {
-            (f32::from_bits(g as u32) as f64 - f32::from_bits(e as u32) as f64).abs() <= 2f64.powi(-20)
-        }),
-        Case::new("cos.approx.f32", "cos.approx.f32 %d, %a;", w).rows(mk(&small, f64::cos)).check(|e, g| {
-            (f32::from_bits(g as u32) as f64 - f32::from_bits(e as u32) as f64).abs() <= 2f64.powi(-20)
-        }),
-        Case::new("tanh.approx.f32", "tanh.approx.f32 %d, %a;", w).rows(mk(&small, f64::tanh)).check(|e, g| {
-            let (e, g) = (f32::from_bits(e as u32) as f64, f32::from_bits(g as u32) as f64);
-            (g - e).abs() <= 2f64.powi(-10) * e.abs().max(2f64.powi(-10))
-        }),
+        Case::new("lg2.approx.f32", "lg2.approx.f32 %d, %a;", w)
+            .rows(mk(&pos, f64::log2))
+            .check(|e, g| {
+                let (e, g) = (
+                    f32::from_bits(e as u32) as f64,
+                    f32::from_bits(g as u32) as f64,
+                );
+                (g - e).abs() <= 2f64.powi(-22) * e.abs().max(1.0)
+            }),
+        Case::new("sin.approx.f32", "sin.approx.f32 %d, %a;", w)
+            .rows(mk(&small, f64::sin))
+            .check(|e, g| {
+                (f32::from_bits(g as u32) as f64 - f32::from_bits(e as u32) as f64).abs()
+                    <= 2f64.powi(-20)
+            }),
+        Case::new("cos.approx.f32", "cos.approx.f32 %d, %a;", w)
+            .rows(mk(&small, f64::cos))
+            .check(|e, g| {
+                (f32::from_bits(g as u32) as f64 - f32::from_bits(e as u32) as f64).abs()
+                    <= 2f64.powi(-20)
+            }),
+        Case::new("tanh.approx.f32", "tanh.approx.f32 %d, %a;", w)
+            .rows(mk(&small, f64::tanh))
+            .check(|e, g| {
+                let (e, g) = (
+                    f32::from_bits(e as u32) as f64,
+                    f32::from_bits(g as u32) as f64,
+                );
+                (g - e).abs() <= 2f64.powi(-10) * e.abs().max(2f64.powi(-10))
+            }),
         Case::new("div.approx.f32", "div.approx.f32 %d, %a, %b;", w)
-            .rows(xs.iter().zip(pos.iter().rev()).map(|(&a, &b)| row(b32(a), b32(b), 0, b32(((a as f64) / (b as f64)) as f32))).collect::<Vec<_>>())
+            .rows(
+                xs.iter()
+                    .zip(pos.iter().rev())
+                    .map(|(&a, &b)| row(b32(a), b32(b), 0, b32(((a as f64) / (b as f64)) as f32)))
+                    .collect::<Vec<_>>(),
+            )
             .check(|e, g| within_ulps(e, g, 2.0)),
         Case::new("div.full.f32", "div.full.f32 %d, %a, %b;", w)
-            .rows(xs.iter().zip(pos.iter().rev()).map(|(&a, &b)| row(b32(a), b32(b), 0, b32(((a as f64) / (b as f64)) as f32))).collect::<Vec<_>>())
+            .rows(
+                xs.iter()
+                    .zip(pos.iter().rev())
+                    .map(|(&a, &b)| row(b32(a), b32(b), 0, b32(((a as f64) / (b as f64)) as f32)))
+                    .collect::<Vec<_>>(),
+            )
             .check(|e, g| within_ulps(e, g, 2.0)),
         Case::new("rsqrt.approx.f64", "rsqrt.approx.f64 %d, %a;", [B64; 4])
-            .rows(pos.iter().map(|&x| row(b64(x as f64), 0, 0, b64(1.0 / (x as f64).sqrt()))).collect::<Vec<_>>())
+            .rows(
+                pos.iter()
+                    .map(|&x| row(b64(x as f64), 0, 0, b64(1.0 / (x as f64).sqrt())))
+                    .collect::<Vec<_>>(),
+            )
             .check(|e, g| {
                 let (e, g) = (f64::from_bits(e), f64::from_bits(g));
                 (g - e).abs() <= e.abs() * 2f64.powi(-40)
@@ -410,9 +612,13 @@ fn approx_instructions_within_documented_error() {
             .row(b32(f32::INFINITY), 0, 0, b32(f32::INFINITY))
             .row(b32(0.0), 0, 0, b32(1.0))
             .row(b32(3.0), 0, 0, b32(8.0)),
-        Case::new("rsqrt/rcp.approx.f32 specials", "rcp.approx.f32 %f1, %a;\nrsqrt.approx.f32 %f2, %f1;\nmov.b32 %d, %f2;", w)
-            .row(b32(0.0), 0, 0, 0)
-            .row(b32(f32::INFINITY), 0, 0, b32(f32::INFINITY)),
+        Case::new(
+            "rsqrt/rcp.approx.f32 specials",
+            "rcp.approx.f32 %f1, %a;\nrsqrt.approx.f32 %f2, %f1;\nmov.b32 %d, %f2;",
+            w,
+        )
+        .row(b32(0.0), 0, 0, 0)
+        .row(b32(f32::INFINITY), 0, 0, b32(f32::INFINITY)),
     ];
     run_cases(&cases);
 }

@@ -8,7 +8,11 @@ mod common;
 use common::isa::{random_rows, row, run_cases, Case, Row, W};
 use W::{B32, B64};
 
-const N: usize = 48;
+const N: usize = 200;
+
+/// A signed / unsigned comparison.
+type CmpS = fn(i32, i32) -> bool;
+type CmpU = fn(u32, u32) -> bool;
 
 fn s32(x: u64) -> i32 {
     x as u32 as i32
@@ -22,7 +26,15 @@ fn z(x: i32) -> u64 {
 
 /// Special 32-bit values combined pairwise with a few others.
 fn edge_rows32(f: impl Fn(u64, u64, u64) -> u64) -> Vec<Row> {
-    let vals: [u64; 7] = [0, 1, 0x7fff_ffff, 0x8000_0000, 0xffff_ffff, 0xffff_fffe, 12345];
+    let vals: [u64; 7] = [
+        0,
+        1,
+        0x7fff_ffff,
+        0x8000_0000,
+        0xffff_ffff,
+        0xffff_fffe,
+        12345,
+    ];
     let mut v = Vec::new();
     for &a in &vals {
         for &b in &vals {
@@ -33,7 +45,14 @@ fn edge_rows32(f: impl Fn(u64, u64, u64) -> u64) -> Vec<Row> {
 }
 
 fn edge_rows64(f: impl Fn(u64, u64, u64) -> u64) -> Vec<Row> {
-    let vals: [u64; 6] = [0, 1, i64::MAX as u64, i64::MIN as u64, u64::MAX, 0x1234_5678_9abc_def0];
+    let vals: [u64; 6] = [
+        0,
+        1,
+        i64::MAX as u64,
+        i64::MIN as u64,
+        u64::MAX,
+        0x1234_5678_9abc_def0,
+    ];
     let mut v = Vec::new();
     for &a in &vals {
         for &b in &vals {
@@ -52,55 +71,118 @@ fn case32(name: &str, body: &str, f: fn(u64, u64, u64) -> u64) -> Case {
 fn case64(name: &str, body: &str, f: fn(u64, u64, u64) -> u64) -> Case {
     Case::new(name, body, [B64, B64, B64, B64])
         .rows(edge_rows64(f))
-        .rows(random_rows(name.len() as u64 * 104729, N, [B64, B64, B64], f))
+        .rows(random_rows(
+            name.len() as u64 * 104729,
+            N,
+            [B64, B64, B64],
+            f,
+        ))
 }
 
 #[test]
 fn add_sub_mul_mad() {
     let cases = vec![
-        case32("add.s32", "add.s32 %d, %a, %b;", |a, b, _| z(s32(a).wrapping_add(s32(b)))),
-        case32("add.sat.s32", "add.sat.s32 %d, %a, %b;", |a, b, _| z(s32(a).saturating_add(s32(b)))),
-        case32("sub.s32", "sub.s32 %d, %a, %b;", |a, b, _| z(s32(a).wrapping_sub(s32(b)))),
-        case32("sub.sat.s32", "sub.sat.s32 %d, %a, %b;", |a, b, _| z(s32(a).saturating_sub(s32(b)))),
-        case64("add.u64", "add.u64 %d, %a, %b;", |a, b, _| a.wrapping_add(b)),
-        case64("sub.s64", "sub.s64 %d, %a, %b;", |a, b, _| a.wrapping_sub(b)),
-        case32("mul.lo.s32", "mul.lo.s32 %d, %a, %b;", |a, b, _| z(s32(a).wrapping_mul(s32(b)))),
+        case32("add.s32", "add.s32 %d, %a, %b;", |a, b, _| {
+            z(s32(a).wrapping_add(s32(b)))
+        }),
+        case32("add.sat.s32", "add.sat.s32 %d, %a, %b;", |a, b, _| {
+            z(s32(a).saturating_add(s32(b)))
+        }),
+        case32("sub.s32", "sub.s32 %d, %a, %b;", |a, b, _| {
+            z(s32(a).wrapping_sub(s32(b)))
+        }),
+        case32("sub.sat.s32", "sub.sat.s32 %d, %a, %b;", |a, b, _| {
+            z(s32(a).saturating_sub(s32(b)))
+        }),
+        case64("add.u64", "add.u64 %d, %a, %b;", |a, b, _| {
+            a.wrapping_add(b)
+        }),
+        case64("sub.s64", "sub.s64 %d, %a, %b;", |a, b, _| {
+            a.wrapping_sub(b)
+        }),
+        case32("mul.lo.s32", "mul.lo.s32 %d, %a, %b;", |a, b, _| {
+            z(s32(a).wrapping_mul(s32(b)))
+        }),
         case32("mul.hi.s32", "mul.hi.s32 %d, %a, %b;", |a, b, _| {
             ((s32(a) as i64 * s32(b) as i64) >> 32) as u32 as u64
         }),
-        case32("mul.hi.u32", "mul.hi.u32 %d, %a, %b;", |a, b, _| (a * b) >> 32),
-        Case::new("mul.wide.s32", "mul.wide.s32 %d, %a, %b;", [B32, B32, B32, B64])
-            .rows(edge_rows32(|a, b, _| (s32(a) as i64 * s32(b) as i64) as u64))
-            .rows(random_rows(11, N, [B32, B32, B32], |a, b, _| (s32(a) as i64 * s32(b) as i64) as u64)),
-        Case::new("mul.wide.u32", "mul.wide.u32 %d, %a, %b;", [B32, B32, B32, B64])
-            .rows(edge_rows32(|a, b, _| a * b))
-            .rows(random_rows(12, N, [B32, B32, B32], |a, b, _| a * b)),
-        Case::new("mul.wide.s16", "cvt.u16.u32 %h1, %a;\ncvt.u16.u32 %h2, %b;\nmul.wide.s16 %d, %h1, %h2;", [B32, B32, B32, B32])
-            .rows(random_rows(13, N, [B32, B32, B32], |a, b, _| {
-                z(a as u16 as i16 as i32 * b as u16 as i16 as i32)
-            })),
-        case64("mul.lo.u64", "mul.lo.u64 %d, %a, %b;", |a, b, _| a.wrapping_mul(b)),
-        case64("mul.hi.u64", "mul.hi.u64 %d, %a, %b;", |a, b, _| ((a as u128 * b as u128) >> 64) as u64),
+        case32("mul.hi.u32", "mul.hi.u32 %d, %a, %b;", |a, b, _| {
+            (a * b) >> 32
+        }),
+        Case::new(
+            "mul.wide.s32",
+            "mul.wide.s32 %d, %a, %b;",
+            [B32, B32, B32, B64],
+        )
+        .rows(edge_rows32(|a, b, _| {
+            (s32(a) as i64 * s32(b) as i64) as u64
+        }))
+        .rows(random_rows(11, N, [B32, B32, B32], |a, b, _| {
+            (s32(a) as i64 * s32(b) as i64) as u64
+        })),
+        Case::new(
+            "mul.wide.u32",
+            "mul.wide.u32 %d, %a, %b;",
+            [B32, B32, B32, B64],
+        )
+        .rows(edge_rows32(|a, b, _| a * b))
+        .rows(random_rows(12, N, [B32, B32, B32], |a, b, _| a * b)),
+        Case::new(
+            "mul.wide.s16",
+            "cvt.u16.u32 %h1, %a;\ncvt.u16.u32 %h2, %b;\nmul.wide.s16 %d, %h1, %h2;",
+            [B32, B32, B32, B32],
+        )
+        .rows(random_rows(13, N, [B32, B32, B32], |a, b, _| {
+            z(a as u16 as i16 as i32 * b as u16 as i16 as i32)
+        })),
+        case64("mul.lo.u64", "mul.lo.u64 %d, %a, %b;", |a, b, _| {
+            a.wrapping_mul(b)
+        }),
+        case64("mul.hi.u64", "mul.hi.u64 %d, %a, %b;", |a, b, _| {
+            ((a as u128 * b as u128) >> 64) as u64
+        }),
         case64("mul.hi.s64", "mul.hi.s64 %d, %a, %b;", |a, b, _| {
             ((a as i64 as i128 * b as i64 as i128) >> 64) as u64
         }),
         case32("mad.lo.s32", "mad.lo.s32 %d, %a, %b, %c;", |a, b, c| {
             z(s32(a).wrapping_mul(s32(b)).wrapping_add(s32(c)))
         }),
-        case32("mad.hi.u32", "mad.hi.u32 %d, %a, %b, %c;", |a, b, c| ((a * b) >> 32).wrapping_add(c) & 0xffff_ffff),
-        case32("mad.hi.sat.s32", "mad.hi.sat.s32 %d, %a, %b, %c;", |a, b, c| {
-            let hi = (s32(a) as i64 * s32(b) as i64) >> 32;
-            z((hi + s32(c) as i64).clamp(i32::MIN as i64, i32::MAX as i64) as i32)
+        case32("mad.hi.u32", "mad.hi.u32 %d, %a, %b, %c;", |a, b, c| {
+            ((a * b) >> 32).wrapping_add(c) & 0xffff_ffff
         }),
-        Case::new("mad.wide.s32", "mad.wide.s32 %d, %a, %b, %c;", [B32, B32, B64, B64])
-            .rows(random_rows(14, N, [B32, B32, B64], |a, b, c| {
-                (s32(a) as i64 * s32(b) as i64).wrapping_add(c as i64) as u64
-            })),
-        Case::new("mad.wide.u32", "mad.wide.u32 %d, %a, %b, %c;", [B32, B32, B64, B64])
-            .rows(random_rows(15, N, [B32, B32, B64], |a, b, c| (a * b).wrapping_add(c))),
-        case64("mad.lo.s64", "mad.lo.s64 %d, %a, %b, %c;", |a, b, c| a.wrapping_mul(b).wrapping_add(c)),
-        case32("mul24.lo.u32", "mul24.lo.u32 %d, %a, %b;", |a, b, _| ((a & 0xff_ffff) * (b & 0xff_ffff)) & 0xffff_ffff),
-        case32("sad.u32", "sad.u32 %d, %a, %b, %c;", |a, b, c| (a.abs_diff(b) + c) & 0xffff_ffff),
+        case32(
+            "mad.hi.sat.s32",
+            "mad.hi.sat.s32 %d, %a, %b, %c;",
+            |a, b, c| {
+                let hi = (s32(a) as i64 * s32(b) as i64) >> 32;
+                z((hi + s32(c) as i64).clamp(i32::MIN as i64, i32::MAX as i64) as i32)
+            },
+        ),
+        Case::new(
+            "mad.wide.s32",
+            "mad.wide.s32 %d, %a, %b, %c;",
+            [B32, B32, B64, B64],
+        )
+        .rows(random_rows(14, N, [B32, B32, B64], |a, b, c| {
+            (s32(a) as i64 * s32(b) as i64).wrapping_add(c as i64) as u64
+        })),
+        Case::new(
+            "mad.wide.u32",
+            "mad.wide.u32 %d, %a, %b, %c;",
+            [B32, B32, B64, B64],
+        )
+        .rows(random_rows(15, N, [B32, B32, B64], |a, b, c| {
+            (a * b).wrapping_add(c)
+        })),
+        case64("mad.lo.s64", "mad.lo.s64 %d, %a, %b, %c;", |a, b, c| {
+            a.wrapping_mul(b).wrapping_add(c)
+        }),
+        case32("mul24.lo.u32", "mul24.lo.u32 %d, %a, %b;", |a, b, _| {
+            ((a & 0xff_ffff) * (b & 0xff_ffff)) & 0xffff_ffff
+        }),
+        case32("sad.u32", "sad.u32 %d, %a, %b, %c;", |a, b, c| {
+            (a.abs_diff(b) + c) & 0xffff_ffff
+        }),
     ];
     run_cases(&cases);
 }
@@ -171,15 +253,27 @@ fn div_rem() {
 #[test]
 fn min_max_abs_neg_logic_shift() {
     let cases = vec![
-        case32("min.s32", "min.s32 %d, %a, %b;", |a, b, _| z(s32(a).min(s32(b)))),
-        case32("max.s32", "max.s32 %d, %a, %b;", |a, b, _| z(s32(a).max(s32(b)))),
+        case32("min.s32", "min.s32 %d, %a, %b;", |a, b, _| {
+            z(s32(a).min(s32(b)))
+        }),
+        case32("max.s32", "max.s32 %d, %a, %b;", |a, b, _| {
+            z(s32(a).max(s32(b)))
+        }),
         case32("min.u32", "min.u32 %d, %a, %b;", |a, b, _| a.min(b)),
         case32("max.u32", "max.u32 %d, %a, %b;", |a, b, _| a.max(b)),
-        case64("min.s64", "min.s64 %d, %a, %b;", |a, b, _| (a as i64).min(b as i64) as u64),
+        case64("min.s64", "min.s64 %d, %a, %b;", |a, b, _| {
+            (a as i64).min(b as i64) as u64
+        }),
         case64("max.u64", "max.u64 %d, %a, %b;", |a, b, _| a.max(b)),
-        case32("abs.s32", "abs.s32 %d, %a;", |a, _, _| z(s32(a).wrapping_abs())),
-        case32("neg.s32", "neg.s32 %d, %a;", |a, _, _| z(s32(a).wrapping_neg())),
-        case64("neg.s64", "neg.s64 %d, %a;", |a, _, _| (a as i64).wrapping_neg() as u64),
+        case32("abs.s32", "abs.s32 %d, %a;", |a, _, _| {
+            z(s32(a).wrapping_abs())
+        }),
+        case32("neg.s32", "neg.s32 %d, %a;", |a, _, _| {
+            z(s32(a).wrapping_neg())
+        }),
+        case64("neg.s64", "neg.s64 %d, %a;", |a, _, _| {
+            (a as i64).wrapping_neg() as u64
+        }),
         case32("and.b32", "and.b32 %d, %a, %b;", |a, b, _| a & b),
         case32("or.b32", "or.b32 %d, %a, %b;", |a, b, _| a | b),
         case32("xor.b32", "xor.b32 %d, %a, %b;", |a, b, _| a ^ b),
@@ -188,41 +282,89 @@ fn min_max_abs_neg_logic_shift() {
         case64("xor.b64", "xor.b64 %d, %a, %b;", |a, b, _| a ^ b),
         // Shift amounts are taken from b & 63 so both in-range and >= width counts occur;
         // PTX clamps shift amounts larger than the width.
-        case32("shl.b32", "and.b32 %r1, %b, 63;\nshl.b32 %d, %a, %r1;", |a, b, _| {
-            let s = b & 63;
-            if s >= 32 { 0 } else { (a << s) & 0xffff_ffff }
-        }),
-        case32("shr.u32", "and.b32 %r1, %b, 63;\nshr.u32 %d, %a, %r1;", |a, b, _| {
-            let s = b & 63;
-            if s >= 32 { 0 } else { a >> s }
-        }),
-        case32("shr.s32", "and.b32 %r1, %b, 63;\nshr.s32 %d, %a, %r1;", |a, b, _| {
-            z(s32(a) >> (b & 63).min(31))
-        }),
-        Case::new("shl.b64", "and.b32 %r1, %b, 127;\nshl.b64 %d, %a, %r1;", [B64, B32, B32, B64])
-            .rows(random_rows(21, N, [B64, B32, B32], |a, b, _| {
-                let s = b & 127;
-                if s >= 64 { 0 } else { a << s }
-            })),
-        Case::new("shr.s64", "and.b32 %r1, %b, 127;\nshr.s64 %d, %a, %r1;", [B64, B32, B32, B64])
-            .rows(random_rows(22, N, [B64, B32, B32], |a, b, _| ((a as i64) >> (b & 127).min(63)) as u64)),
-        case32("shf.l.wrap.b32", "shf.l.wrap.b32 %d, %a, %b, %c;", |a, b, c| {
-            // d = upper 32 bits of ({b, a} << (c & 31))
-            let n = c & 31;
-            ((((b << 32) | a) << n) >> 32) & 0xffff_ffff
-        }),
-        case32("shf.r.wrap.b32", "shf.r.wrap.b32 %d, %a, %b, %c;", |a, b, c| {
-            let n = c & 31;
-            (((b << 32) | a) >> n) & 0xffff_ffff
-        }),
-        case32("shf.l.clamp.b32", "shf.l.clamp.b32 %d, %a, %b, %c;", |a, b, c| {
-            let n = c.min(32);
-            (((((b << 32) | a) as u128) << n) >> 32) as u64 & 0xffff_ffff
-        }),
-        case32("shf.r.clamp.b32", "shf.r.clamp.b32 %d, %a, %b, %c;", |a, b, c| {
-            let n = c.min(32);
-            (((b << 32) | a) >> n) & 0xffff_ffff
-        }),
+        case32(
+            "shl.b32",
+            "and.b32 %r1, %b, 63;\nshl.b32 %d, %a, %r1;",
+            |a, b, _| {
+                let s = b & 63;
+                if s >= 32 {
+                    0
+                } else {
+                    (a << s) & 0xffff_ffff
+                }
+            },
+        ),
+        case32(
+            "shr.u32",
+            "and.b32 %r1, %b, 63;\nshr.u32 %d, %a, %r1;",
+            |a, b, _| {
+                let s = b & 63;
+                if s >= 32 {
+                    0
+                } else {
+                    a >> s
+                }
+            },
+        ),
+        case32(
+            "shr.s32",
+            "and.b32 %r1, %b, 63;\nshr.s32 %d, %a, %r1;",
+            |a, b, _| z(s32(a) >> (b & 63).min(31)),
+        ),
+        Case::new(
+            "shl.b64",
+            "and.b32 %r1, %b, 127;\nshl.b64 %d, %a, %r1;",
+            [B64, B32, B32, B64],
+        )
+        .rows(random_rows(21, N, [B64, B32, B32], |a, b, _| {
+            let s = b & 127;
+            if s >= 64 {
+                0
+            } else {
+                a << s
+            }
+        })),
+        Case::new(
+            "shr.s64",
+            "and.b32 %r1, %b, 127;\nshr.s64 %d, %a, %r1;",
+            [B64, B32, B32, B64],
+        )
+        .rows(random_rows(22, N, [B64, B32, B32], |a, b, _| {
+            ((a as i64) >> (b & 127).min(63)) as u64
+        })),
+        case32(
+            "shf.l.wrap.b32",
+            "shf.l.wrap.b32 %d, %a, %b, %c;",
+            |a, b, c| {
+                // d = upper 32 bits of ({b, a} << (c & 31))
+                let n = c & 31;
+                ((((b << 32) | a) << n) >> 32) & 0xffff_ffff
+            },
+        ),
+        case32(
+            "shf.r.wrap.b32",
+            "shf.r.wrap.b32 %d, %a, %b, %c;",
+            |a, b, c| {
+                let n = c & 31;
+                (((b << 32) | a) >> n) & 0xffff_ffff
+            },
+        ),
+        case32(
+            "shf.l.clamp.b32",
+            "shf.l.clamp.b32 %d, %a, %b, %c;",
+            |a, b, c| {
+                let n = c.min(32);
+                (((((b << 32) | a) as u128) << n) >> 32) as u64 & 0xffff_ffff
+            },
+        ),
+        case32(
+            "shf.r.clamp.b32",
+            "shf.r.clamp.b32 %d, %a, %b, %c;",
+            |a, b, c| {
+                let n = c.min(32);
+                (((b << 32) | a) >> n) & 0xffff_ffff
+            },
+        ),
     ];
     run_cases(&cases);
 }
@@ -232,10 +374,18 @@ fn bfe_ref(a: u64, pos: u64, len: u64, bits: u32, signed: bool) -> u64 {
     let (pos, len) = (pos & 0xff, len & 0xff);
     let msb = bits as u64 - 1;
     let bit = |i: u64| (a >> i) & 1;
-    let sbit = if signed && len != 0 { bit((pos + len - 1).min(msb)) } else { 0 };
+    let sbit = if signed && len != 0 {
+        bit((pos + len - 1).min(msb))
+    } else {
+        0
+    };
     let mut d = 0u64;
     for i in 0..=msb {
-        let v = if i < len && pos + i <= msb { bit(pos + i) } else { sbit };
+        let v = if i < len && pos + i <= msb {
+            bit(pos + i)
+        } else {
+            sbit
+        };
         d |= v << i;
     }
     d
@@ -265,7 +415,15 @@ fn prmt_ref(a: u64, b: u64, c: u64, mode: Option<&str>) -> u64 {
             for k in 0..4 {
                 let ctl = (c >> (4 * k)) & 0xf;
                 let v = byte(ctl & 7);
-                let v = if ctl & 8 != 0 { if v & 0x80 != 0 { 0xff } else { 0 } } else { v };
+                let v = if ctl & 8 != 0 {
+                    if v & 0x80 != 0 {
+                        0xff
+                    } else {
+                        0
+                    }
+                } else {
+                    v
+                };
                 d |= v << (8 * k);
             }
             return d;
@@ -286,15 +444,19 @@ fn prmt_ref(a: u64, b: u64, c: u64, mode: Option<&str>) -> u64 {
             }
         }
     };
-    (0..4).map(|k| byte(sel[k]) << (8 * k)).fold(0, |x, y| x | y)
+    (0..4)
+        .map(|k| byte(sel[k]) << (8 * k))
+        .fold(0, |x, y| x | y)
 }
 
 #[test]
 fn bit_manipulation() {
     let w = [B32, B32, B32, B32];
     let mut cases = vec![
-        Case::new("bfe.u32", "bfe.u32 %d, %a, %b, %c;", w).rows(small_pos_len(31, |a, b, c| bfe_ref(a, b, c, 32, false))),
-        Case::new("bfe.s32", "bfe.s32 %d, %a, %b, %c;", w).rows(small_pos_len(32, |a, b, c| bfe_ref(a, b, c, 32, true))),
+        Case::new("bfe.u32", "bfe.u32 %d, %a, %b, %c;", w)
+            .rows(small_pos_len(31, |a, b, c| bfe_ref(a, b, c, 32, false))),
+        Case::new("bfe.s32", "bfe.s32 %d, %a, %b, %c;", w)
+            .rows(small_pos_len(32, |a, b, c| bfe_ref(a, b, c, 32, true))),
         Case::new("bfe.u64", "bfe.u64 %d, %a, %b, %c;", [B64, B32, B32, B64])
             .rows(small_pos_len(33, |a, b, c| bfe_ref(a, b, c, 64, false))),
         Case::new("bfe.s64", "bfe.s64 %d, %a, %b, %c;", [B64, B32, B32, B64])
@@ -305,56 +467,96 @@ fn bit_manipulation() {
             "and.b32 %r1, %c, 65535;\nshr.u32 %r2, %c, 16;\nbfi.b32 %d, %a, %b, %r1, %r2;",
             w,
         )
-        .rows(random_rows(35, N, [B32, B32, B32], |_, _, _| 0).into_iter().map(|r| {
-            let c = (r.c & 0x3f) | ((r.c >> 16 & 0x3f) << 16);
-            row(r.a, r.b, c, bfi_ref(r.a, r.b, c & 0xffff, c >> 16, 32))
-        })),
+        .rows(
+            random_rows(35, N, [B32, B32, B32], |_, _, _| 0)
+                .into_iter()
+                .map(|r| {
+                    let c = (r.c & 0x3f) | ((r.c >> 16 & 0x3f) << 16);
+                    row(r.a, r.b, c, bfi_ref(r.a, r.b, c & 0xffff, c >> 16, 32))
+                }),
+        ),
         Case::new(
             "bfi.b64",
             "and.b32 %r1, %c, 65535;\nshr.u32 %r2, %c, 16;\nbfi.b64 %d, %a, %b, %r1, %r2;",
             [B64, B64, B32, B64],
         )
-        .rows(random_rows(36, N, [B64, B64, B32], |_, _, _| 0).into_iter().map(|r| {
-            let c = (r.c & 0x7f) | ((r.c >> 16 & 0x7f) << 16);
-            row(r.a, r.b, c, bfi_ref(r.a, r.b, c & 0xffff, c >> 16, 64))
-        })),
+        .rows(
+            random_rows(36, N, [B64, B64, B32], |_, _, _| 0)
+                .into_iter()
+                .map(|r| {
+                    let c = (r.c & 0x7f) | ((r.c >> 16 & 0x7f) << 16);
+                    row(r.a, r.b, c, bfi_ref(r.a, r.b, c & 0xffff, c >> 16, 64))
+                }),
+        ),
         Case::new("prmt.b32", "prmt.b32 %d, %a, %b, %c;", w)
-            .rows(random_rows(37, N, [B32, B32, B32], |a, b, c| prmt_ref(a, b, c, None)))
+            .rows(random_rows(37, N, [B32, B32, B32], |a, b, c| {
+                prmt_ref(a, b, c, None)
+            }))
             .row(0x8844_2211, 0xf0e0_d0c0, 0x3210, 0x8844_2211)
             .row(0x8844_2211, 0xf0e0_d0c0, 0x7654, 0xf0e0_d0c0)
             // ctl nibbles b, 8, b, 8: sign of byte 3 (0x88 -> 0xff), sign of byte 0 (0x11 -> 0x00).
             .row(0x8844_2211, 0xf0e0_d0c0, 0x8b8b, 0x00ff_00ff),
-        Case::new("popc.b32", "popc.b32 %d, %a;", w)
-            .rows(random_rows(38, N, [B32, B32, B32], |a, _, _| a.count_ones() as u64)),
+        Case::new("popc.b32", "popc.b32 %d, %a;", w).rows(random_rows(
+            38,
+            N,
+            [B32, B32, B32],
+            |a, _, _| a.count_ones() as u64,
+        )),
         Case::new("popc.b64", "popc.b64 %d, %a;", [B64, B32, B32, B32])
-            .rows(random_rows(39, N, [B64, B32, B32], |a, _, _| a.count_ones() as u64))
+            .rows(random_rows(39, N, [B64, B32, B32], |a, _, _| {
+                a.count_ones() as u64
+            }))
             .row(u64::MAX, 0, 0, 64),
         Case::new("clz.b32", "shr.u32 %r1, %a, %b;\nclz.b32 %d, %r1;", w)
-            .rows(random_rows(40, N, [B32, B32, B32], |_, _, _| 0).into_iter().map(|r| {
-                let b = r.b & 31;
-                row(r.a, b, r.c, ((r.a as u32) >> b).leading_zeros() as u64)
-            }))
+            .rows(
+                random_rows(40, N, [B32, B32, B32], |_, _, _| 0)
+                    .into_iter()
+                    .map(|r| {
+                        let b = r.b & 31;
+                        row(r.a, b, r.c, ((r.a as u32) >> b).leading_zeros() as u64)
+                    }),
+            )
             .row(0, 0, 0, 32),
         Case::new("clz.b64", "clz.b64 %d, %a;", [B64, B32, B32, B32])
-            .rows(random_rows(41, N, [B64, B32, B32], |a, _, _| a.leading_zeros() as u64))
+            .rows(random_rows(41, N, [B64, B32, B32], |a, _, _| {
+                a.leading_zeros() as u64
+            }))
             .row(0, 0, 0, 64)
             .row(1, 0, 0, 63),
-        Case::new("brev.b32", "brev.b32 %d, %a;", w)
-            .rows(random_rows(42, N, [B32, B32, B32], |a, _, _| (a as u32).reverse_bits() as u64)),
-        Case::new("brev.b64", "brev.b64 %d, %a;", [B64, B32, B32, B64])
-            .rows(random_rows(43, N, [B64, B32, B32], |a, _, _| a.reverse_bits())),
+        Case::new("brev.b32", "brev.b32 %d, %a;", w).rows(random_rows(
+            42,
+            N,
+            [B32, B32, B32],
+            |a, _, _| (a as u32).reverse_bits() as u64,
+        )),
+        Case::new("brev.b64", "brev.b64 %d, %a;", [B64, B32, B32, B64]).rows(random_rows(
+            43,
+            N,
+            [B64, B32, B32],
+            |a, _, _| a.reverse_bits(),
+        )),
         // bfind: position of the most significant non-sign bit; 0xffffffff when none.
         Case::new("bfind.u32", "bfind.u32 %d, %a;", w)
-            .rows(random_rows(44, N, [B32, B32, B32], |a, _, _| 31 - (a as u32).leading_zeros() as u64))
+            .rows(random_rows(44, N, [B32, B32, B32], |a, _, _| {
+                31 - (a as u32).leading_zeros() as u64
+            }))
             .row(0, 0, 0, 0xffff_ffff),
         Case::new("bfind.s32", "bfind.s32 %d, %a;", w)
             .rows(random_rows(45, N, [B32, B32, B32], |a, _, _| {
                 let x = if s32(a) < 0 { !(a as u32) } else { a as u32 };
-                if x == 0 { 0xffff_ffff } else { 31 - x.leading_zeros() as u64 }
+                if x == 0 {
+                    0xffff_ffff
+                } else {
+                    31 - x.leading_zeros() as u64
+                }
             }))
             .row(0xffff_ffff, 0, 0, 0xffff_ffff),
-        Case::new("bfind.shiftamt.u32", "bfind.shiftamt.u32 %d, %a;", w)
-            .rows(random_rows(46, N, [B32, B32, B32], |a, _, _| (a as u32).leading_zeros() as u64)),
+        Case::new("bfind.shiftamt.u32", "bfind.shiftamt.u32 %d, %a;", w).rows(random_rows(
+            46,
+            N,
+            [B32, B32, B32],
+            |a, _, _| (a as u32).leading_zeros() as u64,
+        )),
     ];
     for m in ["f4e", "b4e", "rc8", "ecl", "ecr", "rc16"] {
         let mut rows = Vec::new();
@@ -363,7 +565,14 @@ fn bit_manipulation() {
                 rows.push(row(a, b, s | 0x40, prmt_ref(a, b, s, Some(m))));
             }
         }
-        cases.push(Case::new(format!("prmt.b32.{m}"), format!("prmt.b32.{m} %d, %a, %b, %c;"), w).rows(rows));
+        cases.push(
+            Case::new(
+                format!("prmt.b32.{m}"),
+                format!("prmt.b32.{m} %d, %a, %b, %c;"),
+                w,
+            )
+            .rows(rows),
+        );
     }
     run_cases(&cases);
 }
@@ -388,7 +597,7 @@ fn small_pos_len(seed: u64, f: impl Fn(u64, u64, u64) -> u64) -> Vec<Row> {
 #[test]
 fn setp_integer_every_comparison() {
     let vals: [u64; 6] = [0, 1, 0x7fff_ffff, 0x8000_0000, 0xffff_ffff, 5];
-    let signed: [(&str, fn(i32, i32) -> bool); 6] = [
+    let signed: [(&str, CmpS); 6] = [
         ("eq", |a, b| a == b),
         ("ne", |a, b| a != b),
         ("lt", |a, b| a < b),
@@ -396,7 +605,7 @@ fn setp_integer_every_comparison() {
         ("gt", |a, b| a > b),
         ("ge", |a, b| a >= b),
     ];
-    let unsigned: [(&str, fn(u32, u32) -> bool); 6] = [
+    let unsigned: [(&str, CmpU); 6] = [
         ("lo", |a, b| a < b),
         ("ls", |a, b| a <= b),
         ("hi", |a, b| a > b),
@@ -406,25 +615,50 @@ fn setp_integer_every_comparison() {
     ];
     let mut cases = Vec::new();
     for (cmp, f) in signed {
-        let rows = vals.iter().flat_map(|&a| vals.iter().map(move |&b| row(a, b, 0, f(s32(a), s32(b)) as u64)));
+        let rows = vals.iter().flat_map(|&a| {
+            vals.iter()
+                .map(move |&b| row(a, b, 0, f(s32(a), s32(b)) as u64))
+        });
         cases.push(
-            Case::new(format!("setp.{cmp}.s32"), format!("setp.{cmp}.s32 %p1, %a, %b;\nselp.u32 %d, 1, 0, %p1;"), [B32; 4])
-                .rows(rows.collect::<Vec<_>>()),
+            Case::new(
+                format!("setp.{cmp}.s32"),
+                format!("setp.{cmp}.s32 %p1, %a, %b;\nselp.u32 %d, 1, 0, %p1;"),
+                [B32; 4],
+            )
+            .rows(rows.collect::<Vec<_>>()),
         );
         // 64-bit with sign-extended values.
         let rows64 = vals.iter().flat_map(|&a| {
-            vals.iter().map(move |&b| row(s32(a) as i64 as u64, s32(b) as i64 as u64, 0, f(s32(a), s32(b)) as u64))
+            vals.iter().map(move |&b| {
+                row(
+                    s32(a) as i64 as u64,
+                    s32(b) as i64 as u64,
+                    0,
+                    f(s32(a), s32(b)) as u64,
+                )
+            })
         });
         cases.push(
-            Case::new(format!("setp.{cmp}.s64"), format!("setp.{cmp}.s64 %p1, %a, %b;\nselp.u32 %d, 1, 0, %p1;"), [B64, B64, B64, B32])
-                .rows(rows64.collect::<Vec<_>>()),
+            Case::new(
+                format!("setp.{cmp}.s64"),
+                format!("setp.{cmp}.s64 %p1, %a, %b;\nselp.u32 %d, 1, 0, %p1;"),
+                [B64, B64, B64, B32],
+            )
+            .rows(rows64.collect::<Vec<_>>()),
         );
     }
     for (cmp, f) in unsigned {
-        let rows = vals.iter().flat_map(|&a| vals.iter().map(move |&b| row(a, b, 0, f(u32_(a), u32_(b)) as u64)));
+        let rows = vals.iter().flat_map(|&a| {
+            vals.iter()
+                .map(move |&b| row(a, b, 0, f(u32_(a), u32_(b)) as u64))
+        });
         cases.push(
-            Case::new(format!("setp.{cmp}.u32"), format!("setp.{cmp}.u32 %p1, %a, %b;\nselp.u32 %d, 1, 0, %p1;"), [B32; 4])
-                .rows(rows.collect::<Vec<_>>()),
+            Case::new(
+                format!("setp.{cmp}.u32"),
+                format!("setp.{cmp}.u32 %p1, %a, %b;\nselp.u32 %d, 1, 0, %p1;"),
+                [B32; 4],
+            )
+            .rows(rows.collect::<Vec<_>>()),
         );
     }
     // Both destinations (p | !p) and a combining predicate (setp.lt.and with c != 0).

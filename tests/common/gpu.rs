@@ -10,7 +10,10 @@ use cudarc::driver::CudaStream;
 pub fn gpu_stream(test: &str) -> Option<Arc<CudaStream>> {
     let require = std::env::var("WARPNORM_REQUIRE_GPU").is_ok_and(|v| v == "1");
     let reason = if !warpnorm::kernels::BUILT {
-        format!("kernels not built ({})", warpnorm::kernels::NOT_BUILT_REASON)
+        format!(
+            "kernels not built ({})",
+            warpnorm::kernels::NOT_BUILT_REASON
+        )
     } else {
         match warpnorm::runtime::context(0) {
             Ok(ctx) => return Some(ctx.default_stream()),

@@ -18,9 +18,15 @@ pub fn skip_without_kernels(test: &str) -> bool {
         return false;
     }
     if std::env::var("WARPNORM_REQUIRE_NVCC").is_ok_and(|v| v == "1") {
-        panic!("{test}: kernels not built but WARPNORM_REQUIRE_NVCC=1: {}", kernels::NOT_BUILT_REASON);
+        panic!(
+            "{test}: kernels not built but WARPNORM_REQUIRE_NVCC=1: {}",
+            kernels::NOT_BUILT_REASON
+        );
     }
-    eprintln!("SKIP {test}: kernels not built ({})", kernels::NOT_BUILT_REASON);
+    eprintln!(
+        "SKIP {test}: kernels not built ({})",
+        kernels::NOT_BUILT_REASON
+    );
     true
 }
 
@@ -67,7 +73,10 @@ impl Sim {
     /// base (offset 1 gives a deliberately misaligned view).
     pub fn alloc<T: Element>(&mut self, n: usize, offset: usize) -> u64 {
         let size = std::mem::size_of::<T>();
-        let base = self.dev.alloc((n + offset).max(1) * size).expect("sim alloc");
+        let base = self
+            .dev
+            .alloc((n + offset).max(1) * size)
+            .expect("sim alloc");
         base + (offset * size) as u64
     }
 
@@ -85,7 +94,10 @@ impl Sim {
 
     /// Reads `n` elements of T from `ptr`.
     pub fn download<T: Element + Default>(&self, ptr: u64, n: usize) -> Vec<T> {
-        let bytes = self.dev.read(ptr, n * std::mem::size_of::<T>()).expect("sim read");
+        let bytes = self
+            .dev
+            .read(ptr, n * std::mem::size_of::<T>())
+            .expect("sim read");
         let mut out = vec![T::default(); n];
         // SAFETY: `out` has exactly bytes.len() bytes of POD storage.
         unsafe {

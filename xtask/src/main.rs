@@ -64,7 +64,12 @@ fn bindings(check: bool) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+    let result = match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         ["bindings"] => bindings(false),
         ["bindings", "--check"] => bindings(true),
         _ => Err("usage: cargo xtask bindings [--check]".to_string()),

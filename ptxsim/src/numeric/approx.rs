@@ -2,7 +2,7 @@
 //! exact approximation bits are not modelled (see the module docs for the documented errors).
 //! `.ftz` variants: the caller applies `ftz_f32` to the input and to the result.
 
-use super::convert::{canon_f32, canon_f64, f16_to_f64, f64_to_bf16, f64_to_f16, bf16_to_f64};
+use super::convert::{bf16_to_f64, canon_f32, canon_f64, f16_to_f64, f64_to_bf16, f64_to_f16};
 use super::Rnd;
 
 fn via_f64(x: f32, f: impl Fn(f64) -> f64) -> f32 {
@@ -78,9 +78,17 @@ pub fn rsqrt_approx_f64(x: f64) -> f64 {
 
 /// `rcp.approx.ftz.f64`: `1 / x` with subnormal inputs and results flushed to signed zero.
 pub fn rcp_approx_ftz_f64(x: f64) -> f64 {
-    let x = if x.is_subnormal() { 0.0f64.copysign(x) } else { x };
+    let x = if x.is_subnormal() {
+        0.0f64.copysign(x)
+    } else {
+        x
+    };
     let r = 1.0 / x;
-    canon_f64(if r.is_subnormal() { 0.0f64.copysign(r) } else { r })
+    canon_f64(if r.is_subnormal() {
+        0.0f64.copysign(r)
+    } else {
+        r
+    })
 }
 
 /// `ex2.approx.f16` (`ex2.approx.ftz.bf16` via [`ex2_approx_bf16`]): `2^x` on `f16` bits.

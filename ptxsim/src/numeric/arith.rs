@@ -1,7 +1,7 @@
 //! `.f32` / `.f64` arithmetic in every rounding mode, and the sign / class / clamp helpers
 //! (`min`, `max`, `testp`, `copysign`, `.sat`, `.ftz`).
 
-use super::convert::{canon_f32, canon_f64};
+use super::convert::{canon_f32, canon_f64, is_nan32, is_nan64};
 use super::round::{pow2, round_from_f64, tail_of, two_sum_err, zero_sum_is_negative, F32};
 use super::{Rnd, TestClass, CANONICAL_NAN_F32, CANONICAL_NAN_F64};
 use rustc_apfloat::ieee::Double;
@@ -179,7 +179,11 @@ pub fn sqrt_f64(a: f64, r: Rnd) -> f64 {
     }
     // Scale tiny inputs by an even power of two so that the residual a - s*s cannot underflow;
     // sqrt of any positive f64 is normal, so scaling back is exact.
-    let (x, unscale) = if a < pow2(-900) { (a * pow2(600), pow2(-300)) } else { (a, 1.0) };
+    let (x, unscale) = if a < pow2(-900) {
+        (a * pow2(600), pow2(-300))
+    } else {
+        (a, 1.0)
+    };
     let s = x.sqrt();
     let rem = (-s).mul_add(s, x);
     let t = match rem.partial_cmp(&0.0) {
@@ -240,7 +244,7 @@ pub fn sat_f64(x: f64) -> f64 {
 /// `min.f32`: the smaller operand, `-0.0 < +0.0`; a single NaN operand is ignored, two NaNs give
 /// the canonical NaN.
 pub fn min_f32(a: f32, b: f32) -> f32 {
-    match (a.is_nan(), b.is_nan()) {
+    match (is_nan32(a), is_nan32(b)) {
         (true, true) => nan32(),
         (true, false) => b,
         (false, true) => a,
@@ -256,7 +260,7 @@ pub fn min_f32(a: f32, b: f32) -> f32 {
 
 /// `max.f32`: the larger operand, `-0.0 < +0.0`; NaN rules as [`min_f32`].
 pub fn max_f32(a: f32, b: f32) -> f32 {
-    match (a.is_nan(), b.is_nan()) {
+    match (is_nan32(a), is_nan32(b)) {
         (true, true) => nan32(),
         (true, false) => b,
         (false, true) => a,
@@ -272,7 +276,7 @@ pub fn max_f32(a: f32, b: f32) -> f32 {
 
 /// `min.NaN.f32`: as [`min_f32`] but a NaN operand gives the canonical NaN.
 pub fn min_nan_f32(a: f32, b: f32) -> f32 {
-    if a.is_nan() || b.is_nan() {
+    if is_nan32(a) || is_nan32(b) {
         nan32()
     } else {
         min_f32(a, b)
@@ -281,7 +285,7 @@ pub fn min_nan_f32(a: f32, b: f32) -> f32 {
 
 /// `max.NaN.f32`: as [`max_f32`] but a NaN operand gives the canonical NaN.
 pub fn max_nan_f32(a: f32, b: f32) -> f32 {
-    if a.is_nan() || b.is_nan() {
+    if is_nan32(a) || is_nan32(b) {
         nan32()
     } else {
         max_f32(a, b)
@@ -290,7 +294,7 @@ pub fn max_nan_f32(a: f32, b: f32) -> f32 {
 
 /// `min.f64`: NaN and signed-zero rules as [`min_f32`].
 pub fn min_f64(a: f64, b: f64) -> f64 {
-    match (a.is_nan(), b.is_nan()) {
+    match (is_nan64(a), is_nan64(b)) {
         (true, true) => nan64(),
         (true, false) => b,
         (false, true) => a,
@@ -306,7 +310,7 @@ pub fn min_f64(a: f64, b: f64) -> f64 {
 
 /// `max.f64`: NaN and signed-zero rules as [`max_f32`].
 pub fn max_f64(a: f64, b: f64) -> f64 {
-    match (a.is_nan(), b.is_nan()) {
+    match (is_nan64(a), is_nan64(b)) {
         (true, true) => nan64(),
         (true, false) => b,
         (false, true) => a,

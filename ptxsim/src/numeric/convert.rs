@@ -8,6 +8,18 @@ use std::cmp::Ordering;
 /// `cvt.frnd.f16.f32`: rounds an `f32` to `f16` bits. NaN gives `0x7fff`; overflow gives
 /// infinity or the largest finite value depending on the mode (see the module docs).
 pub fn f32_to_f16(x: f32, r: Rnd) -> u16 {
+    let bits = x.to_bits();
+    let exp = (bits >> 23) & 0xff;
+    if r == Rnd::Rn && (113..=142).contains(&exp) {
+        // Fast path: x is in the f16 normal range (2^-14 ..< 2^16). Keep the top 10 fraction
+        // bits, round the other 13 to nearest even; a carry moves into the exponent field
+        // (and from 0x7bff to 0x7c00, infinity, exactly when x >= 65520).
+        let sign = (bits >> 16) & 0x8000;
+        let base = ((exp - 112) << 10) | ((bits & 0x007f_ffff) >> 13);
+        let rem = bits & 0x1fff;
+        let up = rem > 0x1000 || (rem == 0x1000 && base & 1 == 1);
+        return (sign | (base + u32::from(up))) as u16;
+    }
     round_from_f64(f64::from(x), Ordering::Equal, r, F16) as u16
 }
 
@@ -28,6 +40,13 @@ pub fn f16_to_f64(h: u16) -> f64 {
 
 /// `cvt.frnd.bf16.f32`: rounds an `f32` to `bf16` bits. NaN gives `0x7fff`.
 pub fn f32_to_bf16(x: f32, r: Rnd) -> u16 {
+    let bits = x.to_bits();
+    if r == Rnd::Rn && bits & 0x7fff_ffff <= 0x7f80_0000 {
+        // Fast path for every non-NaN: same exponent range, so rounding the low 16 bits to
+        // nearest even (carrying into the exponent, up to infinity) is the whole conversion.
+        let up = 0x7fff + ((bits >> 16) & 1);
+        return ((bits + up) >> 16) as u16;
+    }
     round_from_f64(f64::from(x), Ordering::Equal, r, BF16) as u16
 }
 
@@ -43,7 +62,7 @@ pub fn bf16_to_f32(h: u16) -> f32 {
 
 /// `cvt.f64.bf16`: exact. NaN gives the canonical `f64` NaN.
 pub fn bf16_to_f64(h: u16) -> f64 {
-    f64::from(bf16_to_f32(h))
+    canon_f64(f64::from(f32::from_bits(u32::from(h) << 16)))
 }
 
 /// `cvt.frnd.f32.f64`: rounds an `f64` to `f32`. NaN gives the canonical `f32` NaN.
@@ -129,23 +148,17 @@ pub fn int_to_bf16(v: i128, r: Rnd) -> u16 {
 /// `cvt.irnd.f32.f32`: rounds to an integral value, keeping the sign of zero. NaN gives the
 /// canonical NaN.
 pub fn round_f32(x: f32, r: IRnd) -> f32 {
-    if x.is_nan() {
-        return f32::from_bits(CANONICAL_NAN_F32);
-    }
-    match r {
+    canon_f32(match r {
         IRnd::Rni => x.round_ties_even(),
         IRnd::Rzi => x.trunc(),
         IRnd::Rmi => x.floor(),
         IRnd::Rpi => x.ceil(),
-    }
+    })
 }
 
 /// `cvt.irnd.f64.f64`: rounds to an integral value, keeping the sign of zero.
 pub fn round_f64(x: f64, r: IRnd) -> f64 {
-    if x.is_nan() {
-        return f64::from_bits(CANONICAL_NAN_F64);
-    }
-    round_to_int_f64(x, r)
+    canon_f64(round_to_int_f64(x, r))
 }
 
 /// `cvt.irnd.f16.f16`: rounds `f16` bits to an integral value (exact, so no `Rnd` needed).
@@ -207,20 +220,34 @@ pub(crate) fn canon_half(h: u16, fmt: super::round::Format) -> u16 {
     }
 }
 
+// NaN tests that choose the result are done on the bits: LLVM may fold a float-domain
+// `if x.is_nan() { CANONICAL } else { x }` into `x` (it treats NaN payloads as unspecified),
+// which would leak the host's NaN (0xffc00000 on x86) into simulated registers.
+
+pub(crate) fn is_nan32(x: f32) -> bool {
+    x.to_bits() & 0x7fff_ffff > 0x7f80_0000
+}
+
+pub(crate) fn is_nan64(x: f64) -> bool {
+    x.to_bits() & !(1 << 63) > 0x7ff0_0000_0000_0000
+}
+
 pub(crate) fn canon_f32(x: f32) -> f32 {
-    if x.is_nan() {
-        f32::from_bits(CANONICAL_NAN_F32)
+    let bits = x.to_bits();
+    f32::from_bits(if bits & 0x7fff_ffff > 0x7f80_0000 {
+        CANONICAL_NAN_F32
     } else {
-        x
-    }
+        bits
+    })
 }
 
 pub(crate) fn canon_f64(x: f64) -> f64 {
-    if x.is_nan() {
-        f64::from_bits(CANONICAL_NAN_F64)
+    let bits = x.to_bits();
+    f64::from_bits(if bits & !(1 << 63) > 0x7ff0_0000_0000_0000 {
+        CANONICAL_NAN_F64
     } else {
-        x
-    }
+        bits
+    })
 }
 
 fn round_to_int_f64(x: f64, r: IRnd) -> f64 {

@@ -35,23 +35,34 @@
 //! # Subnormals
 //!
 //! Everything supports subnormal inputs and outputs. `.ftz` is applied by the caller with
-//! [`ftz_f32`] / [`ftz_f16`] on the inputs and on the result.
+//! [`ftz_f32`] / [`ftz_f16`] / [`ftz_bf16`] on the inputs and on the result (NaNs pass
+//! through unchanged).
 //!
 //! # Approximate instructions
 //!
 //! `ex2`, `lg2`, `sin`, `cos`, `rsqrt`, `rcp`, `sqrt`, `tanh` `.approx` and `div.approx` /
 //! `div.full` are computed accurately in `f64` and rounded to nearest; the exact bits of the
-//! hardware approximations are **not** modelled. Hardware results may differ from ours by up
-//! to the error bounds the PTX ISA documents, for example (see the ISA for the full text):
-//! `ex2.approx.f32` max 2 ulp; `lg2.approx.f32` about 2^-22 absolute / relative error;
-//! `sin` / `cos.approx.f32` about 2^-20.5 absolute error in `[-100*pi, 100*pi]` (and larger
-//! outside); `rcp.approx.f32` max 1 ulp; `rsqrt.approx.f32` and `sqrt.approx.f32` about 2^-23
-//! relative error; `tanh.approx.f32` about 2^-11 relative error; `div.full.f32` max 2 ulp;
-//! `div.approx.f32` max 2 ulp for `|b|` in `[2^-126, 2^126]` (and 0, or NaN for an infinite
-//! dividend, for `2^126 < |b| < 2^128`, which is modelled); `rcp.approx.ftz.f64` and
-//! `rsqrt.approx.f64` are coarse approximations whose bits depend on the GPU. Tests that
-//! compare simulated kernels with a reference must therefore allow a few ulps wherever such
-//! instructions are used.
+//! hardware approximations are **not** modelled. Real GPUs may differ from ptxsim by up to the
+//! error bounds the PTX ISA documents. Approximate figures (check the ISA version you target):
+//! `ex2.approx.f32` max 2 ulp; `lg2.approx.f32` about 2^-22 absolute error near 1 and a few ulp
+//! elsewhere; `sin` / `cos.approx.f32` about 2^-20.5 absolute error in `[-100*pi, 100*pi]` and
+//! worse outside; `rcp.approx.f32` 1 ulp; `sqrt.approx.f32` / `rsqrt.approx.f32` about 2^-23
+//! relative; `tanh.approx.f32` about 2^-11 relative; `div.full.f32` 2 ulp; `div.approx.f32`
+//! 2 ulp for `|b|` in `[2^-126, 2^126]` (for `2^126 < |b| < 2^128` it returns 0, or NaN for an
+//! infinite dividend: that case *is* modelled). `rcp.approx.ftz.f64` is described by the ISA
+//! as a gross approximation computed from the upper 32 bits of the operand with the low 32
+//! bits of the result zeroed, and `rsqrt.approx.f64` as a coarse approximation; ptxsim returns
+//! accurate values for both (code that refines them with Newton steps, as libdevice does,
+//! converges to the same final result). Tests comparing simulated kernels with a reference
+//! must therefore allow a few ulps wherever such instructions are used.
+//!
+//! # Tests
+//!
+//! `cargo test -p ptxsim numeric` runs moderate sweeps against independent references (the
+//! `half` crate, `rustc_apfloat` soft-float, exact `f64` / binary128 arithmetic, tables of all
+//! half values). `PTXSIM_LONG_TESTS=1 cargo test --release -p ptxsim numeric` runs larger ones;
+//! `PTXSIM_FULL_SWEEP=1` checks all 2^32 `f32` patterns against `half`'s `f16` / `bf16`
+//! conversions (about 3 minutes in release).
 
 mod approx;
 mod arith;

@@ -18,10 +18,30 @@ pub(crate) struct Format {
     exp_bits: u32,
 }
 
-pub(crate) const F16: Format = Format { prec: 11, emin: -14, emax: 15, exp_bits: 5 };
-pub(crate) const BF16: Format = Format { prec: 8, emin: -126, emax: 127, exp_bits: 8 };
-pub(crate) const F32: Format = Format { prec: 24, emin: -126, emax: 127, exp_bits: 8 };
-pub(crate) const F64: Format = Format { prec: 53, emin: -1022, emax: 1023, exp_bits: 11 };
+pub(crate) const F16: Format = Format {
+    prec: 11,
+    emin: -14,
+    emax: 15,
+    exp_bits: 5,
+};
+pub(crate) const BF16: Format = Format {
+    prec: 8,
+    emin: -126,
+    emax: 127,
+    exp_bits: 8,
+};
+pub(crate) const F32: Format = Format {
+    prec: 24,
+    emin: -126,
+    emax: 127,
+    exp_bits: 8,
+};
+pub(crate) const F64: Format = Format {
+    prec: 53,
+    emin: -1022,
+    emax: 1023,
+    exp_bits: 11,
+};
 
 impl Format {
     pub(crate) const fn sign_bit(self) -> u64 {
@@ -44,28 +64,26 @@ impl Format {
     /// Decodes the bits of a format narrower than `f64` into the (exactly equal) `f64`.
     /// NaNs decode to a NaN (payload not kept).
     pub(crate) fn to_f64(self, bits: u64) -> f64 {
-        let neg = bits & self.sign_bit() != 0;
-        let mag = bits & (self.sign_bit() - 1);
         let frac_bits = self.prec - 1;
-        let exp_field = (mag >> frac_bits) as i32;
+        let sign = (bits & self.sign_bit()) << (63 - (self.exp_bits + frac_bits));
+        let mag = bits & (self.sign_bit() - 1);
+        let exp_field = mag >> frac_bits;
         let frac = mag & ((1 << frac_bits) - 1);
-        let v = if exp_field == (1 << self.exp_bits) - 1 {
+        let out = if exp_field == (1 << self.exp_bits) - 1 {
             if frac == 0 {
-                f64::INFINITY
+                f64::INFINITY.to_bits()
             } else {
-                f64::NAN
+                f64::NAN.to_bits()
             }
         } else if exp_field == 0 {
             // frac * 2^(emin - frac_bits); frac < 2^52 so the product is exact.
-            frac as f64 * pow2(self.emin - frac_bits as i32)
+            (frac as f64 * pow2(self.emin - frac_bits as i32)).to_bits()
         } else {
-            (frac | (1 << frac_bits)) as f64 * pow2(exp_field - 1 + self.emin - frac_bits as i32)
+            // Value 1.frac * 2^(exp_field - 1 + emin): rebias the exponent, widen the fraction.
+            let biased = (exp_field as i64 - 1 + i64::from(self.emin) + 1023) as u64;
+            (biased << 52) | (frac << (52 - frac_bits))
         };
-        if neg {
-            -v
-        } else {
-            v
-        }
+        f64::from_bits(sign | out)
     }
 }
 
@@ -90,7 +108,14 @@ enum Frac {
 /// half of `2^e` (e.g. the exact error of an `f64` sum or quotient): `Greater` means the exact
 /// magnitude is a little larger than `m * 2^e`. `m == 0` with a nonzero tail means a nonzero
 /// value below every representable magnitude.
-pub(crate) fn round_parts(neg: bool, m: u128, e: i32, tail: Ordering, mode: Rnd, fmt: Format) -> u64 {
+pub(crate) fn round_parts(
+    neg: bool,
+    m: u128,
+    e: i32,
+    tail: Ordering,
+    mode: Rnd,
+    fmt: Format,
+) -> u64 {
     let sign = if neg { fmt.sign_bit() } else { 0 };
     let away = matches!((mode, neg), (Rnd::Rp, false) | (Rnd::Rm, true));
     if m == 0 {
@@ -98,13 +123,17 @@ pub(crate) fn round_parts(neg: bool, m: u128, e: i32, tail: Ordering, mode: Rnd,
         return sign | u64::from(tail == Ordering::Greater && away);
     }
     // Normalise to a 63-bit significand (msb at bit 62) plus a sticky bit for what lies below.
-    let msb = 127 - m.leading_zeros() as i32;
-    let shift = msb - 62;
-    let (mut sig, e, mut sticky) = if shift > 0 {
+    let (mut sig, e, mut sticky) = if let Ok(m) = u64::try_from(m) {
+        let shift = m.leading_zeros() as i32 - 1;
+        if shift >= 0 {
+            (m << shift, e - shift, false)
+        } else {
+            (m >> 1, e + 1, m & 1 != 0)
+        }
+    } else {
+        let shift = 65 - m.leading_zeros() as i32; // > 0: msb lands on bit 62
         let lost = m & ((1u128 << shift) - 1);
         ((m >> shift) as u64, e + shift, lost != 0)
-    } else {
-        ((m << -shift) as u64, e + shift, false)
     };
     match tail {
         Ordering::Greater => sticky = true,
@@ -157,7 +186,12 @@ pub(crate) fn round_parts(neg: bool, m: u128, e: i32, tail: Ordering, mode: Rnd,
             Rnd::Rz => false,
             Rnd::Rm | Rnd::Rp => away,
         };
-        return sign | if toward_inf { fmt.inf() } else { fmt.max_finite() };
+        return sign
+            | if toward_inf {
+                fmt.inf()
+            } else {
+                fmt.max_finite()
+            };
     }
     let biased = (exp - fmt.emin + 1) as u64;
     sign | (biased << (p - 1)) | (n - (1 << (p - 1)))

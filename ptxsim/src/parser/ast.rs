@@ -70,7 +70,10 @@ impl VarDecl {
 
     /// Alignment in bytes.
     pub(crate) fn alignment(&self) -> u64 {
-        self.align.map(u64::from).unwrap_or(self.ty.bytes() as u64).max(1)
+        self.align
+            .map(u64::from)
+            .unwrap_or(self.ty.bytes() as u64)
+            .max(1)
     }
 }
 
@@ -87,9 +90,7 @@ pub(crate) enum InitVal {
 pub(crate) enum Stmt {
     /// `.reg .ty names;` each name with an optional `<N>` count.
     Reg {
-        ty: Ty,
         names: Vec<(String, Option<u32>)>,
-        line: usize,
     },
     Var(VarDecl),
     Label(String, usize),
@@ -107,6 +108,10 @@ pub(crate) struct Func {
     pub rets: Vec<VarDecl>,
     pub body: Option<Vec<Stmt>>,
     pub line: usize,
+    /// `.maxntid x[, y[, z]]`
+    pub maxntid: Option<[u32; 3]>,
+    /// `.reqntid x[, y[, z]]`
+    pub reqntid: Option<[u32; 3]>,
 }
 
 /// A parsed module.

@@ -116,13 +116,32 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, SimError> {
                         break;
                     }
                 }
-                out.push(Token {
-                    tok: Tok::Ident(&src[start..i]),
-                    line,
-                });
+                let word = &src[start..i];
+                if word.starts_with('.') && word[1..].contains('.') {
+                    // `.reg.b16`: directives written without spaces
+                    let mut s = 0;
+                    for (k, ch) in word.char_indices().skip(1) {
+                        if ch == '.' {
+                            out.push(Token {
+                                tok: Tok::Ident(&word[s..k]),
+                                line,
+                            });
+                            s = k;
+                        }
+                    }
+                    out.push(Token {
+                        tok: Tok::Ident(&word[s..]),
+                        line,
+                    });
+                } else {
+                    out.push(Token {
+                        tok: Tok::Ident(word),
+                        line,
+                    });
+                }
             }
-            b',' | b';' | b'{' | b'}' | b'[' | b']' | b'(' | b')' | b'<' | b'>' | b'+'
-            | b'-' | b'@' | b'!' | b'|' | b':' | b'=' | b'*' => {
+            b',' | b';' | b'{' | b'}' | b'[' | b']' | b'(' | b')' | b'<' | b'>' | b'+' | b'-'
+            | b'@' | b'!' | b'|' | b':' | b'=' | b'*' => {
                 out.push(Token {
                     tok: Tok::P(c as char),
                     line,
@@ -132,7 +151,10 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, SimError> {
             _ => {
                 return Err(SimError::Parse {
                     line,
-                    message: format!("unexpected character `{}`", src[i..].chars().next().unwrap_or('?')),
+                    message: format!(
+                        "unexpected character `{}`",
+                        src[i..].chars().next().unwrap_or('?')
+                    ),
                 })
             }
         }
@@ -143,7 +165,12 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, SimError> {
 /// Lexes a number at the start of `s`; returns the token and its length.
 fn lex_number(s: &str) -> Option<(Tok<'_>, usize)> {
     let b = s.as_bytes();
-    let hexlen = |from: usize| b[from..].iter().take_while(|c| c.is_ascii_hexdigit()).count();
+    let hexlen = |from: usize| {
+        b[from..]
+            .iter()
+            .take_while(|c| c.is_ascii_hexdigit())
+            .count()
+    };
     if b.len() > 2 && b[0] == b'0' && (b[1] == b'f' || b[1] == b'F') {
         let n = hexlen(2);
         if n == 8 {
@@ -162,7 +189,10 @@ fn lex_number(s: &str) -> Option<(Tok<'_>, usize)> {
         let n = hexlen(2);
         (u64::from_str_radix(&s[2..2 + n], 16).ok()?, 2 + n)
     } else if b.len() > 2 && b[0] == b'0' && (b[1] == b'b' || b[1] == b'B') {
-        let n = b[2..].iter().take_while(|c| **c == b'0' || **c == b'1').count();
+        let n = b[2..]
+            .iter()
+            .take_while(|c| **c == b'0' || **c == b'1')
+            .count();
         (u64::from_str_radix(&s[2..2 + n], 2).ok()?, 2 + n)
     } else {
         let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
@@ -218,6 +248,13 @@ mod tests {
         assert_eq!(toks[16], Tok::Ident("L1::no_allocate"));
         assert_eq!(toks[17], Tok::Ident("$L__BB0_3"));
         assert_eq!(toks[18], Tok::P(':'));
+    }
+
+    #[test]
+    fn directives_without_spaces_split() {
+        let t = lex(".reg.b16 h;").unwrap();
+        let toks: Vec<Tok> = t.iter().map(|t| t.tok).collect();
+        assert_eq!(toks[..2], [Tok::Ident(".reg"), Tok::Ident(".b16")]);
     }
 
     #[test]

@@ -392,12 +392,28 @@ fn parse_func(p: &mut P<'_>) -> R<Func> {
         Vec::new()
     };
     // performance directives
+    let mut maxntid = None;
+    let mut reqntid = None;
     loop {
         match p.peek() {
+            Some(Tok::Ident(d @ (".maxntid" | ".reqntid"))) => {
+                p.i += 1;
+                let mut v = [1u32; 3];
+                for (k, slot) in v.iter_mut().enumerate() {
+                    if k > 0 && !p.eat_p(',') {
+                        break;
+                    }
+                    *slot = p.uint()?.min(u32::MAX as u64) as u32;
+                }
+                if d == ".maxntid" {
+                    maxntid = Some(v);
+                } else {
+                    reqntid = Some(v);
+                }
+            }
             Some(Tok::Ident(
-                ".maxntid" | ".reqntid" | ".minnctapersm" | ".maxnctapersm" | ".maxnreg"
-                | ".reqnctapercluster" | ".maxclusterrank" | ".explicitcluster" | ".noreturn"
-                | ".blocksareclusters",
+                ".minnctapersm" | ".maxnctapersm" | ".maxnreg" | ".reqnctapercluster"
+                | ".maxclusterrank" | ".explicitcluster" | ".noreturn" | ".blocksareclusters",
             )) => {
                 p.i += 1;
                 while matches!(p.peek(), Some(Tok::Int(_)) | Some(Tok::P(','))) {
@@ -419,6 +435,8 @@ fn parse_func(p: &mut P<'_>) -> R<Func> {
             rets,
             body: None,
             line,
+            maxntid,
+            reqntid,
         });
     }
     p.expect_p('{')?;
@@ -473,7 +491,8 @@ fn parse_func(p: &mut P<'_>) -> R<Func> {
                     }
                 }
                 p.expect_p(';')?;
-                body.push(Stmt::Reg { ty, names, line });
+                let _ = ty;
+                body.push(Stmt::Reg { names });
             }
             Some(Tok::Ident(".pragma" | ".loc" | ".file")) => {
                 let l = p.line();
@@ -502,10 +521,9 @@ fn parse_func(p: &mut P<'_>) -> R<Func> {
                 p.i += 2;
                 // `proto: .callprototype ...`
                 if p.is_ident(".callprototype") {
-                    return Err(SimError::Unsupported {
-                        line,
-                        what: "indirect calls (.callprototype)".into(),
-                    });
+                    // call prototype of an indirect call: the callee's own layout is used
+                    p.skip_stmt()?;
+                    continue;
                 }
                 body.push(Stmt::Label(s.to_string(), line));
             }
@@ -525,6 +543,8 @@ fn parse_func(p: &mut P<'_>) -> R<Func> {
         rets,
         body: Some(body),
         line,
+        maxntid,
+        reqntid,
     })
 }
 
@@ -570,9 +590,7 @@ fn parse_operand(p: &mut P<'_>) -> R<Operand> {
                 Some(Tok::Ident(s)) => {
                     p.i += 1;
                     base = Some(s.to_string());
-                    if p.eat_p('+') {
-                        off = p.signed_int()? as i64;
-                    } else if p.is_p('-') {
+                    if p.eat_p('+') || p.is_p('-') {
                         off = p.signed_int()? as i64;
                     }
                 }
@@ -654,7 +672,9 @@ mod tests {
         assert_eq!(f.params[1].size(), 16);
         assert_eq!(f.params[1].alignment(), 8);
         let body = f.body.as_ref().unwrap();
-        assert!(matches!(&body[2], Stmt::Instr(i) if i.operands[1] == Operand::Addr { base: Some("k_param_0".into()), off: 8 }));
+        assert!(
+            matches!(&body[2], Stmt::Instr(i) if i.operands[1] == Operand::Addr { base: Some("k_param_0".into()), off: 8 })
+        );
         assert!(matches!(&body[3], Stmt::Instr(i) if i.guard == Some(("%p1".into(), true))));
         assert!(matches!(&body[5], Stmt::Label(l, 14) if l == "$L__BB0_1"));
     }

@@ -83,13 +83,13 @@ pub(crate) fn fmin(m: &Mods, s: [u64; 4]) -> u64 {
     if m.ty == Ty::F64 {
         let (a, b) = (d(s[0]), d(s[1]));
         if m.aux & 1 != 0 && (a.is_nan() || b.is_nan()) {
-            return num::CANON_F64;
+            return num::CANONICAL_NAN_F64;
         }
         num::min_f64(a, b).to_bits()
     } else {
         let (a, b) = (f(s[0], m), f(s[1], m));
         if m.aux & 1 != 0 && (a.is_nan() || b.is_nan()) {
-            return num::CANON_F32 as u64;
+            return num::CANONICAL_NAN_F32 as u64;
         }
         out32(num::min_f32(a, b), m)
     }
@@ -98,13 +98,13 @@ pub(crate) fn fmax(m: &Mods, s: [u64; 4]) -> u64 {
     if m.ty == Ty::F64 {
         let (a, b) = (d(s[0]), d(s[1]));
         if m.aux & 1 != 0 && (a.is_nan() || b.is_nan()) {
-            return num::CANON_F64;
+            return num::CANONICAL_NAN_F64;
         }
         num::max_f64(a, b).to_bits()
     } else {
         let (a, b) = (f(s[0], m), f(s[1], m));
         if m.aux & 1 != 0 && (a.is_nan() || b.is_nan()) {
-            return num::CANON_F32 as u64;
+            return num::CANONICAL_NAN_F32 as u64;
         }
         out32(num::max_f32(a, b), m)
     }
@@ -178,6 +178,13 @@ fn is_x2(m: &Mods) -> bool {
 #[inline]
 fn hpost(m: &Mods, h: u16) -> u16 {
     let mut h = h;
+    if m.aux & 2 != 0 {
+        h = if is_bf(m) {
+            num::relu_bf16(h)
+        } else {
+            num::relu_f16(h)
+        };
+    }
     if m.ftz && !is_bf(m) {
         h = num::ftz_f16(h);
     }
@@ -283,6 +290,23 @@ pub(crate) fn hmax(m: &Mods, s: [u64; 4]) -> u64 {
         }
     })
 }
+/// `ex2.approx` on halves (computed accurately).
+pub(crate) fn hex2(m: &Mods, s: [u64; 4]) -> u64 {
+    if is_bf(m) {
+        lanes(m, s, |a, _, _| num::ex2_approx_bf16(a))
+    } else {
+        lanes(m, s, |a, _, _| num::ex2_approx_f16(a))
+    }
+}
+/// `tanh.approx` on halves (computed accurately).
+pub(crate) fn htanh(m: &Mods, s: [u64; 4]) -> u64 {
+    if is_bf(m) {
+        lanes(m, s, |a, _, _| num::tanh_approx_bf16(a))
+    } else {
+        lanes(m, s, |a, _, _| num::tanh_approx_f16(a))
+    }
+}
+
 /// Half value to f64 per the instruction type.
 pub(crate) fn h_to_f64(ty: Ty, h: u16) -> f64 {
     match ty {

@@ -97,7 +97,11 @@ pub(crate) fn mul24(m: &Mods, s: [u64; 4]) -> u64 {
         }
     };
     let p = t24(s[0]) * t24(s[1]);
-    let r = if m.aux == 1 { (p >> 16) as u64 } else { p as u64 };
+    let r = if m.aux == 1 {
+        (p >> 16) as u64
+    } else {
+        p as u64
+    };
     norm(m.ty, r.wrapping_add(s[2]))
 }
 pub(crate) fn div(m: &Mods, s: [u64; 4]) -> u64 {
@@ -220,7 +224,12 @@ pub(crate) fn prmt(m: &Mods, s: [u64; 4]) -> u64 {
             let n = c & 3;
             let sel: [u32; 4] = match mode {
                 1 => [n, (n + 1) & 7, (n + 2) & 7, (n + 3) & 7],
-                2 => [n, n.wrapping_sub(1) & 7, n.wrapping_sub(2) & 7, n.wrapping_sub(3) & 7],
+                2 => [
+                    n,
+                    n.wrapping_sub(1) & 7,
+                    n.wrapping_sub(2) & 7,
+                    n.wrapping_sub(3) & 7,
+                ],
                 3 => [n; 4],
                 4 => [n, n.max(1), n.max(2), 3],
                 5 => [0, n.min(1), n.min(2), n],
@@ -291,18 +300,125 @@ pub(crate) fn dp4a(m: &Mods, s: [u64; 4]) -> u64 {
     for i in 0..4 {
         let ab = (s[0] >> (8 * i)) & 0xff;
         let bb = (s[1] >> (8 * i)) & 0xff;
-        let av = if m.aux & 1 != 0 { ab as u8 as i8 as i64 } else { ab as i64 };
-        let bv = if m.aux & 2 != 0 { bb as u8 as i8 as i64 } else { bb as i64 };
+        let av = if m.aux & 1 != 0 {
+            ab as u8 as i8 as i64
+        } else {
+            ab as i64
+        };
+        let bv = if m.aux & 2 != 0 {
+            bb as u8 as i8 as i64
+        } else {
+            bb as i64
+        };
         acc = acc.wrapping_add(av * bv);
     }
     norm(m.ty, acc as u64)
 }
 /// cvta between generic and a window: aux = window base; sat/ftz unused; sty flag in rnd unused.
 pub(crate) fn add_base(m: &Mods, s: [u64; 4]) -> u64 {
-    norm(m.ty, s[0].wrapping_add(m.aux as u64 * crate::memory::WINDOW_UNIT))
+    norm(
+        m.ty,
+        s[0].wrapping_add(m.aux as u64 * crate::memory::WINDOW_UNIT),
+    )
 }
 pub(crate) fn sub_base(m: &Mods, s: [u64; 4]) -> u64 {
-    norm(m.ty, s[0].wrapping_sub(m.aux as u64 * crate::memory::WINDOW_UNIT))
+    norm(
+        m.ty,
+        s[0].wrapping_sub(m.aux as u64 * crate::memory::WINDOW_UNIT),
+    )
+}
+
+/// shf.{l,r}.{wrap,clamp}.b32 d, a, b, c: aux bit0 = right, bit1 = clamp.
+pub(crate) fn shf(m: &Mods, s: [u64; 4]) -> u64 {
+    let c = s[2] as u32;
+    let n = if m.aux & 2 != 0 { c.min(32) } else { c & 31 };
+    let x = ((s[1] as u32 as u64) << 32) | s[0] as u32 as u64;
+    if m.aux & 1 != 0 {
+        (x >> n) & 0xffff_ffff
+    } else {
+        ((x << n) >> 32) & 0xffff_ffff
+    }
+}
+/// lop3.b32 d, a, b, c, lut
+pub(crate) fn lop3(m: &Mods, s: [u64; 4]) -> u64 {
+    let lut = s[3] as u8;
+    let (a, b, c) = (s[0], s[1], s[2]);
+    let mut d = 0u64;
+    for i in 0..m.ty.bits() {
+        let idx = ((a >> i) & 1) << 2 | ((b >> i) & 1) << 1 | ((c >> i) & 1);
+        d |= (((lut >> idx) & 1) as u64) << i;
+    }
+    d
+}
+/// dp2a.{lo,hi}: aux bit0 = a signed, bit1 = b signed, bit2 = hi.
+pub(crate) fn dp2a(m: &Mods, s: [u64; 4]) -> u64 {
+    let mut acc = s[2] as u32 as i32 as i64;
+    let k = if m.aux & 4 != 0 { 2 } else { 0 };
+    for i in 0..2 {
+        let ah = (s[0] >> (16 * i)) & 0xffff;
+        let bb = (s[1] >> (8 * (k + i))) & 0xff;
+        let av = if m.aux & 1 != 0 {
+            ah as u16 as i16 as i64
+        } else {
+            ah as i64
+        };
+        let bv = if m.aux & 2 != 0 {
+            bb as u8 as i8 as i64
+        } else {
+            bb as i64
+        };
+        acc = acc.wrapping_add(av * bv);
+    }
+    norm(m.ty, acc as u64)
+}
+
+/// Extended-precision add/sub/mad with the carry flag: returns (d, carry out).
+/// `op`: 0 add, 1 sub, 2 mad.lo, 3 mad.hi. `cin` is the incoming carry (0 when not `...c`).
+pub(crate) fn carry_op(
+    op: u8,
+    ty: crate::types::Ty,
+    a: u64,
+    b: u64,
+    c: u64,
+    cin: u64,
+) -> (u64, u64) {
+    let bits = ty.bits();
+    let mask: u128 = if bits >= 64 {
+        u64::MAX as u128
+    } else {
+        (1u128 << bits) - 1
+    };
+    let (a, b, c) = (a as u128 & mask, b as u128 & mask, c as u128 & mask);
+    let cin = cin as u128 & 1;
+    match op {
+        0 => {
+            let r = a + b + cin;
+            ((r & mask) as u64, (r > mask) as u64)
+        }
+        1 => {
+            let sub = b + cin;
+            let r = a.wrapping_sub(sub) & mask;
+            (r as u64, (a < sub) as u64)
+        }
+        _ => {
+            let (ai, bi) = if ty.is_signed() {
+                (
+                    extend(a as u64, bits, true) as i64 as i128,
+                    extend(b as u64, bits, true) as i64 as i128,
+                )
+            } else {
+                (a as i128, b as i128)
+            };
+            let p = (ai.wrapping_mul(bi)) as u128;
+            let part = if op == 3 {
+                (p >> bits) & mask
+            } else {
+                p & mask
+            };
+            let r = part + c + cin;
+            ((r & mask) as u64, (r > mask) as u64)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -314,8 +430,26 @@ mod tests {
     }
 
     #[test]
+    fn funnel_lop3_carry() {
+        let mut m = Mods::new(Ty::B32);
+        assert_eq!(shf(&m, [0x8000_0000, 0x1, 1, 0]), 0x3);
+        m.aux = 1;
+        assert_eq!(shf(&m, [0x2, 0x1, 1, 0]), 0x8000_0001);
+        assert_eq!(
+            lop3(&Mods::new(Ty::B32), [0xf0, 0xcc, 0xaa, 0x96]),
+            0xf0 ^ 0xcc ^ 0xaa
+        );
+        assert_eq!(carry_op(0, Ty::U32, 0xffff_ffff, 1, 0, 0), (0, 1));
+        assert_eq!(carry_op(1, Ty::U32, 0, 1, 0, 0), (0xffff_ffff, 1));
+        assert_eq!(carry_op(3, Ty::U32, 0x8000_0000, 4, 5, 1), (8, 0));
+    }
+
+    #[test]
     fn basic_int() {
-        assert_eq!(add(&m(Ty::S32), [0x7fff_ffff, 1, 0, 0]), (-2147483648i64) as u64);
+        assert_eq!(
+            add(&m(Ty::S32), [0x7fff_ffff, 1, 0, 0]),
+            (-2147483648i64) as u64
+        );
         let mut ms = m(Ty::S32);
         ms.sat = true;
         assert_eq!(add(&ms, [0x7fff_ffff, 1, 0, 0]), 0x7fff_ffff);
@@ -331,7 +465,10 @@ mod tests {
         assert_eq!(bfe(&m(Ty::U32), [0xabcd_1234, 8, 8, 0]), 0x12);
         assert_eq!(bfe(&m(Ty::S32), [0x0000_8000, 8, 8, 0]), (-128i64) as u64);
         assert_eq!(bfi(&m(Ty::B32), [0xf, 0, 4, 4]), 0xf0);
-        assert_eq!(prmt(&m(Ty::B32), [0x0403_0201, 0x0807_0605, 0x7654, 0]), 0x0807_0605);
+        assert_eq!(
+            prmt(&m(Ty::B32), [0x0403_0201, 0x0807_0605, 0x7654, 0]),
+            0x0807_0605
+        );
         assert_eq!(clz(&m(Ty::B32), [1, 0, 0, 0]), 31);
         assert_eq!(brev(&m(Ty::B32), [1, 0, 0, 0]), 0x8000_0000);
         assert_eq!(popc(&m(Ty::B64), [u64::MAX, 0, 0, 0]), 64);

@@ -182,7 +182,10 @@ pub fn f32_ref(op: Op, a: f32, b: f32, c: f32, mode: Mode) -> u32 {
         return 0x7fff_ffff;
     }
     let used = [a, b, c];
-    if used[..op.arity()].iter().any(|x| !x.is_finite()) || (matches!(op, Op::Div) && b == 0.0) || (op == Op::Rcp && a == 0.0) {
+    if used[..op.arity()].iter().any(|x| !x.is_finite())
+        || (matches!(op, Op::Div) && b == 0.0)
+        || (op == Op::Rcp && a == 0.0)
+    {
         return rn.to_bits();
     }
     let (a, b, c, r) = (a as f64, b as f64, c as f64, rn as f64);
@@ -234,7 +237,10 @@ pub fn f64_ref(op: Op, a: f64, b: f64, c: f64, mode: Mode) -> u64 {
         return 0x7fff_ffff_ffff_ffff;
     }
     let used = [a, b, c];
-    if used[..op.arity()].iter().any(|x| !x.is_finite()) || (matches!(op, Op::Div) && b == 0.0) || (op == Op::Rcp && a == 0.0) {
+    if used[..op.arity()].iter().any(|x| !x.is_finite())
+        || (matches!(op, Op::Div) && b == 0.0)
+        || (op == Op::Rcp && a == 0.0)
+    {
         return rn.to_bits();
     }
     let err = if rn.is_infinite() {
@@ -264,9 +270,13 @@ pub fn f64_ref(op: Op, a: f64, b: f64, c: f64, mode: Mode) -> u64 {
     match op {
         Op::Add => zero_sum(bits, 64, a.is_sign_negative(), b.is_sign_negative(), mode),
         Op::Sub => zero_sum(bits, 64, a.is_sign_negative(), !b.is_sign_negative(), mode),
-        Op::Fma if err == Ordering::Equal => {
-            zero_sum(bits, 64, (a * b).is_sign_negative(), c.is_sign_negative(), mode)
-        }
+        Op::Fma if err == Ordering::Equal => zero_sum(
+            bits,
+            64,
+            (a * b).is_sign_negative(),
+            c.is_sign_negative(),
+            mode,
+        ),
         _ => bits,
     }
 }
@@ -353,4 +363,3 @@ pub fn int_to_f64(v: i128, mode: Mode) -> u64 {
     let err = (v).cmp(&(rn as i128));
     directed(rn.to_bits(), 64, err, mode)
 }
-

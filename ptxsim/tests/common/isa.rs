@@ -165,7 +165,11 @@ pub fn kernel_text(case: &Case) -> String {
 
 /// Runs one case; returns the failure descriptions (empty when all rows match).
 pub fn run_case(dev: &mut Device, case: &Case) -> Vec<String> {
-    assert!(!case.rows.is_empty() && case.rows.len() <= 1024, "{}: 1..=1024 rows", case.name);
+    assert!(
+        !case.rows.is_empty() && case.rows.len() <= 1024,
+        "{}: 1..=1024 rows",
+        case.name
+    );
     let ptx = kernel_text(case);
     let fail = |e: SimError| {
         vec![format!(

@@ -3,8 +3,10 @@
 //! floating-point references ([`fp`]) and small launch / fault helpers (here).
 #![allow(dead_code)]
 
+pub mod cuda;
 pub mod fp;
 pub mod isa;
+pub mod layernorm_ref;
 pub mod nvcc;
 
 use ptxsim::{Arg, Device, Fault, LaunchConfig, LaunchStats, Module, Options, SimError};
@@ -36,7 +38,10 @@ pub fn device() -> Device {
 pub fn parse(ptx: &str, what: &str) -> Module {
     match Module::parse(ptx) {
         Ok(m) => m,
-        Err(e) => panic!("{what}: parse failed: {e}\n{}", numbered(ptx, error_line(&e))),
+        Err(e) => panic!(
+            "{what}: parse failed: {e}\n{}",
+            numbered(ptx, error_line(&e))
+        ),
     }
 }
 
@@ -158,12 +163,88 @@ impl Rng {
     /// An f64 with a random sign, mantissa and an exponent in `-e..=e`.
     pub fn f64_exp(&mut self, e: i32) -> f64 {
         let exp = (self.range(-e as i64, e as i64 + 1) + 1023) as u64;
-        let bits = (self.next_u64() & (1 << 63)) | (exp << 52) | (self.next_u64() & ((1 << 52) - 1));
+        let bits =
+            (self.next_u64() & (1 << 63)) | (exp << 52) | (self.next_u64() & ((1 << 52) - 1));
         f64::from_bits(bits)
     }
 }
 
 /// Bytes of a slice of f32 values, little-endian.
 pub fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A PTX module header (`.version 8.0`, `.target sm_90`, 64-bit addresses) followed by `body`.
+pub fn ptx_module(body: &str) -> String {
+    format!(".version 8.0\n.target sm_90\n.address_size 64\n\n{body}")
+}
+
+/// A `.visible .entry` taking `nptr` pointer parameters. The body sees the global addresses in
+/// `%a0..%a{nptr-1}`, `%t` = tid.x, `%g` = ctaid.x * ntid.x + tid.x, and scratch registers
+/// `%p<8>`, `%h<16>`, `%r<32>`, `%rd<32>`, `%f<16>`, `%fd<16>`.
+pub fn simple_entry(name: &str, nptr: usize, body: &str) -> String {
+    let params = (0..nptr)
+        .map(|i| format!("\t.param .u64 {name}_p{i}"))
+        .collect::<Vec<_>>()
+        .join(",\n");
+    let loads: String = (0..nptr)
+        .map(|i| {
+            format!("\tld.param.u64 %a{i}, [{name}_p{i}];\n\tcvta.to.global.u64 %a{i}, %a{i};\n")
+        })
+        .collect();
+    // State-space declarations in the body go to the top of the function.
+    let is_decl = |l: &str| {
+        let l = l.trim();
+        l.starts_with(".shared") || l.starts_with(".local") || l.starts_with(".reg")
+    };
+    let decls: String = body
+        .lines()
+        .filter(|l| is_decl(l))
+        .map(|l| format!("\t{}\n", l.trim()))
+        .collect();
+    let body: String = body
+        .lines()
+        .filter(|l| !is_decl(l))
+        .map(|l| format!("\t{}\n", l.trim()))
+        .collect();
+    format!(
+        ".visible .entry {name}(\n{params}\n)\n{{\n{decls}\t.reg .pred %p<8>;\n\t.reg .b16 %h<16>;\n\t.reg .b32 %r<32>;\n\t.reg .b64 %rd<32>;\n\t.reg .f32 %f<16>;\n\t.reg .f64 %fd<16>;\n\t.reg .b64 %a<4>;\n\t.reg .b32 %t, %g, %bid, %nt;\n\n{loads}\tmov.u32 %t, %tid.x;\n\tmov.u32 %bid, %ctaid.x;\n\tmov.u32 %nt, %ntid.x;\n\tmad.lo.s32 %g, %bid, %nt, %t;\n{body}\tret;\n}}\n"
+    )
+}
+
+/// Allocates one device buffer per input (initialised with its bytes), launches `entry` with the
+/// buffers as pointer arguments, and returns every buffer's final contents.
+pub fn run_buffers(
+    ptx: &str,
+    entry: &str,
+    c: LaunchConfig,
+    inputs: &[Vec<u8>],
+) -> Result<Vec<Vec<u8>>, String> {
+    let show = |e: SimError| format!("{entry}: {e}\n{}", numbered(ptx, error_line(&e)));
+    let m = Module::parse(ptx).map_err(show)?;
+    let mut dev = device();
+    let mut ptrs = Vec::new();
+    for buf in inputs {
+        let p = dev.alloc(buf.len().max(1)).map_err(show)?;
+        dev.write(p, buf).map_err(show)?;
+        ptrs.push(p);
+    }
+    let args: Vec<Arg> = ptrs.iter().map(|&p| Arg::Ptr(p)).collect();
+    dev.launch(&m, entry, c, &args).map_err(show)?;
+    ptrs.iter()
+        .zip(inputs)
+        .map(|(&p, b)| dev.read(p, b.len()).map_err(show))
+        .collect()
+}
+
+/// Little-endian u32 values of a byte buffer.
+pub fn u32s(b: &[u8]) -> Vec<u32> {
+    b.chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// Bytes of u32 values, little-endian.
+pub fn u32_bytes(v: &[u32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }

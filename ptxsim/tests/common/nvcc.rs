@@ -55,7 +55,11 @@ fn candidates() -> Vec<PathBuf> {
         c.push(PathBuf::from(p).join("warpnorm/cuda-13.0").join(tail));
     }
     if let Some(p) = std::env::var_os("HOME") {
-        c.push(PathBuf::from(p).join(".cache/warpnorm/cuda-13.0").join(tail));
+        c.push(
+            PathBuf::from(p)
+                .join(".cache/warpnorm/cuda-13.0")
+                .join(tail),
+        );
     }
     c.push(PathBuf::from("/root/.cache/warpnorm/cuda-13.0").join(tail));
     c
@@ -80,7 +84,10 @@ fn run_install_script() -> Result<PathBuf, String> {
     if works(&p) {
         Ok(p)
     } else {
-        Err(format!("install script printed {}, which does not run", p.display()))
+        Err(format!(
+            "install script printed {}, which does not run",
+            p.display()
+        ))
     }
 }
 
@@ -124,6 +131,11 @@ pub fn cuda_dir() -> PathBuf {
 /// header next to it. Returns `None` (after printing why) when nvcc is missing and not required;
 /// panics when nvcc is required but missing, or when compilation fails.
 pub fn compile_file(src: &Path, arch: &str) -> Option<String> {
+    compile_file_with(src, arch, &[])
+}
+
+/// [`compile_file`] with extra nvcc flags (e.g. `-G`, `-use_fast_math`), part of the cache key.
+pub fn compile_file_with(src: &Path, arch: &str, extra: &[&str]) -> Option<String> {
     let nvcc = match nvcc() {
         Ok(p) => p,
         Err(why) => {
@@ -139,6 +151,7 @@ pub fn compile_file(src: &Path, arch: &str) -> Option<String> {
     let mut h = DefaultHasher::new();
     nvcc.hash(&mut h);
     flags.hash(&mut h);
+    extra.hash(&mut h);
     arch.hash(&mut h);
     text.hash(&mut h);
     let dir = src.parent().expect("source has a parent directory");
@@ -165,6 +178,7 @@ pub fn compile_file(src: &Path, arch: &str) -> Option<String> {
     ));
     let res = Command::new(nvcc)
         .args(flags)
+        .args(extra)
         .arg(format!("-arch={arch}"))
         .arg("-I")
         .arg(dir)

@@ -1,0 +1,564 @@
+//! Memory-traffic metrics of a launch, as Nsight Compute would count them for convergent code:
+//! one request per warp-level execution of a memory instruction, 32-byte sectors per global
+//! request, shared-memory wavefronts per request (bank conflicts), unique bytes (first touch of
+//! each 32-byte sector, a lower bound on DRAM traffic), instruction counts by class, barriers.
+
+use super::fasthash::FastMap;
+use super::report::{AccessKind, MemSpace};
+use super::LaneAccess;
+use std::fmt;
+
+/// Size of a global-memory sector in bytes.
+pub(crate) const SECTOR_BYTES: u64 = 32;
+/// Number of shared-memory banks; each bank is 4 bytes wide.
+pub(crate) const BANKS: u64 = 32;
+
+macro_rules! instr_classes {
+    ($($(#[$doc:meta])* $name:ident = $label:literal,)*) => {
+        /// Class of a dynamic instruction, for [`Metrics::instructions_by_class`].
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum InstrClass { $($(#[$doc])* $name,)* }
+
+        impl InstrClass {
+            /// Every class, in index order.
+            pub const ALL: &'static [InstrClass] = &[$(InstrClass::$name,)*];
+            /// Number of classes.
+            pub const COUNT: usize = Self::ALL.len();
+            /// Short name used in the metrics table.
+            pub fn name(self) -> &'static str {
+                match self { $(InstrClass::$name => $label,)* }
+            }
+        }
+    };
+}
+
+instr_classes! {
+    /// Integer and bit arithmetic (add, mul, shifts, logic, bfe, popc, ...).
+    Int = "int",
+    /// Half-precision arithmetic (f16, f16x2, bf16, bf16x2).
+    F16 = "f16/bf16",
+    /// Single-precision arithmetic.
+    F32 = "f32",
+    /// Double-precision arithmetic.
+    F64 = "f64",
+    /// Type conversions (`cvt`).
+    Convert = "convert",
+    /// Moves, packs, selects.
+    Move = "move",
+    /// Comparisons (`setp`, `set`).
+    Compare = "compare",
+    /// `ld.global` (and generic loads that resolved to global memory).
+    GlobalLoad = "ld.global",
+    /// `st.global`.
+    GlobalStore = "st.global",
+    /// `ld.shared`.
+    SharedLoad = "ld.shared",
+    /// `st.shared`.
+    SharedStore = "st.shared",
+    /// `ld.local`.
+    LocalLoad = "ld.local",
+    /// `st.local`.
+    LocalStore = "st.local",
+    /// `ld.param` and `ld.const`.
+    ParamLoad = "ld.param/const",
+    /// Loads through generic addresses (when the executor does not classify them by window).
+    GenericLoad = "ld (generic)",
+    /// Stores through generic addresses.
+    GenericStore = "st (generic)",
+    /// Atomics and reductions (`atom`, `red`), any space.
+    Atomic = "atomic",
+    /// Branches.
+    Branch = "branch",
+    /// Block barriers (`bar`, `barrier`).
+    Barrier = "barrier",
+    /// Warp-synchronous instructions (`shfl`, `vote`, `bar.warp.sync`, `redux`, `match`, ...).
+    WarpSync = "warp sync",
+    /// Calls, returns, exits.
+    Control = "control",
+    /// Everything else.
+    Other = "other",
+}
+
+/// Memory-traffic and instruction metrics of one launch.
+///
+/// A request is one warp-level execution of a memory instruction by its active lanes (the
+/// simulator executes a warp's lanes together, so for convergent code this is exactly the
+/// hardware's grouping of the k-th execution of an instruction across the lanes of a warp).
+///
+/// ```
+/// use ptxsim::{Arg, Device, LaunchConfig, Module};
+///
+/// let ptx = r#"
+/// .version 7.0
+/// .target sm_80
+/// .address_size 64
+/// .visible .entry copy(.param .u64 src, .param .u64 dst)
+/// {
+///     .reg .b32 %r<2>; .reg .f32 %f<2>; .reg .b64 %rd<6>;
+///     ld.param.u64 %rd1, [src];
+///     ld.param.u64 %rd2, [dst];
+///     mov.u32 %r1, %tid.x;
+///     mul.wide.u32 %rd3, %r1, 4;
+///     add.s64 %rd4, %rd1, %rd3;
+///     add.s64 %rd5, %rd2, %rd3;
+///     ld.global.f32 %f1, [%rd4];
+///     st.global.f32 [%rd5], %f1;
+///     ret;
+/// }
+/// "#;
+/// let m = Module::parse(ptx)?;
+/// let mut dev = Device::new();
+/// let (src, dst) = (dev.alloc(4096)?, dev.alloc(4096)?);
+/// dev.write_slice(src, &[1.0f32; 1024])?;
+/// let cfg = LaunchConfig { grid: [1, 1, 1], block: [1024, 1, 1], shared_mem_bytes: 0 };
+/// let stats = dev.launch(&m, "copy", cfg, &[Arg::Ptr(src), Arg::Ptr(dst)])?;
+/// let metrics = stats.metrics.expect("metrics are on by default");
+/// assert_eq!(metrics.global_load_requests, 32); // one per warp
+/// assert_eq!(metrics.sectors_per_request(), 4.0); // 32 lanes x 4 bytes = 4 sectors
+/// assert_eq!(metrics.unique_bytes, 8192); // 4 KiB read + 4 KiB written
+/// println!("{metrics}");
+/// # Ok::<(), ptxsim::SimError>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Metrics {
+    /// Warp-level instruction executions by class, indexed by `InstrClass as usize`.
+    pub instructions_by_class: [u64; InstrClass::COUNT],
+    /// Thread-level instruction executions (active lanes) by class.
+    pub thread_instructions_by_class: [u64; InstrClass::COUNT],
+    /// Global load requests.
+    pub global_load_requests: u64,
+    /// Global store requests.
+    pub global_store_requests: u64,
+    /// Global atomic requests.
+    pub global_atomic_requests: u64,
+    /// Distinct 32-byte sectors per load request, summed.
+    pub global_load_sectors: u64,
+    /// Distinct 32-byte sectors per store request, summed.
+    pub global_store_sectors: u64,
+    /// Distinct 32-byte sectors per atomic request, summed.
+    pub global_atomic_sectors: u64,
+    /// Bytes requested by active lanes of load requests.
+    pub global_load_bytes: u64,
+    /// Bytes requested by active lanes of store requests.
+    pub global_store_bytes: u64,
+    /// 32 x the number of distinct sectors loaded in the launch.
+    pub unique_load_bytes: u64,
+    /// 32 x the number of distinct sectors stored (or updated atomically) in the launch.
+    pub unique_store_bytes: u64,
+    /// 32 x the number of distinct sectors touched in the launch: a lower bound on DRAM
+    /// traffic (each sector read or written at least once, assuming a cold cache).
+    pub unique_bytes: u64,
+    /// Shared load requests.
+    pub shared_load_requests: u64,
+    /// Shared store requests.
+    pub shared_store_requests: u64,
+    /// Shared atomic requests.
+    pub shared_atomic_requests: u64,
+    /// Shared-memory wavefronts of load requests, summed.
+    pub shared_load_wavefronts: u64,
+    /// Shared-memory wavefronts of store requests, summed.
+    pub shared_store_wavefronts: u64,
+    /// Wavefronts the load requests would need without bank conflicts (one per phase with
+    /// an active lane).
+    pub shared_load_ideal_wavefronts: u64,
+    /// Wavefronts the store requests would need without bank conflicts.
+    pub shared_store_ideal_wavefronts: u64,
+    /// Block barriers completed (summed over blocks).
+    pub barriers: u64,
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+impl Metrics {
+    /// Warp-level executions of instructions of `class`.
+    pub fn instructions(&self, class: InstrClass) -> u64 {
+        self.instructions_by_class[class as usize]
+    }
+
+    /// Thread-level executions of instructions of `class`.
+    pub fn thread_instructions(&self, class: InstrClass) -> u64 {
+        self.thread_instructions_by_class[class as usize]
+    }
+
+    /// Average sectors per global load request (0 without requests).
+    pub fn load_sectors_per_request(&self) -> f64 {
+        ratio(self.global_load_sectors, self.global_load_requests)
+    }
+
+    /// Average sectors per global store request (0 without requests).
+    pub fn store_sectors_per_request(&self) -> f64 {
+        ratio(self.global_store_sectors, self.global_store_requests)
+    }
+
+    /// Average sectors per global load or store request (0 without requests).
+    pub fn sectors_per_request(&self) -> f64 {
+        ratio(
+            self.global_load_sectors + self.global_store_sectors,
+            self.global_load_requests + self.global_store_requests,
+        )
+    }
+
+    /// Average wavefronts per shared load request (1 for a conflict-free 32-bit access).
+    pub fn shared_load_wavefronts_per_request(&self) -> f64 {
+        ratio(self.shared_load_wavefronts, self.shared_load_requests)
+    }
+
+    /// Average wavefronts per shared store request.
+    pub fn shared_store_wavefronts_per_request(&self) -> f64 {
+        ratio(self.shared_store_wavefronts, self.shared_store_requests)
+    }
+
+    /// Extra wavefronts caused by bank conflicts (loads and stores).
+    pub fn shared_bank_conflicts(&self) -> u64 {
+        self.shared_load_wavefronts + self.shared_store_wavefronts
+            - self.shared_load_ideal_wavefronts
+            - self.shared_store_ideal_wavefronts
+    }
+
+    /// Bytes requested by global loads and stores.
+    pub fn requested_bytes(&self) -> u64 {
+        self.global_load_bytes + self.global_store_bytes
+    }
+
+    /// Adds every counter of `o` (unique bytes included: callers merge them only when they
+    /// describe disjoint launches).
+    pub(super) fn add(&mut self, o: &Metrics) {
+        for (a, b) in self
+            .instructions_by_class
+            .iter_mut()
+            .zip(&o.instructions_by_class)
+        {
+            *a += b;
+        }
+        for (a, b) in self
+            .thread_instructions_by_class
+            .iter_mut()
+            .zip(&o.thread_instructions_by_class)
+        {
+            *a += b;
+        }
+        self.global_load_requests += o.global_load_requests;
+        self.global_store_requests += o.global_store_requests;
+        self.global_atomic_requests += o.global_atomic_requests;
+        self.global_load_sectors += o.global_load_sectors;
+        self.global_store_sectors += o.global_store_sectors;
+        self.global_atomic_sectors += o.global_atomic_sectors;
+        self.global_load_bytes += o.global_load_bytes;
+        self.global_store_bytes += o.global_store_bytes;
+        self.unique_load_bytes += o.unique_load_bytes;
+        self.unique_store_bytes += o.unique_store_bytes;
+        self.unique_bytes += o.unique_bytes;
+        self.shared_load_requests += o.shared_load_requests;
+        self.shared_store_requests += o.shared_store_requests;
+        self.shared_atomic_requests += o.shared_atomic_requests;
+        self.shared_load_wavefronts += o.shared_load_wavefronts;
+        self.shared_store_wavefronts += o.shared_store_wavefronts;
+        self.shared_load_ideal_wavefronts += o.shared_load_ideal_wavefronts;
+        self.shared_store_ideal_wavefronts += o.shared_store_ideal_wavefronts;
+        self.barriers += o.barriers;
+    }
+
+    /// Counts one warp-level memory request; pushes the global sectors it touched (deduplicated
+    /// within the request) onto `sectors` for the unique-bytes count.
+    pub(super) fn record_access(
+        &mut self,
+        space: MemSpace,
+        kind: AccessKind,
+        size: u32,
+        lanes: &[LaneAccess],
+        sectors: &mut Vec<u64>,
+    ) {
+        if lanes.is_empty() {
+            return;
+        }
+        match space {
+            MemSpace::Global => {
+                let start = sectors.len();
+                push_sectors(lanes, size, sectors);
+                let n = sectors.len() - start;
+                let bytes = lanes.len() as u64 * size as u64;
+                let n = n as u64;
+                match kind {
+                    AccessKind::Load => {
+                        self.global_load_requests += 1;
+                        self.global_load_sectors += n;
+                        self.global_load_bytes += bytes;
+                    }
+                    AccessKind::Store => {
+                        self.global_store_requests += 1;
+                        self.global_store_sectors += n;
+                        self.global_store_bytes += bytes;
+                    }
+                    AccessKind::Atomic => {
+                        self.global_atomic_requests += 1;
+                        self.global_atomic_sectors += n;
+                    }
+                }
+            }
+            MemSpace::Shared => {
+                if kind == AccessKind::Atomic {
+                    self.shared_atomic_requests += 1;
+                    return;
+                }
+                let (w, ideal) = wavefronts(lanes, size);
+                if kind == AccessKind::Load {
+                    self.shared_load_requests += 1;
+                    self.shared_load_wavefronts += w;
+                    self.shared_load_ideal_wavefronts += ideal;
+                } else {
+                    self.shared_store_requests += 1;
+                    self.shared_store_wavefronts += w;
+                    self.shared_store_ideal_wavefronts += ideal;
+                }
+            }
+        }
+    }
+}
+
+/// Appends the distinct 32-byte sectors touched by `lanes` (each `size` bytes).
+pub(super) fn push_sectors(lanes: &[LaneAccess], size: u32, out: &mut Vec<u64>) {
+    let start = out.len();
+    let size = size.max(1) as u64;
+    let mut sorted = true;
+    let mut last = None;
+    for l in lanes {
+        let lo = l.addr / SECTOR_BYTES;
+        let hi = l.addr.saturating_add(size - 1) / SECTOR_BYTES;
+        for s in lo..=hi {
+            match last {
+                Some(p) if s == p => continue,
+                Some(p) if s < p => sorted = false,
+                _ => {}
+            }
+            out.push(s);
+            last = Some(s);
+        }
+    }
+    if !sorted {
+        let tail = &mut out[start..];
+        tail.sort_unstable();
+        let mut w = 0;
+        for r in 0..tail.len() {
+            if w == 0 || tail[r] != tail[w - 1] {
+                tail[w] = tail[r];
+                w += 1;
+            }
+        }
+        out.truncate(start + w);
+    }
+}
+
+/// Wavefronts of one shared request and the conflict-free minimum.
+///
+/// Lanes are served in phases: 32 lanes per phase for accesses of up to 4 bytes, 16 for 8-byte
+/// and 8 for 16-byte accesses. A phase takes as many wavefronts as the largest number of
+/// distinct 4-byte words any one bank must deliver (lanes reading the same word share it:
+/// broadcast). Phases without an active lane take none.
+pub(super) fn wavefronts(lanes: &[LaneAccess], size: u32) -> (u64, u64) {
+    let size = size.max(1) as u64;
+    let words_per_lane = size.div_ceil(4);
+    let lanes_per_phase = (32 / words_per_lane).max(1) as u8;
+    let phases = 32u8.div_ceil(lanes_per_phase);
+    let mut total = 0;
+    let mut ideal = 0;
+    for phase in 0..phases {
+        // Distinct lanes give at most 32 words per phase; extra words (duplicate lane entries)
+        // are ignored rather than trusted.
+        let mut words = [0u64; 32];
+        let mut n = 0;
+        for l in lanes.iter().filter(|l| l.lane / lanes_per_phase == phase) {
+            for w in l.addr / 4..=(l.addr + size - 1) / 4 {
+                if n < words.len() {
+                    words[n] = w;
+                    n += 1;
+                }
+            }
+        }
+        if n == 0 {
+            continue;
+        }
+        let words = &mut words[..n];
+        // Fast path: every bank asked for at most one distinct word (one wavefront).
+        let mut bank_word = [u64::MAX; BANKS as usize];
+        let mut conflict = false;
+        for &w in words.iter() {
+            let slot = &mut bank_word[(w % BANKS) as usize];
+            if *slot == u64::MAX {
+                *slot = w;
+            } else if *slot != w {
+                conflict = true;
+                break;
+            }
+        }
+        if !conflict {
+            total += 1;
+            ideal += 1;
+            continue;
+        }
+        words.sort_unstable();
+        let mut per_bank = [0u32; BANKS as usize];
+        for (i, w) in words.iter().enumerate() {
+            if i == 0 || words[i - 1] != *w {
+                per_bank[(w % BANKS) as usize] += 1;
+            }
+        }
+        total += *per_bank.iter().max().unwrap_or(&0) as u64;
+        ideal += 1;
+    }
+    (total, ideal)
+}
+
+/// A set of 32-byte sectors (bitmap pages of 4096 sectors).
+#[derive(Default)]
+pub(super) struct SectorSet {
+    pages: FastMap<u64, Box<[u64; 64]>>,
+    count: u64,
+}
+
+impl SectorSet {
+    /// Inserts sectors (duplicates allowed; sorted input takes one map lookup per page).
+    pub(super) fn insert_all(&mut self, sectors: &[u64]) {
+        let mut i = 0;
+        while i < sectors.len() {
+            let page = sectors[i] >> 12;
+            let bits = self.pages.entry(page).or_insert_with(|| Box::new([0; 64]));
+            while i < sectors.len() && sectors[i] >> 12 == page {
+                let s = sectors[i];
+                let (w, b) = (((s & 4095) >> 6) as usize, s & 63);
+                if bits[w] >> b & 1 == 0 {
+                    bits[w] |= 1 << b;
+                    self.count += 1;
+                }
+                i += 1;
+            }
+        }
+    }
+
+    /// Adds every sector of `other`.
+    pub(super) fn merge(&mut self, other: &SectorSet) {
+        for (page, bits) in &other.pages {
+            let mine = self.pages.entry(*page).or_insert_with(|| Box::new([0; 64]));
+            for (m, o) in mine.iter_mut().zip(bits.iter()) {
+                self.count += (o & !*m).count_ones() as u64;
+                *m |= o;
+            }
+        }
+    }
+
+    /// Number of distinct sectors.
+    pub(super) fn len(&self) -> u64 {
+        self.count
+    }
+
+    /// Number of distinct sectors in `self` or `other`.
+    pub(super) fn union_len(&self, other: &SectorSet) -> u64 {
+        let mut n = self.count;
+        for (page, bits) in &other.pages {
+            match self.pages.get(page) {
+                None => n += bits.iter().map(|w| w.count_ones() as u64).sum::<u64>(),
+                Some(mine) => {
+                    n += bits
+                        .iter()
+                        .zip(mine.iter())
+                        .map(|(o, m)| (o & !m).count_ones() as u64)
+                        .sum::<u64>()
+                }
+            }
+        }
+        n
+    }
+}
+
+impl fmt::Display for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{:<16} {:>14} {:>16}", "instructions", "warp", "thread")?;
+        for &c in InstrClass::ALL {
+            let (w, t) = (self.instructions(c), self.thread_instructions(c));
+            if w != 0 {
+                writeln!(f, "  {:<14} {:>14} {:>16}", c.name(), w, t)?;
+            }
+        }
+        writeln!(
+            f,
+            "{:<16} {:>10} {:>10} {:>12} {:>14}",
+            "global", "requests", "sectors", "sectors/req", "bytes"
+        )?;
+        let rows = [
+            (
+                "  loads",
+                self.global_load_requests,
+                self.global_load_sectors,
+                self.global_load_bytes,
+            ),
+            (
+                "  stores",
+                self.global_store_requests,
+                self.global_store_sectors,
+                self.global_store_bytes,
+            ),
+        ];
+        for (name, r, s, b) in rows {
+            writeln!(
+                f,
+                "{name:<16} {r:>10} {s:>10} {:>12.2} {b:>14}",
+                ratio(s, r)
+            )?;
+        }
+        if self.global_atomic_requests != 0 {
+            let (r, s) = (self.global_atomic_requests, self.global_atomic_sectors);
+            writeln!(
+                f,
+                "{:<16} {r:>10} {s:>10} {:>12.2}",
+                "  atomics",
+                ratio(s, r)
+            )?;
+        }
+        writeln!(
+            f,
+            "{:<16} {:>10} (loaded {}, stored {}; requested {})",
+            "unique bytes",
+            self.unique_bytes,
+            self.unique_load_bytes,
+            self.unique_store_bytes,
+            self.requested_bytes()
+        )?;
+        writeln!(
+            f,
+            "{:<16} {:>10} {:>10} {:>12} {:>14}",
+            "shared", "requests", "wavefronts", "wf/req", "conflicts"
+        )?;
+        let rows = [
+            (
+                "  loads",
+                self.shared_load_requests,
+                self.shared_load_wavefronts,
+                self.shared_load_ideal_wavefronts,
+            ),
+            (
+                "  stores",
+                self.shared_store_requests,
+                self.shared_store_wavefronts,
+                self.shared_store_ideal_wavefronts,
+            ),
+        ];
+        for (name, r, w, i) in rows {
+            writeln!(
+                f,
+                "{name:<16} {r:>10} {w:>10} {:>12.2} {:>14}",
+                ratio(w, r),
+                w - i
+            )?;
+        }
+        if self.shared_atomic_requests != 0 {
+            writeln!(f, "{:<16} {:>10}", "  atomics", self.shared_atomic_requests)?;
+        }
+        write!(f, "{:<16} {:>10}", "barriers", self.barriers)
+    }
+}

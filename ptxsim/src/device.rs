@@ -1,0 +1,359 @@
+//! [`Device`]: simulated global memory and kernel launches.
+
+use crate::error::SimError;
+use crate::exec::{self, LaunchCtx};
+use crate::memory::GlobalMem;
+use crate::module::Module;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// Grid and block shape of a launch, plus dynamic shared memory bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks in x, y, z.
+    pub grid: [u32; 3],
+    /// Threads per block in x, y, z.
+    pub block: [u32; 3],
+    /// Bytes of dynamic (`.extern .shared`) shared memory.
+    pub shared_mem_bytes: u32,
+}
+
+/// A kernel argument. Its size must equal the parameter's size in the PTX.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arg {
+    U8(u8),
+    U16(u16),
+    U32(u32),
+    U64(u64),
+    I32(i32),
+    I64(i64),
+    F32(f32),
+    F64(f64),
+    /// A device pointer (from [`Device::alloc`]).
+    Ptr(u64),
+    /// Raw bytes of a by-value struct parameter `.align N .b8 p[K]` (length must be K).
+    Bytes(Vec<u8>),
+}
+
+impl Arg {
+    fn bytes(&self) -> Vec<u8> {
+        match self {
+            Arg::U8(v) => v.to_le_bytes().to_vec(),
+            Arg::U16(v) => v.to_le_bytes().to_vec(),
+            Arg::U32(v) => v.to_le_bytes().to_vec(),
+            Arg::U64(v) | Arg::Ptr(v) => v.to_le_bytes().to_vec(),
+            Arg::I32(v) => v.to_le_bytes().to_vec(),
+            Arg::I64(v) => v.to_le_bytes().to_vec(),
+            Arg::F32(v) => v.to_le_bytes().to_vec(),
+            Arg::F64(v) => v.to_le_bytes().to_vec(),
+            Arg::Bytes(b) => b.clone(),
+        }
+    }
+}
+
+/// Simulator options.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Worker threads running blocks in parallel; 0 = `std::thread::available_parallelism`.
+    pub threads: usize,
+    /// Shared/global race detection (not implemented yet: currently a no-op).
+    pub racecheck: bool,
+    /// Reads of never-written memory (not implemented yet: shadow state is kept, no reports).
+    pub initcheck: bool,
+    /// Memory-traffic metrics (not implemented yet: currently a no-op).
+    pub metrics: bool,
+    /// Maximum warp instructions executed by one block; exceeding it is [`SimError::StepLimit`].
+    pub max_warp_steps: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            threads: 0,
+            racecheck: true,
+            initcheck: true,
+            metrics: false,
+            max_warp_steps: 50_000_000,
+        }
+    }
+}
+
+/// Result of a successful launch.
+#[derive(Clone, Debug, Default)]
+pub struct LaunchStats {
+    /// Instructions executed, counted once per participating thread.
+    pub thread_instructions: u64,
+    /// Instructions executed, counted once per warp (group of converged lanes).
+    pub warp_instructions: u64,
+    /// Blocks run.
+    pub blocks: u64,
+    /// Threads run.
+    pub threads: u64,
+    /// Host wall-clock time of the launch.
+    pub wall: Duration,
+}
+
+/// A plain scalar that can be copied to and from device memory (little-endian).
+pub trait Scalar: Copy {
+    /// Size in bytes.
+    const SIZE: usize;
+    /// Appends the little-endian bytes of `self`.
+    fn write_le(self, out: &mut Vec<u8>);
+    /// Reads a value from exactly `SIZE` little-endian bytes.
+    fn read_le(b: &[u8]) -> Self;
+}
+
+macro_rules! scalar {
+    ($($t:ty),*) => {$(
+        impl Scalar for $t {
+            const SIZE: usize = std::mem::size_of::<$t>();
+            fn write_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+            fn read_le(b: &[u8]) -> Self {
+                let mut a = [0u8; std::mem::size_of::<$t>()];
+                a.copy_from_slice(&b[..Self::SIZE]);
+                <$t>::from_le_bytes(a)
+            }
+        }
+    )*};
+}
+scalar!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64);
+
+/// A simulated GPU: global memory plus kernel launches.
+pub struct Device {
+    opts: Options,
+    mem: GlobalMem,
+    /// Addresses of module-level variables, per module id.
+    module_vars: HashMap<u64, Vec<u64>>,
+}
+
+impl Default for Device {
+    fn default() -> Self {
+        Device::new()
+    }
+}
+
+impl Device {
+    /// A device with [`Options::default`].
+    pub fn new() -> Device {
+        Device::with_options(Options::default())
+    }
+
+    /// A device with the given options.
+    pub fn with_options(o: Options) -> Device {
+        Device {
+            opts: o,
+            mem: GlobalMem::new(),
+            module_vars: HashMap::new(),
+        }
+    }
+
+    /// Current options.
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// Replaces the options.
+    pub fn set_options(&mut self, o: Options) {
+        self.opts = o;
+    }
+
+    /// Allocates `bytes` of global memory (contents unspecified, zero in practice, and not
+    /// marked initialized). The address is 256-byte aligned, never 0, and allocations are
+    /// separated by unmapped gaps so that overruns fault.
+    pub fn alloc(&mut self, bytes: usize) -> Result<u64, SimError> {
+        self.mem
+            .alloc(bytes, false)
+            .ok_or_else(|| SimError::Memory(format!("cannot allocate {bytes} bytes")))
+    }
+
+    /// Allocates `bytes` of zeroed (initialized) global memory.
+    pub fn alloc_zeroed(&mut self, bytes: usize) -> Result<u64, SimError> {
+        self.mem
+            .alloc(bytes, true)
+            .ok_or_else(|| SimError::Memory(format!("cannot allocate {bytes} bytes")))
+    }
+
+    /// Frees an allocation; `ptr` must be the start of a live allocation.
+    pub fn free(&mut self, ptr: u64) -> Result<(), SimError> {
+        if self.mem.free(ptr) {
+            Ok(())
+        } else {
+            Err(SimError::Memory(format!(
+                "free of {ptr:#x}, which is not the start of a live allocation"
+            )))
+        }
+    }
+
+    /// Writes bytes at `ptr` (which may point inside an allocation).
+    pub fn write(&mut self, ptr: u64, bytes: &[u8]) -> Result<(), SimError> {
+        self.mem.write_bytes(ptr, bytes).map_err(|e| {
+            SimError::Memory(format!(
+                "host write of {} bytes at {ptr:#x}: {} (allocation {:?})",
+                bytes.len(),
+                e.kind,
+                e.allocation
+            ))
+        })
+    }
+
+    /// Reads `len` bytes at `ptr`.
+    pub fn read(&self, ptr: u64, len: usize) -> Result<Vec<u8>, SimError> {
+        self.mem.read_bytes(ptr, len).map_err(|e| {
+            SimError::Memory(format!(
+                "host read of {len} bytes at {ptr:#x}: {} (allocation {:?})",
+                e.kind, e.allocation
+            ))
+        })
+    }
+
+    /// Writes a slice of scalars at `ptr`.
+    pub fn write_slice<T: Scalar>(&mut self, ptr: u64, data: &[T]) -> Result<(), SimError> {
+        let mut b = Vec::with_capacity(data.len() * T::SIZE);
+        for v in data {
+            v.write_le(&mut b);
+        }
+        self.write(ptr, &b)
+    }
+
+    /// Reads `n` scalars at `ptr`.
+    pub fn read_slice<T: Scalar>(&self, ptr: u64, n: usize) -> Result<Vec<T>, SimError> {
+        let b = self.read(ptr, n * T::SIZE)?;
+        Ok(b.chunks_exact(T::SIZE).map(T::read_le).collect())
+    }
+
+    fn module_vars(&mut self, m: &Module) -> Result<Vec<u64>, SimError> {
+        if let Some(v) = self.module_vars.get(&m.id) {
+            return Ok(v.clone());
+        }
+        let mut addrs = Vec::new();
+        for g in &m.globals {
+            let a = self.alloc_zeroed(g.size.max(1))?;
+            addrs.push(a);
+        }
+        for (g, a) in m.globals.iter().zip(&addrs) {
+            let mut bytes = g.init.clone();
+            for (off, t, add) in &g.relocs {
+                let v = addrs[*t as usize].wrapping_add(*add as u64);
+                if off + 8 <= bytes.len() {
+                    bytes[*off..off + 8].copy_from_slice(&v.to_le_bytes());
+                }
+            }
+            if !bytes.is_empty() {
+                self.write(*a, &bytes)?;
+            }
+        }
+        self.module_vars.insert(m.id, addrs.clone());
+        Ok(addrs)
+    }
+
+    /// Launches entry `entry` of `module`.
+    ///
+    /// Blocks run in parallel over [`Options::threads`] workers; results do not depend on the
+    /// scheduling. On a guest fault the fault of the lowest-numbered faulting block is returned.
+    pub fn launch(
+        &mut self,
+        module: &Module,
+        entry: &str,
+        cfg: LaunchConfig,
+        args: &[Arg],
+    ) -> Result<LaunchStats, SimError> {
+        let start = Instant::now();
+        let k = module
+            .kernel(entry)
+            .ok_or_else(|| SimError::UnknownEntry(entry.to_string()))?;
+        let [bx, by, bz] = cfg.block;
+        let [gx, gy, gz] = cfg.grid;
+        if bx == 0 || by == 0 || bz == 0 || gx == 0 || gy == 0 || gz == 0 {
+            return Err(SimError::InvalidArgument(format!(
+                "launch of {entry}: grid {:?} and block {:?} must have every dimension >= 1",
+                cfg.grid, cfg.block
+            )));
+        }
+        let nthreads = bx as u64 * by as u64 * bz as u64;
+        if nthreads > 1024 || bz > 64 {
+            return Err(SimError::InvalidArgument(format!(
+                "launch of {entry}: block {:?} has {nthreads} threads (max 1024, z max 64)",
+                cfg.block
+            )));
+        }
+        if let Some(m) = k.maxntid {
+            if nthreads > m[0] as u64 * m[1] as u64 * m[2] as u64 {
+                return Err(SimError::InvalidArgument(format!(
+                    "launch of {entry}: block {:?} exceeds the kernel's .maxntid {m:?}",
+                    cfg.block
+                )));
+            }
+        }
+        if let Some(r) = k.reqntid {
+            let want: u64 = r.iter().map(|v| *v as u64).product();
+            if nthreads != want {
+                return Err(SimError::InvalidArgument(format!(
+                    "launch of {entry}: block {:?} differs from the kernel's .reqntid {r:?}",
+                    cfg.block
+                )));
+            }
+        }
+        if gx > i32::MAX as u32 || gy > 65535 || gz > 65535 {
+            return Err(SimError::InvalidArgument(format!(
+                "launch of {entry}: grid {:?} exceeds (2^31-1, 65535, 65535)",
+                cfg.grid
+            )));
+        }
+        let shared_total = k.dyn_shared_offset + cfg.shared_mem_bytes as u64;
+        if shared_total > 232_448 {
+            return Err(SimError::InvalidArgument(format!(
+                "launch of {entry}: {shared_total} bytes of shared memory (static {} + dynamic {}) exceed 227 KiB",
+                k.static_shared, cfg.shared_mem_bytes
+            )));
+        }
+        if args.len() != k.params.len() {
+            return Err(SimError::InvalidArgument(format!(
+                "launch of {entry}: expected {} arguments, given {}",
+                k.params.len(),
+                args.len()
+            )));
+        }
+        let mut params = vec![0u8; k.param_size];
+        for (a, p) in args.iter().zip(&k.params) {
+            let b = a.bytes();
+            if b.len() != p.size {
+                return Err(SimError::InvalidArgument(format!(
+                    "launch of {entry}: parameter `{}` is {} bytes, argument {a:?} is {} bytes",
+                    p.name,
+                    p.size,
+                    b.len()
+                )));
+            }
+            params[p.offset..p.offset + p.size].copy_from_slice(&b);
+        }
+        let syms = self.module_vars(module)?;
+        let threads = if self.opts.threads == 0 {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        } else {
+            self.opts.threads
+        };
+        let cx = LaunchCtx {
+            k,
+            g: &self.mem,
+            params: &params,
+            syms: &syms,
+            grid: cfg.grid,
+            block: cfg.block,
+            dyn_shared: cfg.shared_mem_bytes,
+            max_steps: self.opts.max_warp_steps,
+        };
+        let c = exec::run(&cx, threads)?;
+        let blocks = gx as u64 * gy as u64 * gz as u64;
+        Ok(LaunchStats {
+            thread_instructions: c.thread_instructions,
+            warp_instructions: c.warp_instructions,
+            blocks,
+            threads: blocks * nthreads,
+            wall: start.elapsed(),
+        })
+    }
+}
