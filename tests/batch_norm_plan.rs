@@ -517,14 +517,26 @@ fn h200_fused_backward_tier() {
     sane(&p, &props);
     assert_eq!(
         names(&p),
-        ["warpnorm_batch_norm_fwd_f32_f32params_fused_nhwc_vec", "warpnorm_batch_norm_fwd_f32params_finalize"]
+        [
+            "warpnorm_batch_norm_fwd_f32_f32params_fused_nhwc_vec",
+            "warpnorm_batch_norm_fwd_f32params_finalize"
+        ]
     );
     assert_eq!(p.launches[0].shared_mem_bytes, 8 * 1024 + 1024 + 4 * 2560);
     let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
-    assert_eq!((f.count, f.counter_bump), (0, fwd_ptrs().num_batches_tracked.unwrap()));
+    assert_eq!(
+        (f.count, f.counter_bump),
+        (0, fwd_ptrs().num_batches_tracked.unwrap())
+    );
     assert_eq!(p.launches[1].grid, [1, 1, 1]);
     // Eval forward and eval-mode backward never fuse (no reduction is needed for y or dx).
-    assert_eq!(plan_batch_norm_fwd(&d, &ForwardMode::eval(), &fwd_ptrs(), &props).unwrap().launches.len(), 2);
+    assert_eq!(
+        plan_batch_norm_fwd(&d, &ForwardMode::eval(), &fwd_ptrs(), &props)
+            .unwrap()
+            .launches
+            .len(),
+        2
+    );
     let d = desc(&[256, 4096], Layout::Contiguous, DType::F32);
     assert_eq!(
         plan_batch_norm_bwd(&d, true, &bwd_ptrs(), &props)
@@ -556,5 +568,8 @@ fn tensors_over_2_pow_31_elements_plan_with_64_bit_sizes() {
     // A channel count beyond the grid's x limit is an error, not a panic.
     let d = desc(&[2, 1 << 31, 3], Layout::Contiguous, DType::F32);
     let e = plan_batch_norm_fwd(&d, &train(), &fwd_ptrs(), &props).unwrap_err();
-    assert!(matches!(e, Error::Overflow(_) | Error::InvalidArgument { .. }), "{e}");
+    assert!(
+        matches!(e, Error::Overflow(_) | Error::InvalidArgument { .. }),
+        "{e}"
+    );
 }

@@ -29,7 +29,7 @@ const PAIRS: [(DType, DType); 5] = [
 fn coverage_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for (i, dt) in DType::ALL.into_iter().enumerate() {
-        let pt = if i % 2 == 0 { DType::F32 } else { dt };
+        let pt = if i.is_multiple_of(2) { DType::F32 } else { dt };
         let pt2 = if pt == DType::F32 { dt } else { DType::F32 };
         // nchw vec: S = 16 divides every vector width; split reduction (N * S / V >> 1024).
         let mut a = Case::new(&[9, 2, 4, 4 * 64], Layout::Contiguous, dt, pt);
@@ -61,7 +61,7 @@ fn coverage_cases() -> Vec<Case> {
         v.push(b);
         v.push(Case::new(&[5, 64, 3], Layout::ChannelsLast, dt, pt)); // nhwc vec
         let mut d = Case::new(&[6, 9], Layout::Contiguous, dt, pt); // nhwc scalar
-        d.affine = j % 2 == 0;
+        d.affine = j.is_multiple_of(2);
         v.push(d);
     }
     v
@@ -72,7 +72,7 @@ fn dims_for(c: usize, ns: usize, form: usize) -> (Vec<usize>, Layout) {
     use Layout::{ChannelsLast as Cl, Contiguous as Co};
     match (form, ns) {
         (0, _) => (vec![ns, c], Co),
-        (1, _) if ns % 2 == 0 => (vec![2, c, ns / 2], Co),
+        (1, _) if ns.is_multiple_of(2) => (vec![2, c, ns / 2], Co),
         (1, _) => (vec![1, c, ns], Co),
         (2, 64) => (vec![2, c, 4, 8], Cl),
         (2, 1000) => (vec![2, c, 20, 25], Cl),

@@ -120,7 +120,7 @@ fn layout_name(g: &Geometry) -> &'static str {
 fn vec_ok(g: &Geometry, dtype: DType, ptrs: &[u64]) -> bool {
     let v = vec_width(dtype);
     let packed = if g.nhwc { g.c } else { g.s };
-    packed % v == 0 && ptrs.iter().all(|p| p % 16 == 0)
+    packed.is_multiple_of(v) && ptrs.iter().all(|p| p.is_multiple_of(16))
 }
 
 /// Channel coefficient arrays are `coef_stride` floats apart (C rounded up to 4).
