@@ -270,5 +270,8 @@ fn run(stream: Arc<CudaStream>) -> Result<()> {
     bench::<f32>(&mut timer, &[256, 64, 4096], Layout::Contiguous, copy_gbs)?;
     bench::<f32>(&mut timer, &[64, 3, 224, 224], Layout::Contiguous, copy_gbs)?;
     bench::<f32>(&mut timer, &[128, 2048, 7, 7], Layout::Contiguous, copy_gbs)?;
+    // Shapes of the fused single-pass tiers on H200 (many channels, channel tile on chip).
+    bench::<f32>(&mut timer, &[256, 4096], Layout::Contiguous, copy_gbs)?;
+    bench::<bf16>(&mut timer, &[32, 512, 7, 7], Layout::Contiguous, copy_gbs)?;
     Ok(())
 }
