@@ -226,3 +226,78 @@ fn reruns_are_bitwise_identical_on_the_gpu() {
     };
     assert!(run() == run());
 }
+
+/// The GPU as a [`batch_norm_support::Backend`]: raw device addresses of buffers kept alive
+/// for the backend's lifetime, so the simulator sweep's plans run unchanged.
+struct Gpu {
+    stream: std::sync::Arc<cudarc::driver::CudaStream>,
+    keep: Vec<cudarc::driver::CudaSlice<u8>>,
+}
+
+impl batch_norm_support::Backend for Gpu {
+    fn alloc<T: Element>(&mut self, n: usize, offset: usize) -> u64 {
+        use cudarc::driver::DevicePtr;
+        let size = std::mem::size_of::<T>();
+        let buf = self
+            .stream
+            .alloc_zeros::<u8>((n + offset).max(1) * size)
+            .unwrap();
+        let (p, _g) = buf.device_ptr(&self.stream);
+        drop(_g);
+        self.keep.push(buf);
+        p + (offset * size) as u64
+    }
+    fn upload<T: Element>(&mut self, data: &[T], offset: usize) -> u64 {
+        let p = self.alloc::<T>(data.len(), offset);
+        self.stream.synchronize().unwrap();
+        // SAFETY: `p` points into a live allocation of at least data.len() elements of T.
+        unsafe { cudarc::driver::result::memcpy_htod_sync(p, data) }.unwrap();
+        p
+    }
+    fn download<T: Element + Default>(&mut self, ptr: u64, n: usize) -> Vec<T> {
+        self.stream.synchronize().unwrap();
+        let mut out = vec![T::default(); n];
+        // SAFETY: `ptr` points into a live allocation of at least n elements of T.
+        unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut out, ptr) }.unwrap();
+        out
+    }
+    fn upload_i64(&mut self, v: i64) -> u64 {
+        let p = self.alloc::<f32>(2, 0);
+        self.stream.synchronize().unwrap();
+        // SAFETY: 8 live bytes at `p`.
+        unsafe { cudarc::driver::result::memcpy_htod_sync(p, &[v]) }.unwrap();
+        p
+    }
+    fn download_i64(&mut self, ptr: u64) -> i64 {
+        self.stream.synchronize().unwrap();
+        let mut out = [0i64];
+        // SAFETY: 8 live bytes at `ptr`.
+        unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut out, ptr) }.unwrap();
+        out[0]
+    }
+    fn run(&mut self, plan: &warpnorm::Plan) -> Result<(), String> {
+        use warpnorm::Executor;
+        warpnorm::runtime::GpuExecutor::new(&self.stream)
+            .execute(plan)
+            .map_err(|e| e.to_string())?;
+        self.stream.synchronize().map_err(|e| e.to_string())
+    }
+}
+
+/// The simulator's coverage set and whole sweep, planned for the real device.
+#[test]
+fn gpu_sweep() {
+    let Some(stream) = gpu_stream("gpu_sweep") else {
+        return;
+    };
+    let props = warpnorm::runtime::device_props(&stream).unwrap();
+    let mut cases = batch_norm_support::coverage_cases();
+    cases.extend(batch_norm_support::sweep_cases());
+    for case in &cases {
+        let mut gpu = Gpu {
+            stream: stream.clone(),
+            keep: Vec::new(),
+        };
+        batch_norm_support::run_on(&mut gpu, case, &props).unwrap_or_else(|e| panic!("GPU: {e}"));
+    }
+}

@@ -12,6 +12,46 @@ use warpnorm::{DType, DeviceProps, Element};
 
 use crate::common::sim::Sim;
 
+/// Where a case runs: the simulator here, the GPU in tests/batch_norm_gpu.rs. Addresses are
+/// plain device addresses, so the same plans run on both.
+pub trait Backend {
+    /// Allocates `n` elements of T, `offset` elements past an aligned base.
+    fn alloc<T: Element>(&mut self, n: usize, offset: usize) -> u64;
+    /// Allocates and uploads `data`, `offset` elements past an aligned base.
+    fn upload<T: Element>(&mut self, data: &[T], offset: usize) -> u64;
+    /// Reads `n` elements of T.
+    fn download<T: Element + Default>(&mut self, ptr: u64, n: usize) -> Vec<T>;
+    /// Allocates one i64 holding `v`.
+    fn upload_i64(&mut self, v: i64) -> u64;
+    /// Reads one i64.
+    fn download_i64(&mut self, ptr: u64) -> i64;
+    /// Runs every launch of the plan.
+    fn run(&mut self, plan: &warpnorm::Plan) -> Result<(), String>;
+}
+
+impl Backend for Sim {
+    fn alloc<T: Element>(&mut self, n: usize, offset: usize) -> u64 {
+        Sim::alloc::<T>(self, n, offset)
+    }
+    fn upload<T: Element>(&mut self, data: &[T], offset: usize) -> u64 {
+        Sim::upload(self, data, offset)
+    }
+    fn download<T: Element + Default>(&mut self, ptr: u64, n: usize) -> Vec<T> {
+        Sim::download(self, ptr, n)
+    }
+    fn upload_i64(&mut self, v: i64) -> u64 {
+        let p = self.dev.alloc(8).expect("sim alloc");
+        self.dev.write_slice(p, &[v]).expect("sim write");
+        p
+    }
+    fn download_i64(&mut self, ptr: u64) -> i64 {
+        self.dev.read_slice::<i64>(ptr, 1).expect("sim read")[0]
+    }
+    fn run(&mut self, plan: &warpnorm::Plan) -> Result<(), String> {
+        Sim::run(self, plan).map(|_| ()).map_err(|e| e.to_string())
+    }
+}
+
 /// xorshift64*: deterministic test data.
 pub struct Rng(u64);
 
@@ -232,10 +272,10 @@ pub fn dx_scale<T: Element, P: Element>(
     out
 }
 
-/// A run on the simulator: uploads, plans with `props`, runs, compares every output with the
+/// One case on a backend: uploads, plans with `props`, runs, compares every output with the
 /// CPU reference over `case.steps` training steps, one eval step and both backward modes.
-pub fn run_sim_case<T: Element + Default, P: Element + Default>(
-    sim: &mut Sim,
+pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
+    sim: &mut B,
     case: &Case,
     props: &DeviceProps,
 ) -> Result<Vec<String>, String> {
@@ -255,10 +295,7 @@ pub fn run_sim_case<T: Element + Default, P: Element + Default>(
     let d_beta = sim.upload(&beta, 0);
     let d_rm = sim.upload(&rm, 0);
     let d_rv = sim.upload(&rv, 0);
-    let d_nbt = sim.dev.alloc(8).map_err(|e| e.to_string())?;
-    sim.dev
-        .write_slice(d_nbt, &[0i64])
-        .map_err(|e| e.to_string())?;
+    let d_nbt = sim.upload_i64(0);
     let ws_len = workspace_len(&desc, props).map_err(|e| e.to_string())?;
     let d_ws = sim.alloc::<f32>(ws_len, 0);
     let d_sm = sim.alloc::<f32>(c, 0);
@@ -431,7 +468,7 @@ pub fn run_sim_case<T: Element + Default, P: Element + Default>(
             check(&ctx("dgamma"), &f64s(&gdg), &wdg, TOL_STATS, uf, &sg)?;
             check(&ctx("dbeta"), &f64s(&gdb), &wdb, TOL_STATS, uf, &sb)?;
         }
-        let gn: Vec<i64> = sim.dev.read_slice(d_nbt, 1).map_err(|e| e.to_string())?;
+        let gn = [sim.download_i64(d_nbt)];
         if gn[0] != nbt {
             return Err(format!(
                 "{case:?} step {step}: num_batches_tracked {} expected {nbt}",
@@ -443,14 +480,124 @@ pub fn run_sim_case<T: Element + Default, P: Element + Default>(
 }
 
 /// Dispatches on the case's dtypes.
-pub fn run_sim(sim: &mut Sim, case: &Case, props: &DeviceProps) -> Result<Vec<String>, String> {
+pub fn run_on<B: Backend>(
+    sim: &mut B,
+    case: &Case,
+    props: &DeviceProps,
+) -> Result<Vec<String>, String> {
     use half::{bf16, f16};
     match (case.dtype, case.param_dtype) {
-        (DType::F32, DType::F32) => run_sim_case::<f32, f32>(sim, case, props),
-        (DType::F16, DType::F32) => run_sim_case::<f16, f32>(sim, case, props),
-        (DType::BF16, DType::F32) => run_sim_case::<bf16, f32>(sim, case, props),
-        (DType::F16, DType::F16) => run_sim_case::<f16, f16>(sim, case, props),
-        (DType::BF16, DType::BF16) => run_sim_case::<bf16, bf16>(sim, case, props),
+        (DType::F32, DType::F32) => run_case::<B, f32, f32>(sim, case, props),
+        (DType::F16, DType::F32) => run_case::<B, f16, f32>(sim, case, props),
+        (DType::BF16, DType::F32) => run_case::<B, bf16, f32>(sim, case, props),
+        (DType::F16, DType::F16) => run_case::<B, f16, f16>(sim, case, props),
+        (DType::BF16, DType::BF16) => run_case::<B, bf16, bf16>(sim, case, props),
         (a, b) => Err(format!("unsupported dtype pair {a}/{b}")),
     }
+}
+
+/// [`run_on`] the simulator.
+pub fn run_sim(sim: &mut Sim, case: &Case, props: &DeviceProps) -> Result<Vec<String>, String> {
+    run_on(sim, case, props)
+}
+
+// ---------------------------------------------------------------- the case lists
+
+/// The activation / parameter dtype pairs.
+pub const PAIRS: [(DType, DType); 5] = [
+    (DType::F32, DType::F32),
+    (DType::F16, DType::F32),
+    (DType::BF16, DType::F32),
+    (DType::F16, DType::F16),
+    (DType::BF16, DType::BF16),
+];
+
+/// Small cases that reach every kernel: per dtype, both layouts x both access variants.
+pub fn coverage_cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    for (i, dt) in DType::ALL.into_iter().enumerate() {
+        let pt = if i.is_multiple_of(2) { DType::F32 } else { dt };
+        let pt2 = if pt == DType::F32 { dt } else { DType::F32 };
+        // nchw vec: S = 16 divides every vector width; split reduction (N * S / V >> 1024).
+        let mut a = Case::new(&[9, 2, 4, 4 * 64], Layout::Contiguous, dt, pt);
+        a.steps = 2;
+        v.push(a);
+        // nchw scalar: odd S, misaligned views.
+        let mut b = Case::new(&[3, 5, 7, 5], Layout::Contiguous, dt, pt2);
+        b.offset = 1;
+        v.push(b);
+        // nhwc vec: C = 16, many rows (split), cumulative momentum.
+        let mut c = Case::new(&[4, 16, 20, 20], Layout::ChannelsLast, dt, pt);
+        c.momentum = Momentum::Cumulative;
+        c.steps = 2;
+        v.push(c);
+        // nhwc scalar: (N, C) with odd C, no affine.
+        let mut d = Case::new(&[300, 5], Layout::Contiguous, dt, pt2);
+        d.affine = false;
+        v.push(d);
+        // nhwc vec with misaligned views -> scalar; 5-D channels-last.
+        let mut e = Case::new(&[2, 8, 3, 2, 5], Layout::ChannelsLast, dt, pt);
+        e.offset = 1;
+        v.push(e);
+    }
+    // The fused backward (at least 2 channel tiles per SM: 8 on SIM) for every dtype pair.
+    for (j, (dt, pt)) in PAIRS.into_iter().enumerate() {
+        v.push(Case::new(&[3, 9, 16], Layout::Contiguous, dt, pt)); // nchw vec
+        let mut b = Case::new(&[2, 10, 7], Layout::Contiguous, dt, pt); // nchw scalar
+        b.offset = j % 2;
+        v.push(b);
+        v.push(Case::new(&[5, 64, 3], Layout::ChannelsLast, dt, pt)); // nhwc vec
+        let mut d = Case::new(&[6, 9], Layout::Contiguous, dt, pt); // nhwc scalar
+        d.affine = j.is_multiple_of(2);
+        v.push(d);
+    }
+    v
+}
+
+/// Logical dims and layout of the sweep's shape `form` for C channels and N * S = ns.
+fn dims_for(c: usize, ns: usize, form: usize) -> (Vec<usize>, Layout) {
+    use Layout::{ChannelsLast as Cl, Contiguous as Co};
+    match (form, ns) {
+        (0, _) => (vec![ns, c], Co),
+        (1, _) if ns.is_multiple_of(2) => (vec![2, c, ns / 2], Co),
+        (1, _) => (vec![1, c, ns], Co),
+        (2, 64) => (vec![2, c, 4, 8], Cl),
+        (2, 1000) => (vec![2, c, 20, 25], Cl),
+        (2, _) => (vec![1, c, ns, 1], Cl),
+        (3, 64) => (vec![2, c, 4, 8], Co),
+        (3, 1000) => (vec![1, c, 40, 25], Co),
+        (3, _) => (vec![ns, c, 1, 1], Co),
+        (_, 64) => (vec![2, c, 2, 4, 4], Cl),
+        (_, 1000) => (vec![5, c, 2, 10, 10], Cl),
+        (_, _) => (vec![1, c, ns, 1, 1], Cl),
+    }
+}
+
+/// The sweep, two cases per (C, N * S), rotating forms, dtype pairs, offsets and momentum.
+/// C = 64 and 1000 with N * S = 65539 (4 M and 65 M elements) are left out: too slow to
+/// simulate; 65539 runs with C = 1 and 3.
+pub fn sweep_cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    let mut j = 0usize;
+    for c in [1usize, 3, 64, 1000] {
+        for ns in [2usize, 7, 64, 1000, 65539] {
+            if c * ns > 1_100_000 {
+                continue;
+            }
+            for _ in 0..2 {
+                let (dims, layout) = dims_for(c, ns, j % 5);
+                let (dt, pt) = PAIRS[(j * 3) % 5];
+                let mut case = Case::new(&dims, layout, dt, pt);
+                case.offset = (j / 2) % 2;
+                case.affine = j % 6 != 5;
+                if j % 4 == 3 {
+                    case.momentum = Momentum::Cumulative;
+                }
+                case.seed = j as u64 + 100;
+                v.push(case);
+                j += 1;
+            }
+        }
+    }
+    v
 }
