@@ -9,27 +9,27 @@
  *
  * Training forward (3 launches; DRAM traffic 3s per element: read x twice, write y):
  *   fwd_<T>_stats_<layout>_<access>  grid (channel tiles, splits). Per-thread Welford of
- *       x - shift (shift = the channel's first element), merged
- *       with Chan's formula in a fixed order (warp shfl tree, then warps in order); one
- *       (count, mean, m2) partial per (split, channel). Few channels still fill the GPU:
- *       the planner splits the reduction until there are about 8 blocks per SM.
+ *       x - shift (shift = the channel's first element, so data with a large mean keeps its
+ *       precision), merged with Chan's formula in a fixed order (warp shfl tree, then warps in
+ *       order); one (count, mean, m2) partial per (split, channel). Few channels still fill the
+ *       GPU: the planner splits the reduction until there are about 8 blocks per SM.
  *   fwd_<P>params_finalize  one warp per channel merges the splits in lane-strided order plus a
  *       fixed shfl tree; mean, invstd = 1 / sqrt(var + eps); running stats with the unbiased
  *       variance (momentum or 1 / num_batches_tracked read on the device); coefficients.
- *   fwd_<T>_apply_<layout>_<access>  y = ((x - shift) - (mean - shift)) * (gamma * invstd) + beta
- *       (shift = the channel's first element: accurate for data with a large mean), grid-stride over
- *       16-byte packs; it also bumps num_batches_tracked (after finalize read it).
+ *   fwd_<T>_apply_<layout>_<access>  y = ((x - shift) - (mean - shift)) * (gamma * invstd) + beta;
+ *       nchw: grid-stride over packs, channel tracked incrementally; nhwc: 2-D grid, each
+ *       thread owns a vector of channels and walks rows. Bumps num_batches_tracked (after the
+ *       finalize kernel read it).
  * Eval forward: finalize (from running stats) + apply (2s per element).
  * Backward (3 launches, 5s per element): bwd_<T>_reduce_* (sum dy, sum dy * (x - mean) per
  *   channel and split), bwd_<P>params_finalize (dgamma, dbeta, dx coefficients),
- *   bwd_<T>_apply_* (dx = a * dy + b * (x - mean) + d).
- * Fused forward tier (2s per element): fwd_<T>_<P>params_fused_<layout>_<access> (plus the
- *   finalize kernel as a one-thread counter bump when num_batches_tracked is given), same
- *   conditions as the fused backward.
- * Fused backward tier (1 launch, 3s per element): bwd_<T>_<P>params_fused_<layout>_<access>
- *   when the block's channels (x and dy) fit in shared memory and there are enough channel
- *   tiles to fill the GPU without splitting: one block per channel tile does it all. Eval-mode backward (frozen statistics)
+ *   bwd_<T>_apply_* (dx = a * dy + b * (x - mean) + d). Eval-mode backward (frozen statistics)
  *   reuses the forward apply kernel on dy with coefficients (0, 0, gamma * invstd, 0).
+ * Fused tiers, when a block's channels fit in shared memory and there are at least 2 channel
+ *   tiles per SM (so one unsplit pass fills the GPU): fwd_<T>_<P>params_fused_<layout>_<access>
+ *   (2s per element; the finalize kernel then bumps num_batches_tracked with one thread) and
+ *   bwd_<T>_<P>params_fused_<layout>_<access> (1 launch, 3s per element).
+ * Streaming loops keep 4 loads per thread in flight (kUnroll).
  *
  * Access variants: "vec" moves 16-byte packs (nchw needs S % V == 0, nhwc needs C % V == 0, and
  * 16-byte aligned pointers; V = 16 / sizeof(T)); "scalar" moves single elements (any size and
