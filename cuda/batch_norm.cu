@@ -448,7 +448,7 @@ template <int V, bool NHWC> struct UnitWalk {
     int64_t units, c, s, sp, slice, step, step_n, step_s, cv;
     __device__ __forceinline__ UnitWalk(int64_t n_, int64_t c_, int64_t s_, int64_t cv_)
         : c(c_), s(s_), cv(cv_) {
-        sp = s / V;
+        sp = NHWC ? 1 : s / V;  // nchw: S % V == 0 and S > 0, so sp >= 1
         units = NHWC ? n_ * s : n_ * sp;
         slice = c * s;
         step = blockDim.y;
