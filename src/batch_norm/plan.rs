@@ -23,7 +23,8 @@
 //!   instead of 5s).
 //!
 //! The reduction is split along N * S until the grid has about one full wave of blocks
-//! (`sm_count * max_threads_per_sm / 256`), keeping at least 4 units per thread per split.
+//! (`sm_count * max_threads_per_sm / 256`), keeping at least 4 units per thread per split and
+//! the partial results within 1% of the activation bytes.
 
 use crate::abi::{
     WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormFinalizeArgs,
@@ -52,6 +53,8 @@ pub const FINALIZE_BLOCK: u32 = 128;
 /// Most shared memory the fused backward may use per block (x and dy of its channels plus
 /// its merge scratch, all dynamic), leaving room for several resident blocks per SM.
 pub const FUSED_MAX_SHARED: u64 = 64 * 1024;
+/// Bytes of one forward partial (count, mean, m2) per (split, channel).
+const PARTIAL_BYTES: u64 = 12;
 /// Minimum reduction units per thread in one split.
 const UNITS_PER_THREAD: u64 = 4;
 
@@ -155,8 +158,12 @@ fn reduce_geom(g: &Geometry, vec: bool, dtype: DType, props: &DeviceProps) -> Re
     let by = units.max(1).next_power_of_two().clamp(min_by, max_by);
     let per_split = by * UNITS_PER_THREAD;
     let want = target_blocks(props).div_ceil(tiles.max(1)).max(1);
+    // Each split writes (and the finalize reads) 12 bytes per channel: keep that within 1% of
+    // the channel's activation bytes, so the statistics add at most ~1% DRAM traffic.
+    let traffic_cap = (g.count() * dtype.size() as u64 / (PARTIAL_BYTES * 100)).max(1);
     let splits = want
         .min(units.div_ceil(per_split))
+        .min(traffic_cap)
         .clamp(1, props.max_grid_yz.max(1) as u64);
     let chunk = units.div_ceil(splits).max(1);
     let splits = units.div_ceil(chunk).max(1);
