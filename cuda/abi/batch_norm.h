@@ -1,5 +1,164 @@
-/* Argument structs of the BatchNorm kernels (cuda/batch_norm.cu). */
+/* Argument structs of the BatchNorm kernels (cuda/batch_norm.cu).
+ *
+ * Shapes: the input is viewed as (N, C, S) with S the product of the spatial dims (1 for
+ * (N, C) input). Layout NCHW ("nchw" kernels): element (n, c, s) at (n * C + c) * S + s.
+ * Channels-last ("nhwc" kernels, also used for every (N, C) input): at (n * S + s) * C + c.
+ *
+ * Workspace (f32, 16-byte aligned): `coef` holds per-channel coefficient arrays of
+ * `coef_stride` floats each (coef_stride = C rounded up to a multiple of 4); `partials` holds
+ * per-(split, channel) partial results: 3 floats (count, mean, m2) for the forward statistics,
+ * 2 floats (sum dy, sum dy * (x - mean)) for the backward sums, at ((split * C) + c) * K.
+ */
 #ifndef WARPNORM_ABI_BATCH_NORM_H
 #define WARPNORM_ABI_BATCH_NORM_H
+
+/** finalize flag: normalize with the batch statistics (training, or no running stats). */
+#define WN_BN_BATCH_STATS 1u
+/** finalize flag: momentum None - running stats use 1 / (num_batches_tracked + 1). */
+#define WN_BN_CUMULATIVE 2u
+/** backward finalize flag: frozen statistics (eval-mode backward: dx = dy * gamma * invstd). */
+#define WN_BN_FROZEN 4u
+
+/**
+ * Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).
+ * Grid (channel tiles, splits); split k covers reduction units k * chunk up to (k + 1) * chunk (exclusive)
+ * where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).
+ * The forward statistics read x and accumulate x - shift(c), with shift(c) = the channel's
+ * first element (0 when not finite), which the blocks of split 0 also write to `shift` (C
+ * floats) for the finalize kernel: statistics of data with a large mean stay accurate. The
+ * backward sums read x, dy and the saved mean.
+ */
+typedef struct WnBatchNormReduceArgs {
+    wn_devptr x;
+    wn_devptr dy;
+    wn_devptr mean;
+    wn_devptr shift;
+    wn_devptr partials;
+    int64_t n;
+    int64_t c;
+    int64_t s;
+    int64_t chunk;
+} WnBatchNormReduceArgs;
+
+/**
+ * Forward finalize (`..._fwd_<P>params_finalize`): one warp per channel. With
+ * WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and
+ * biased variance and (when running_mean is not 0) updates the running statistics with the
+ * unbiased variance; otherwise it reads the running statistics. It writes save_mean /
+ * save_invstd (when not 0) and the coefficient arrays 1, 2, 3 (of coef_stride floats each) at
+ * channel c: mean - shift, gamma * invstd, beta; array 0 holds the shift (written by the
+ * statistics kernel; in eval the finalize writes the running mean there and 0 to array 1).
+ * `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented
+ * once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens.
+ */
+typedef struct WnBatchNormFinalizeArgs {
+    wn_devptr partials;
+    wn_devptr coef;
+    wn_devptr gamma;
+    wn_devptr beta;
+    wn_devptr running_mean;
+    wn_devptr running_var;
+    wn_devptr save_mean;
+    wn_devptr save_invstd;
+    wn_devptr counter;
+    wn_devptr counter_bump;
+    int64_t count;
+    int64_t c;
+    int64_t splits;
+    int64_t coef_stride;
+    float momentum;
+    float eps;
+    uint32_t flags;
+    uint32_t _pad;
+} WnBatchNormFinalizeArgs;
+
+/**
+ * Backward finalize (`..._bwd_<P>params_finalize`): one warp per channel merges `splits`
+ * partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and
+ * dbeta = sum(dy) (when not 0), and the dx coefficients: training, arrays 0..3 at channel c = a, b, mean,
+ * d with dx = a * dy + b * (x - mean) + d; WN_BN_FROZEN, the forward layout, arrays 0..3 =
+ * 0, 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel).
+ */
+typedef struct WnBatchNormBwdFinalizeArgs {
+    wn_devptr partials;
+    wn_devptr coef;
+    wn_devptr mean;
+    wn_devptr invstd;
+    wn_devptr gamma;
+    wn_devptr dgamma;
+    wn_devptr dbeta;
+    int64_t count;
+    int64_t c;
+    int64_t splits;
+    int64_t coef_stride;
+    uint32_t flags;
+    uint32_t _pad;
+} WnBatchNormBwdFinalizeArgs;
+
+/**
+ * Elementwise passes over the whole tensor (`..._fwd_<T>_apply_*`:
+ * y = ((x - coef0) - coef1) * coef2 + coef3; `..._bwd_<T>_apply_*`: dx = coef0 * dy + coef1 * (x - coef2) + coef3), grid-stride
+ * over packs of V elements. `counter_bump` (when not 0) is incremented once by thread 0 of
+ * block 0 (after the finalize kernel has read it).
+ */
+typedef struct WnBatchNormApplyArgs {
+    wn_devptr x;
+    wn_devptr dy;
+    wn_devptr out;
+    wn_devptr coef;
+    wn_devptr counter_bump;
+    int64_t n;
+    int64_t c;
+    int64_t s;
+    int64_t coef_stride;
+} WnBatchNormApplyArgs;
+
+/**
+ * Fused training forward for channel tiles that fit on chip
+ * (`..._fwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block
+ * reads x of its channels once into dynamic shared memory while accumulating the statistics,
+ * finalizes them (running statistics, save_mean / save_invstd, as the finalize kernel does)
+ * and writes y from shared memory. Traffic 2s per element. `counter` is only read
+ * (WN_BN_CUMULATIVE); the planner bumps it with a following launch.
+ */
+typedef struct WnBatchNormFusedFwdArgs {
+    wn_devptr x;
+    wn_devptr y;
+    wn_devptr gamma;
+    wn_devptr beta;
+    wn_devptr running_mean;
+    wn_devptr running_var;
+    wn_devptr save_mean;
+    wn_devptr save_invstd;
+    wn_devptr counter;
+    int64_t n;
+    int64_t c;
+    int64_t s;
+    float momentum;
+    float eps;
+    uint32_t flags;
+    uint32_t _pad;
+} WnBatchNormFusedFwdArgs;
+
+/**
+ * Fused training backward for channel tiles that fit on chip
+ * (`..._bwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block reads
+ * x and dy of its channels once into dynamic shared memory while summing dy and
+ * dy * (x - mean), merges the sums in a fixed order, writes dgamma / dbeta (when not 0), then
+ * writes dx from shared memory. Traffic 3s per element instead of 5s.
+ */
+typedef struct WnBatchNormFusedBwdArgs {
+    wn_devptr x;
+    wn_devptr dy;
+    wn_devptr dx;
+    wn_devptr mean;
+    wn_devptr invstd;
+    wn_devptr gamma;
+    wn_devptr dgamma;
+    wn_devptr dbeta;
+    int64_t n;
+    int64_t c;
+    int64_t s;
+} WnBatchNormFusedBwdArgs;
 
 #endif

@@ -6,6 +6,9 @@
 
 pub const WN_VECTOR_BYTES: u32 = 16;
 pub const WN_WARP_SIZE: u32 = 32;
+pub const WN_BN_BATCH_STATS: u32 = 1;
+pub const WN_BN_CUMULATIVE: u32 = 2;
+pub const WN_BN_FROZEN: u32 = 4;
 #[doc = " A device address (what cuMemAlloc returns), as a plain 64-bit integer."]
 pub type wn_devptr = u64;
 pub const WnDType_WN_DTYPE_F32: WnDType = 0;
@@ -29,4 +32,301 @@ const _: () = {
     ["Offset of field: WnCopyArgs::dst"][::core::mem::offset_of!(WnCopyArgs, dst) - 8usize];
     ["Offset of field: WnCopyArgs::n_bytes"]
         [::core::mem::offset_of!(WnCopyArgs, n_bytes) - 16usize];
+};
+#[doc = " Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).\n Grid (channel tiles, splits); split k covers reduction units k * chunk up to (k + 1) * chunk (exclusive)\n where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).\n The forward statistics read x and accumulate x - shift(c), with shift(c) = the channel's\n first element (0 when not finite), which the blocks of split 0 also write to `shift` (C\n floats) for the finalize kernel: statistics of data with a large mean stay accurate. The\n backward sums read x, dy and the saved mean."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnBatchNormReduceArgs {
+    pub x: wn_devptr,
+    pub dy: wn_devptr,
+    pub mean: wn_devptr,
+    pub shift: wn_devptr,
+    pub partials: wn_devptr,
+    pub n: i64,
+    pub c: i64,
+    pub s: i64,
+    pub chunk: i64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnBatchNormReduceArgs"][::core::mem::size_of::<WnBatchNormReduceArgs>() - 72usize];
+    ["Alignment of WnBatchNormReduceArgs"]
+        [::core::mem::align_of::<WnBatchNormReduceArgs>() - 8usize];
+    ["Offset of field: WnBatchNormReduceArgs::x"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, x) - 0usize];
+    ["Offset of field: WnBatchNormReduceArgs::dy"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, dy) - 8usize];
+    ["Offset of field: WnBatchNormReduceArgs::mean"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, mean) - 16usize];
+    ["Offset of field: WnBatchNormReduceArgs::shift"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, shift) - 24usize];
+    ["Offset of field: WnBatchNormReduceArgs::partials"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, partials) - 32usize];
+    ["Offset of field: WnBatchNormReduceArgs::n"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, n) - 40usize];
+    ["Offset of field: WnBatchNormReduceArgs::c"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, c) - 48usize];
+    ["Offset of field: WnBatchNormReduceArgs::s"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, s) - 56usize];
+    ["Offset of field: WnBatchNormReduceArgs::chunk"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, chunk) - 64usize];
+};
+#[doc = " Forward finalize (`..._fwd_<P>params_finalize`): one warp per channel. With\n WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and\n biased variance and (when running_mean is not 0) updates the running statistics with the\n unbiased variance; otherwise it reads the running statistics. It writes save_mean /\n save_invstd (when not 0) and the coefficient arrays 1, 2, 3 (of coef_stride floats each) at\n channel c: mean - shift, gamma * invstd, beta; array 0 holds the shift (written by the\n statistics kernel; in eval the finalize writes the running mean there and 0 to array 1).\n `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented\n once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnBatchNormFinalizeArgs {
+    pub partials: wn_devptr,
+    pub coef: wn_devptr,
+    pub gamma: wn_devptr,
+    pub beta: wn_devptr,
+    pub running_mean: wn_devptr,
+    pub running_var: wn_devptr,
+    pub save_mean: wn_devptr,
+    pub save_invstd: wn_devptr,
+    pub counter: wn_devptr,
+    pub counter_bump: wn_devptr,
+    pub count: i64,
+    pub c: i64,
+    pub splits: i64,
+    pub coef_stride: i64,
+    pub momentum: f32,
+    pub eps: f32,
+    pub flags: u32,
+    pub _pad: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnBatchNormFinalizeArgs"]
+        [::core::mem::size_of::<WnBatchNormFinalizeArgs>() - 128usize];
+    ["Alignment of WnBatchNormFinalizeArgs"]
+        [::core::mem::align_of::<WnBatchNormFinalizeArgs>() - 8usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::partials"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, partials) - 0usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::coef"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, coef) - 8usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::gamma"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, gamma) - 16usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::beta"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, beta) - 24usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::running_mean"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, running_mean) - 32usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::running_var"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, running_var) - 40usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::save_mean"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, save_mean) - 48usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::save_invstd"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, save_invstd) - 56usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::counter"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, counter) - 64usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::counter_bump"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, counter_bump) - 72usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::count"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, count) - 80usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::c"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, c) - 88usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::splits"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, splits) - 96usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::coef_stride"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, coef_stride) - 104usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::momentum"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, momentum) - 112usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::eps"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, eps) - 116usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::flags"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, flags) - 120usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::_pad"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, _pad) - 124usize];
+};
+#[doc = " Backward finalize (`..._bwd_<P>params_finalize`): one warp per channel merges `splits`\n partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and\n dbeta = sum(dy) (when not 0), and the dx coefficients: training, arrays 0..3 at channel c = a, b, mean,\n d with dx = a * dy + b * (x - mean) + d; WN_BN_FROZEN, the forward layout, arrays 0..3 =\n 0, 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel)."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnBatchNormBwdFinalizeArgs {
+    pub partials: wn_devptr,
+    pub coef: wn_devptr,
+    pub mean: wn_devptr,
+    pub invstd: wn_devptr,
+    pub gamma: wn_devptr,
+    pub dgamma: wn_devptr,
+    pub dbeta: wn_devptr,
+    pub count: i64,
+    pub c: i64,
+    pub splits: i64,
+    pub coef_stride: i64,
+    pub flags: u32,
+    pub _pad: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnBatchNormBwdFinalizeArgs"]
+        [::core::mem::size_of::<WnBatchNormBwdFinalizeArgs>() - 96usize];
+    ["Alignment of WnBatchNormBwdFinalizeArgs"]
+        [::core::mem::align_of::<WnBatchNormBwdFinalizeArgs>() - 8usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::partials"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, partials) - 0usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::coef"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, coef) - 8usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::mean"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, mean) - 16usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::invstd"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, invstd) - 24usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::gamma"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, gamma) - 32usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::dgamma"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, dgamma) - 40usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::dbeta"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, dbeta) - 48usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::count"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, count) - 56usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::c"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, c) - 64usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::splits"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, splits) - 72usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::coef_stride"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, coef_stride) - 80usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::flags"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, flags) - 88usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::_pad"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, _pad) - 92usize];
+};
+#[doc = " Elementwise passes over the whole tensor (`..._fwd_<T>_apply_*`:\n y = ((x - coef0) - coef1) * coef2 + coef3; `..._bwd_<T>_apply_*`: dx = coef0 * dy + coef1 * (x - coef2) + coef3), grid-stride\n over packs of V elements. `counter_bump` (when not 0) is incremented once by thread 0 of\n block 0 (after the finalize kernel has read it)."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnBatchNormApplyArgs {
+    pub x: wn_devptr,
+    pub dy: wn_devptr,
+    pub out: wn_devptr,
+    pub coef: wn_devptr,
+    pub counter_bump: wn_devptr,
+    pub n: i64,
+    pub c: i64,
+    pub s: i64,
+    pub coef_stride: i64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnBatchNormApplyArgs"][::core::mem::size_of::<WnBatchNormApplyArgs>() - 72usize];
+    ["Alignment of WnBatchNormApplyArgs"][::core::mem::align_of::<WnBatchNormApplyArgs>() - 8usize];
+    ["Offset of field: WnBatchNormApplyArgs::x"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, x) - 0usize];
+    ["Offset of field: WnBatchNormApplyArgs::dy"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, dy) - 8usize];
+    ["Offset of field: WnBatchNormApplyArgs::out"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, out) - 16usize];
+    ["Offset of field: WnBatchNormApplyArgs::coef"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, coef) - 24usize];
+    ["Offset of field: WnBatchNormApplyArgs::counter_bump"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, counter_bump) - 32usize];
+    ["Offset of field: WnBatchNormApplyArgs::n"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, n) - 40usize];
+    ["Offset of field: WnBatchNormApplyArgs::c"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, c) - 48usize];
+    ["Offset of field: WnBatchNormApplyArgs::s"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, s) - 56usize];
+    ["Offset of field: WnBatchNormApplyArgs::coef_stride"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, coef_stride) - 64usize];
+};
+#[doc = " Fused training forward for channel tiles that fit on chip\n (`..._fwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block\n reads x of its channels once into dynamic shared memory while accumulating the statistics,\n finalizes them (running statistics, save_mean / save_invstd, as the finalize kernel does)\n and writes y from shared memory. Traffic 2s per element. `counter` is only read\n (WN_BN_CUMULATIVE); the planner bumps it with a following launch."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnBatchNormFusedFwdArgs {
+    pub x: wn_devptr,
+    pub y: wn_devptr,
+    pub gamma: wn_devptr,
+    pub beta: wn_devptr,
+    pub running_mean: wn_devptr,
+    pub running_var: wn_devptr,
+    pub save_mean: wn_devptr,
+    pub save_invstd: wn_devptr,
+    pub counter: wn_devptr,
+    pub n: i64,
+    pub c: i64,
+    pub s: i64,
+    pub momentum: f32,
+    pub eps: f32,
+    pub flags: u32,
+    pub _pad: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnBatchNormFusedFwdArgs"]
+        [::core::mem::size_of::<WnBatchNormFusedFwdArgs>() - 112usize];
+    ["Alignment of WnBatchNormFusedFwdArgs"]
+        [::core::mem::align_of::<WnBatchNormFusedFwdArgs>() - 8usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::x"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, x) - 0usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::y"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, y) - 8usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::gamma"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, gamma) - 16usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::beta"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, beta) - 24usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::running_mean"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, running_mean) - 32usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::running_var"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, running_var) - 40usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::save_mean"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, save_mean) - 48usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::save_invstd"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, save_invstd) - 56usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::counter"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, counter) - 64usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::n"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, n) - 72usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::c"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, c) - 80usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::s"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, s) - 88usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::momentum"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, momentum) - 96usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::eps"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, eps) - 100usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::flags"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, flags) - 104usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::_pad"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, _pad) - 108usize];
+};
+#[doc = " Fused training backward for channel tiles that fit on chip\n (`..._bwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block reads\n x and dy of its channels once into dynamic shared memory while summing dy and\n dy * (x - mean), merges the sums in a fixed order, writes dgamma / dbeta (when not 0), then\n writes dx from shared memory. Traffic 3s per element instead of 5s."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnBatchNormFusedBwdArgs {
+    pub x: wn_devptr,
+    pub dy: wn_devptr,
+    pub dx: wn_devptr,
+    pub mean: wn_devptr,
+    pub invstd: wn_devptr,
+    pub gamma: wn_devptr,
+    pub dgamma: wn_devptr,
+    pub dbeta: wn_devptr,
+    pub n: i64,
+    pub c: i64,
+    pub s: i64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnBatchNormFusedBwdArgs"]
+        [::core::mem::size_of::<WnBatchNormFusedBwdArgs>() - 88usize];
+    ["Alignment of WnBatchNormFusedBwdArgs"]
+        [::core::mem::align_of::<WnBatchNormFusedBwdArgs>() - 8usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::x"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, x) - 0usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::dy"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, dy) - 8usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::dx"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, dx) - 16usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::mean"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, mean) - 24usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::invstd"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, invstd) - 32usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::gamma"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, gamma) - 40usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::dgamma"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, dgamma) - 48usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::dbeta"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, dbeta) - 56usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::n"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, n) - 64usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::c"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, c) - 72usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::s"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, s) - 80usize];
 };

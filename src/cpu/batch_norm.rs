@@ -1,1 +1,270 @@
-//! BatchNorm reference (f64 accumulation).
+//! BatchNorm reference (f64 accumulation): the semantics of [`crate::batch_norm`] on the host.
+//!
+//! Inputs and outputs are in the activation type `T` and the parameter type `P`; every value is
+//! widened to f64, computed in f64 and rounded once at the end (saved statistics to f32).
+//! Batch statistics are two-pass (mean, then the mean of squared deviations), so they are
+//! accurate for any offset. Running statistics follow PyTorch: unbiased variance, momentum or
+//! the cumulative average with the counter incremented before use, counter also incremented
+//! for an empty batch and never in eval.
+//!
+//! ```
+//! use warpnorm::batch_norm::{BatchNormDesc, ForwardMode, Layout};
+//! use warpnorm::cpu::batch_norm::{forward, Running};
+//! use warpnorm::DType;
+//!
+//! // x = [1, 2, 4] with one channel, momentum 0.1 (the example of docs/SEMANTICS).
+//! let desc = BatchNormDesc::new(&[3, 1], Layout::Contiguous, DType::F32, DType::F32);
+//! let (mut rm, mut rv, mut nbt) = (vec![0.0f32], vec![1.0f32], 0i64);
+//! let out = forward::<f32, f32>(&desc, &ForwardMode::train(0.1), &[1.0, 2.0, 4.0], None,
+//!     Some(Running { mean: &mut rm, var: &mut rv, num_batches_tracked: Some(&mut nbt) })).unwrap();
+//! assert!((out.y[0] + 1.0690415).abs() < 1e-6);
+//! assert!((rm[0] - 0.233333).abs() < 1e-6 && (rv[0] - 1.133333).abs() < 1e-6 && nbt == 1);
+//! ```
+
+use crate::batch_norm::{BatchNormDesc, ForwardMode, Geometry, Layout, Momentum};
+use crate::{DType, Element, Error, Result};
+
+/// Running statistics to use (eval) or update (training).
+pub struct Running<'a, P> {
+    /// Running mean, C.
+    pub mean: &'a mut [P],
+    /// Running variance, C.
+    pub var: &'a mut [P],
+    /// Batch counter (incremented in training; required for [`Momentum::Cumulative`]).
+    pub num_batches_tracked: Option<&'a mut i64>,
+}
+
+/// Results of [`forward`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForwardOut<T> {
+    /// Output, in the input's layout.
+    pub y: Vec<T>,
+    /// Mean used per channel (empty for an empty batch).
+    pub save_mean: Vec<f32>,
+    /// 1 / sqrt(var + eps) used per channel (empty for an empty batch).
+    pub save_invstd: Vec<f32>,
+}
+
+/// Results of [`backward`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct BackwardOut<T, P> {
+    /// Gradient of the input.
+    pub dx: Vec<T>,
+    /// Gradient of gamma.
+    pub dgamma: Vec<P>,
+    /// Gradient of beta.
+    pub dbeta: Vec<P>,
+}
+
+/// Memory index of logical element (n, c, s).
+pub fn index(g: &Geometry, layout: Layout, n: u64, c: u64, s: u64) -> usize {
+    (match layout {
+        Layout::Contiguous => (n * g.c + c) * g.s + s,
+        Layout::ChannelsLast => (n * g.s + s) * g.c + c,
+    }) as usize
+}
+
+fn check_types<T: Element, P: Element>(desc: &BatchNormDesc) -> Result<Geometry> {
+    let g = desc.geometry()?;
+    if desc.dtype != T::DTYPE || desc.param_dtype != P::DTYPE {
+        return Err(Error::DType {
+            what: "BatchNorm buffers".into(),
+            expected: format!("{} / {}", desc.dtype, desc.param_dtype),
+            given: format!("{} / {}", T::DTYPE, P::DTYPE),
+        });
+    }
+    if desc.param_dtype != DType::F32 && desc.param_dtype != desc.dtype {
+        return Err(Error::DType {
+            what: "BatchNorm param_dtype".into(),
+            expected: format!("f32 or {}", desc.dtype),
+            given: desc.param_dtype.to_string(),
+        });
+    }
+    Ok(g)
+}
+
+fn len(what: &str, got: usize, expected: u64) -> Result<()> {
+    if got as u64 != expected {
+        return Err(Error::Length {
+            what: what.into(),
+            expected: expected as usize,
+            given: got,
+        });
+    }
+    Ok(())
+}
+
+/// Per-channel values of x (as f64), in (n, s) order.
+fn channel<'a, T: Element>(
+    g: &Geometry,
+    layout: Layout,
+    v: &'a [T],
+    c: u64,
+) -> impl Iterator<Item = f64> + 'a {
+    let g = *g;
+    (0..g.n).flat_map(move |n| (0..g.s).map(move |s| v[index(&g, layout, n, c, s)].to_f64()))
+}
+
+/// BatchNorm forward. With `mode.batch_stats` the batch statistics are used and `running`
+/// (if given) is updated; otherwise `running` is required and used.
+pub fn forward<T: Element, P: Element>(
+    desc: &BatchNormDesc,
+    mode: &ForwardMode,
+    x: &[T],
+    affine: Option<(&[P], &[P])>,
+    running: Option<Running<'_, P>>,
+) -> Result<ForwardOut<T>> {
+    let g = check_types::<T, P>(desc)?;
+    crate::batch_norm::plan::check_momentum_pub(mode.momentum)?;
+    len("x", x.len(), g.numel)?;
+    if let Some((w, b)) = affine {
+        len("gamma", w.len(), g.c)?;
+        len("beta", b.len(), g.c)?;
+    }
+    let mut running = running;
+    if let Some(r) = running.as_ref() {
+        len("running_mean", r.mean.len(), g.c)?;
+        len("running_var", r.var.len(), g.c)?;
+        if mode.batch_stats
+            && mode.momentum == Momentum::Cumulative
+            && r.num_batches_tracked.is_none()
+        {
+            return Err(Error::invalid(
+                "momentum",
+                "the cumulative average (momentum None) needs num_batches_tracked",
+            ));
+        }
+    } else if !mode.batch_stats {
+        return Err(Error::invalid(
+            "BatchNorm eval",
+            "eval needs the running statistics",
+        ));
+    }
+    if mode.batch_stats && g.count() == 1 {
+        return Err(Error::invalid(
+            "BatchNorm input",
+            format!(
+                "Expected more than 1 value per channel when training, got input size {:?}",
+                desc.dims
+            ),
+        ));
+    }
+    let mut factor = 0.0f64;
+    if mode.batch_stats {
+        if let Some(n) = running
+            .as_mut()
+            .and_then(|r| r.num_batches_tracked.as_deref_mut())
+        {
+            *n += 1;
+            factor = match mode.momentum {
+                Momentum::Factor(m) => m as f64,
+                Momentum::Cumulative => 1.0 / *n as f64,
+            };
+        } else if let Momentum::Factor(m) = mode.momentum {
+            factor = m as f64;
+        }
+    }
+    let mut out = ForwardOut {
+        y: vec![T::from_f64(0.0); g.numel as usize],
+        save_mean: Vec::new(),
+        save_invstd: Vec::new(),
+    };
+    if g.numel == 0 {
+        return Ok(out);
+    }
+    let cnt = g.count() as f64;
+    let eps = desc.eps as f64;
+    for c in 0..g.c {
+        let ci = c as usize;
+        let (mean, invstd) = if mode.batch_stats {
+            let mean = channel(&g, desc.layout, x, c).sum::<f64>() / cnt;
+            let m2: f64 = channel(&g, desc.layout, x, c)
+                .map(|v| (v - mean) * (v - mean))
+                .sum();
+            if let Some(r) = running.as_mut() {
+                let rm = r.mean[ci].to_f64();
+                let rv = r.var[ci].to_f64();
+                r.mean[ci] = P::from_f64((1.0 - factor) * rm + factor * mean);
+                r.var[ci] = P::from_f64((1.0 - factor) * rv + factor * m2 / (cnt - 1.0));
+            }
+            (mean, 1.0 / (m2 / cnt + eps).sqrt())
+        } else {
+            let r = running
+                .as_ref()
+                .ok_or_else(|| Error::invalid("BatchNorm eval", "no running statistics"))?;
+            (r.mean[ci].to_f64(), 1.0 / (r.var[ci].to_f64() + eps).sqrt())
+        };
+        out.save_mean.push(mean as f32);
+        out.save_invstd.push(invstd as f32);
+        let (w, b) = affine.map_or((1.0, 0.0), |(w, b)| (w[ci].to_f64(), b[ci].to_f64()));
+        for n in 0..g.n {
+            for s in 0..g.s {
+                let i = index(&g, desc.layout, n, c, s);
+                out.y[i] = T::from_f64((x[i].to_f64() - mean) * invstd * w + b);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// BatchNorm backward from the forward's saved statistics. `frozen`: eval-mode backward
+/// (dx = dy * gamma * invstd); otherwise the training backward. dgamma = sum(dy * (x - mean))
+/// * invstd, dbeta = sum(dy) (zero for an empty batch).
+pub fn backward<T: Element, P: Element>(
+    desc: &BatchNormDesc,
+    frozen: bool,
+    x: &[T],
+    dy: &[T],
+    gamma: Option<&[P]>,
+    save_mean: &[f32],
+    save_invstd: &[f32],
+) -> Result<BackwardOut<T, P>> {
+    let g = check_types::<T, P>(desc)?;
+    len("x", x.len(), g.numel)?;
+    len("dy", dy.len(), g.numel)?;
+    if let Some(w) = gamma {
+        len("gamma", w.len(), g.c)?;
+    }
+    let mut out = BackwardOut {
+        dx: vec![T::from_f64(0.0); g.numel as usize],
+        dgamma: vec![P::from_f64(0.0); g.c as usize],
+        dbeta: vec![P::from_f64(0.0); g.c as usize],
+    };
+    if g.numel == 0 {
+        return Ok(out);
+    }
+    len("save_mean", save_mean.len(), g.c)?;
+    len("save_invstd", save_invstd.len(), g.c)?;
+    let cnt = g.count() as f64;
+    for c in 0..g.c {
+        let ci = c as usize;
+        let mean = save_mean[ci] as f64;
+        let invstd = save_invstd[ci] as f64;
+        let w = gamma.map_or(1.0, |w| w[ci].to_f64());
+        let (mut sdy, mut sdx) = (0.0f64, 0.0f64);
+        for n in 0..g.n {
+            for s in 0..g.s {
+                let i = index(&g, desc.layout, n, c, s);
+                let d = dy[i].to_f64();
+                sdy += d;
+                sdx += d * (x[i].to_f64() - mean);
+            }
+        }
+        out.dgamma[ci] = P::from_f64(sdx * invstd);
+        out.dbeta[ci] = P::from_f64(sdy);
+        for n in 0..g.n {
+            for s in 0..g.s {
+                let i = index(&g, desc.layout, n, c, s);
+                let d = dy[i].to_f64();
+                let v = if frozen {
+                    d * w * invstd
+                } else {
+                    let xm = x[i].to_f64() - mean;
+                    w * invstd * (d - sdy / cnt - xm * invstd * invstd * sdx / cnt)
+                };
+                out.dx[i] = T::from_f64(v);
+            }
+        }
+    }
+    Ok(out)
+}

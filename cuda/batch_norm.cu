@@ -1,0 +1,751 @@
+/*
+ * batch_norm.cu - BatchNorm forward (training and eval) and backward, f32/f16/bf16 activations,
+ * f32 accumulation, f32 or activation-typed parameters and running statistics.
+ *
+ * The input is (N, C, S) with S = product of the spatial dims, in NCHW ("nchw": every channel is
+ * N slices of S contiguous elements) or channels-last ("nhwc": N * S rows of C channels; also
+ * every (N, C) input). Kernels, in launch order (the Rust planner in src/batch_norm/plan.rs
+ * chooses grids, splits and variants):
+ *
+ * Training forward (3 launches; DRAM traffic 3s per element: read x twice, write y):
+ *   fwd_<T>_stats_<layout>_<access>  grid (channel tiles, splits). Per-thread Welford of
+ *       x - shift (shift = the channel's first element, so data with a large mean keeps its
+ *       precision), merged with Chan's formula in a fixed order (warp shfl tree, then warps in
+ *       order); one (count, mean, m2) partial per (split, channel). Few channels still fill the
+ *       GPU: the planner splits the reduction until there are about 8 blocks per SM.
+ *   fwd_<P>params_finalize  one warp per channel merges the splits in lane-strided order plus a
+ *       fixed shfl tree; mean, invstd = 1 / sqrt(var + eps); running stats with the unbiased
+ *       variance (momentum or 1 / num_batches_tracked read on the device); coefficients.
+ *   fwd_<T>_apply_<layout>_<access>  y = ((x - shift) - (mean - shift)) * (gamma * invstd) + beta;
+ *       nchw: grid-stride over packs, channel tracked incrementally; nhwc: 2-D grid, each
+ *       thread owns a vector of channels and walks rows. Bumps num_batches_tracked (after the
+ *       finalize kernel read it).
+ * Eval forward: finalize (from running stats) + apply (2s per element).
+ * Backward (3 launches, 5s per element): bwd_<T>_reduce_* (sum dy, sum dy * (x - mean) per
+ *   channel and split), bwd_<P>params_finalize (dgamma, dbeta, dx coefficients),
+ *   bwd_<T>_apply_* (dx = a * dy + b * (x - mean) + d). Eval-mode backward (frozen statistics)
+ *   reuses the forward apply kernel on dy with coefficients (0, 0, gamma * invstd, 0).
+ * Fused tiers, when a block's channels fit in shared memory and there are at least 2 channel
+ *   tiles per SM (so one unsplit pass fills the GPU): fwd_<T>_<P>params_fused_<layout>_<access>
+ *   (2s per element; the finalize kernel then bumps num_batches_tracked with one thread) and
+ *   bwd_<T>_<P>params_fused_<layout>_<access> (1 launch, 3s per element).
+ * Streaming loops keep 4 loads per thread in flight (kUnroll).
+ *
+ * Access variants: "vec" moves 16-byte packs (nchw needs S % V == 0, nhwc needs C % V == 0, and
+ * 16-byte aligned pointers; V = 16 / sizeof(T)); "scalar" moves single elements (any size and
+ * alignment), still coalesced. All offsets are 64-bit. No float atomics anywhere: reruns are
+ * bitwise identical. Benchmark: `cargo bench --bench batch_norm` (GB/s, % of copy).
+ */
+#include "abi.h"
+#include "common/channel_reduce.cuh"
+#include "common/vec.cuh"
+
+namespace warpnorm {
+namespace bn {
+
+/** Loads V f32 coefficients (16-byte vectors when V % 4 == 0; p is then 16-byte aligned). */
+template <int V> __device__ __forceinline__ void load_coef(const float* p, float (&out)[V]) {
+    if constexpr (V % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < V; i += 4) {
+            const float4 q = *reinterpret_cast<const float4*>(p + i);
+            out[i] = q.x;
+            out[i + 1] = q.y;
+            out[i + 2] = q.z;
+            out[i + 3] = q.w;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < V; ++i) out[i] = p[i];
+    }
+}
+
+/** Loads each thread keeps in flight in the streaming loops. */
+constexpr int kUnroll = 4;
+
+/** Widens a pack to f32. */
+template <typename T, int V>
+__device__ __forceinline__ void unpack(const Pack<T, V>& p, float (&out)[V]) {
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = to_float(p.v[i]);
+}
+
+__device__ __forceinline__ void bump(wn_devptr counter) {
+    if (counter != 0 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 &&
+        threadIdx.y == 0) {
+        *reinterpret_cast<long long*>(counter) += 1;
+    }
+}
+
+/* ---------------------------------------------------------------- per-channel reductions */
+
+/** Shared memory of column_merge for accumulators of K floats. */
+template <int K> struct MergeSmem {
+    static constexpr int kFloats = (kMaxColumnThreads / 32) * 32 * K;
+};
+
+/**
+ * NCHW reduction: block (1, by) owns channel blockIdx.x and split blockIdx.y, walking packs of
+ * V elements (S % V == 0, so packs never straddle a slice). GRAD selects the backward sums.
+ */
+template <typename T, int V, bool GRAD>
+__device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
+    using Acc = typename std::conditional<GRAD, GradAcc<1>, StatsAcc<1>>::type;
+    __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
+    const int64_t c = blockIdx.x;
+    const int64_t sp = a.s / V;  // packs per slice
+    const int64_t total = a.n * sp;
+    const int64_t begin = static_cast<int64_t>(blockIdx.y) * a.chunk;
+    const int64_t end = min(begin + a.chunk, total);
+    const int64_t step = blockDim.y;
+    const int64_t step_n = step / sp;
+    const int64_t step_s = step - step_n * sp;
+    const T* x = reinterpret_cast<const T*>(a.x);
+    const T* dy = reinterpret_cast<const T*>(a.dy);
+    const int64_t slice = a.c * a.s;  // elements from (n, c) to (n + 1, c)
+    float mean = 0.0f;  // GRAD: the saved mean; statistics: the shift
+    if constexpr (GRAD) {
+        mean = reinterpret_cast<const float*>(a.mean)[c];
+    } else {
+        mean = to_float(x[c * a.s]);
+        if (!isfinite(mean)) mean = 0.0f;
+        if (blockIdx.y == 0 && threadIdx.y == 0) reinterpret_cast<float*>(a.shift)[c] = mean;
+    }
+    Acc acc;
+    acc.init();
+    int64_t u = begin + threadIdx.y;
+    if (u < end) {
+        int64_t n = u / sp;
+        int64_t s = u - n * sp;
+        while (u < end) {
+            // kUnroll loads in flight before the dependent Welford/sum updates.
+            Pack<T, V> px[kUnroll], pd[kUnroll];
+            bool ok[kUnroll];
+#pragma unroll
+            for (int j = 0; j < kUnroll; ++j) {
+                ok[j] = u < end;
+                if (ok[j]) {
+                    const int64_t off = n * slice + c * a.s + s * V;
+                    px[j] = load_pack<T, V>(x + off);
+                    if constexpr (GRAD) pd[j] = load_pack<T, V>(dy + off);
+                    u += step;
+                    s += step_s;
+                    n += step_n;
+                    if (s >= sp) {
+                        s -= sp;
+                        ++n;
+                    }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < kUnroll; ++j) {
+                if (!ok[j]) break;
+                float xv[V];
+                unpack(px[j], xv);
+                if constexpr (GRAD) {
+                    float dv[V];
+                    unpack(pd[j], dv);
+                    acc.template push_pack<V>(dv, xv, mean);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < V; ++i) xv[i] -= mean;
+                    acc.template push_pack<V>(xv);
+                }
+            }
+        }
+    }
+    if (column_merge(acc, smem)) {
+        float* p = reinterpret_cast<float*>(a.partials) +
+                   (static_cast<int64_t>(blockIdx.y) * a.c + c) * Acc::kPartial;
+        acc.write_partial(p, 0);
+    }
+}
+
+/**
+ * Channels-last reduction: block (bx, by); thread (x, y) owns channels
+ * [(blockIdx.x * bx + x) * V, + V) and walks rows y, y + by, ... of split blockIdx.y.
+ */
+template <typename T, int V, bool GRAD>
+__device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
+    using Acc = typename std::conditional<GRAD, GradAcc<V>, StatsAcc<V>>::type;
+    __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
+    const int64_t cv = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const bool active = cv * V < a.c;
+    const int64_t rows = a.n * a.s;
+    const int64_t begin = static_cast<int64_t>(blockIdx.y) * a.chunk;
+    const int64_t end = min(begin + a.chunk, rows);
+    const T* x = reinterpret_cast<const T*>(a.x) + cv * V;
+    const T* dy = reinterpret_cast<const T*>(a.dy) + cv * V;
+    Acc acc;
+    acc.init();
+    if (active) {
+        float mean[V];  // GRAD: the saved means; statistics: the shifts
+        if constexpr (GRAD) {
+            load_coef<V>(reinterpret_cast<const float*>(a.mean) + cv * V, mean);
+        } else {
+            load_floats<T, V>(x, V, mean);
+#pragma unroll
+            for (int i = 0; i < V; ++i) {
+                if (!isfinite(mean[i])) mean[i] = 0.0f;
+                if (blockIdx.y == 0 && threadIdx.y == 0)
+                    reinterpret_cast<float*>(a.shift)[cv * V + i] = mean[i];
+            }
+        }
+        const int64_t by = blockDim.y;
+        for (int64_t r = begin + threadIdx.y; r < end; r += kUnroll * by) {
+            // kUnroll rows in flight before the dependent updates.
+            Pack<T, V> px[kUnroll], pd[kUnroll];
+#pragma unroll
+            for (int j = 0; j < kUnroll; ++j) {
+                if (r + j * by < end) {
+                    px[j] = load_pack<T, V>(x + (r + j * by) * a.c);
+                    if constexpr (GRAD) pd[j] = load_pack<T, V>(dy + (r + j * by) * a.c);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < kUnroll; ++j) {
+                if (r + j * by >= end) break;
+                float xv[V];
+                unpack(px[j], xv);
+                if constexpr (GRAD) {
+                    float dv[V];
+                    unpack(pd[j], dv);
+                    acc.push_row(dv, xv, mean);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < V; ++i) xv[i] -= mean[i];
+                    acc.push_row(xv);
+                }
+            }
+        }
+    }
+    if (column_merge(acc, smem) && active) {
+        float* p = reinterpret_cast<float*>(a.partials) +
+                   (static_cast<int64_t>(blockIdx.y) * a.c + cv * V) * Acc::kPartial;
+#pragma unroll
+        for (int i = 0; i < V; ++i) acc.write_partial(p + i * Acc::kPartial, i);
+    }
+}
+
+/* ---------------------------------------------------------------- finalize */
+
+template <typename P> __device__ __forceinline__ float param(wn_devptr p, int64_t c, float dflt) {
+    return p != 0 ? to_float(reinterpret_cast<const P*>(p)[c]) : dflt;
+}
+
+/** Forward finalize: one warp per channel (see WnBatchNormFinalizeArgs). */
+template <typename P> __device__ __forceinline__ void finalize_fwd(const WnBatchNormFinalizeArgs& a) {
+    bump(a.counter_bump);
+    const int lane = threadIdx.x & 31;
+    const int64_t c = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (c >= a.c || a.count == 0) return;  // whole warps leave together
+    float* coef = reinterpret_cast<float*>(a.coef);
+    const int64_t st = a.coef_stride;
+    float shift, dmean, invstd;  // mean = shift + dmean
+    if (a.flags & WN_BN_BATCH_STATS) {
+        const float* part = reinterpret_cast<const float*>(a.partials);
+        StatsAcc<1> w;
+        w.init();
+        for (int64_t k = lane; k < a.splits; k += 32) {
+            StatsAcc<1> o;
+            o.from_floats(part + (k * a.c + c) * 3);
+            w.merge(o);
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+            const StatsAcc<1> o = w.shfl_down(off);
+            if (lane + off < 32) w.merge(o);
+        }
+        if (lane != 0) return;
+        const float n = static_cast<float>(a.count);
+        shift = coef[c];
+        dmean = w.mean[0];
+        const float mean = shift + dmean;
+        const float var = w.m2[0] / n;
+        invstd = 1.0f / sqrtf(var + a.eps);
+        if (a.running_mean != 0) {
+            float f = a.momentum;
+            if (a.flags & WN_BN_CUMULATIVE) {
+                const long long seen = *reinterpret_cast<const long long*>(a.counter);
+                f = static_cast<float>(1.0 / static_cast<double>(seen + 1));
+            }
+            const float unbiased = w.m2[0] / static_cast<float>(a.count - 1);
+            P* rm = reinterpret_cast<P*>(a.running_mean);
+            P* rv = reinterpret_cast<P*>(a.running_var);
+            rm[c] = from_float<P>((1.0f - f) * to_float(rm[c]) + f * mean);
+            rv[c] = from_float<P>((1.0f - f) * to_float(rv[c]) + f * unbiased);
+        }
+    } else {
+        if (lane != 0) return;
+        shift = param<P>(a.running_mean, c, 0.0f);
+        dmean = 0.0f;
+        invstd = 1.0f / sqrtf(param<P>(a.running_var, c, 1.0f) + a.eps);
+        coef[c] = shift;
+    }
+    if (a.save_mean != 0) reinterpret_cast<float*>(a.save_mean)[c] = shift + dmean;
+    if (a.save_invstd != 0) reinterpret_cast<float*>(a.save_invstd)[c] = invstd;
+    coef[st + c] = dmean;
+    coef[2 * st + c] = param<P>(a.gamma, c, 1.0f) * invstd;
+    coef[3 * st + c] = param<P>(a.beta, c, 0.0f);
+}
+
+/** Backward finalize: one warp per channel (see WnBatchNormBwdFinalizeArgs). */
+template <typename P> __device__ __forceinline__ void finalize_bwd(const WnBatchNormBwdFinalizeArgs& a) {
+    const int lane = threadIdx.x & 31;
+    const int64_t c = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (c >= a.c) return;
+    const float* part = reinterpret_cast<const float*>(a.partials);
+    float sdy = 0.0f, sdx = 0.0f;
+    for (int64_t k = lane; k < a.splits; k += 32) {
+        sdy += part[(k * a.c + c) * 2];
+        sdx += part[(k * a.c + c) * 2 + 1];
+    }
+    warp_allreduce_sum2(sdy, sdx);
+    if (lane != 0) return;
+    if (a.count == 0) {
+        if (a.dgamma != 0) reinterpret_cast<P*>(a.dgamma)[c] = from_float<P>(0.0f);
+        if (a.dbeta != 0) reinterpret_cast<P*>(a.dbeta)[c] = from_float<P>(0.0f);
+        return;
+    }
+    const float mean = reinterpret_cast<const float*>(a.mean)[c];
+    const float invstd = reinterpret_cast<const float*>(a.invstd)[c];
+    if (a.dgamma != 0) reinterpret_cast<P*>(a.dgamma)[c] = from_float<P>(sdx * invstd);
+    if (a.dbeta != 0) reinterpret_cast<P*>(a.dbeta)[c] = from_float<P>(sdy);
+    const float k = param<P>(a.gamma, c, 1.0f) * invstd;
+    float* coef = reinterpret_cast<float*>(a.coef);
+    const int64_t st = a.coef_stride;
+    if (a.flags & WN_BN_FROZEN) {
+        coef[c] = 0.0f;
+        coef[st + c] = 0.0f;
+        coef[2 * st + c] = k;
+        coef[3 * st + c] = 0.0f;
+    } else {
+        const float n = static_cast<float>(a.count);
+        coef[c] = k;
+        coef[st + c] = -k * invstd * invstd * (sdx / n);
+        coef[2 * st + c] = mean;
+        coef[3 * st + c] = -k * (sdy / n);
+    }
+}
+
+/* ---------------------------------------------------------------- elementwise passes */
+
+/** One output pack from the K coefficients of its channel(s) (CV = channels per pack). */
+template <typename T, int V, int CV, bool BWD>
+__device__ __forceinline__ Pack<T, V> apply_pack(const Pack<T, V>& px, const Pack<T, V>& pd,
+                                                 const float (&k)[4][CV]) {
+    Pack<T, V> out;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+        const int j = CV == 1 ? 0 : i;
+        const float xv = to_float(px.v[i]);
+        float o;
+        if constexpr (BWD) {
+            o = fmaf(k[0][j], to_float(pd.v[i]), fmaf(k[1][j], xv - k[2][j], k[3][j]));
+        } else {
+            o = fmaf((xv - k[0][j]) - k[1][j], k[2][j], k[3][j]);
+        }
+        out.v[i] = from_float<T>(o);
+    }
+    return out;
+}
+
+/**
+ * NCHW elementwise pass: grid-stride over packs of V elements of one slice; the pack's channel
+ * is (p / (S / V)) % C, tracked incrementally (one 64-bit division per thread). kUnroll packs
+ * are loaded before any is computed.
+ */
+template <typename T, int V, bool BWD>
+__device__ __forceinline__ void apply_nchw(const WnBatchNormApplyArgs& a) {
+    bump(a.counter_bump);
+    const int64_t total = a.n * a.c * a.s / V;
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (p >= total) return;
+    const int64_t inner = a.s / V;
+    int64_t q = p / inner;
+    int64_t r = p - q * inner;
+    int64_t ch = q % a.c;
+    const int64_t sq = stride / inner;
+    const int64_t sr = stride - sq * inner;
+    const int64_t sc = sq % a.c;
+    const float* coef = reinterpret_cast<const float*>(a.coef);
+    const T* x = reinterpret_cast<const T*>(a.x);
+    const T* dy = reinterpret_cast<const T*>(a.dy);
+    T* out = reinterpret_cast<T*>(a.out);
+    for (; p < total; p += kUnroll * stride) {
+        Pack<T, V> px[kUnroll], pd[kUnroll];
+        int64_t chs[kUnroll];
+#pragma unroll
+        for (int j = 0; j < kUnroll; ++j) {
+            chs[j] = ch;
+            if (p + j * stride < total) {
+                px[j] = load_pack<T, V>(x + (p + j * stride) * V);
+                if constexpr (BWD) pd[j] = load_pack<T, V>(dy + (p + j * stride) * V);
+            }
+            r += sr;
+            const int64_t carry = r >= inner ? 1 : 0;
+            r -= carry * inner;
+            ch += sc + carry;
+            if (ch >= a.c) ch -= a.c;
+        }
+#pragma unroll
+        for (int j = 0; j < kUnroll; ++j) {
+            if (p + j * stride >= total) break;
+            float k[4][1];
+#pragma unroll
+            for (int t = 0; t < 4; ++t) k[t][0] = coef[t * a.coef_stride + chs[j]];
+            store_pack<T, V>(out + (p + j * stride) * V, apply_pack<T, V, 1, BWD>(px[j], pd[j], k));
+        }
+    }
+}
+
+/**
+ * Channels-last elementwise pass: block (bx, by), grid (channel tiles, row groups); thread
+ * (x, y) owns channels ((blockIdx.x * bx + x) * V, + V), loads their coefficients once, and
+ * walks rows blockIdx.y * by + y in steps of gridDim.y * by, kUnroll rows in flight.
+ */
+template <typename T, int V, bool BWD>
+__device__ __forceinline__ void apply_nhwc(const WnBatchNormApplyArgs& a) {
+    bump(a.counter_bump);
+    const int64_t cv = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (cv * V >= a.c) return;
+    const float* coef = reinterpret_cast<const float*>(a.coef);
+    float k[4][V];
+#pragma unroll
+    for (int t = 0; t < 4; ++t) load_coef<V>(coef + t * a.coef_stride + cv * V, k[t]);
+    const int64_t rows = a.n * a.s;
+    const int64_t step = static_cast<int64_t>(gridDim.y) * blockDim.y;
+    const T* x = reinterpret_cast<const T*>(a.x) + cv * V;
+    const T* dy = reinterpret_cast<const T*>(a.dy) + cv * V;
+    T* out = reinterpret_cast<T*>(a.out) + cv * V;
+    for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows;
+         r += kUnroll * step) {
+        Pack<T, V> px[kUnroll], pd[kUnroll];
+#pragma unroll
+        for (int j = 0; j < kUnroll; ++j) {
+            if (r + j * step < rows) {
+                px[j] = load_pack<T, V>(x + (r + j * step) * a.c);
+                if constexpr (BWD) pd[j] = load_pack<T, V>(dy + (r + j * step) * a.c);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < kUnroll; ++j) {
+            if (r + j * step >= rows) break;
+            store_pack<T, V>(out + (r + j * step) * a.c, apply_pack<T, V, V, BWD>(px[j], pd[j], k));
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- fused tiers */
+
+/**
+ * The units one thread of a fused block visits: rows y, y + by, ... of its channel vector cv
+ * (nhwc), or packs y, y + by, ... of channel cv's N slices (nchw, (n, s) tracked
+ * incrementally). run(body) calls body(unit, element offset) for each.
+ */
+template <int V, bool NHWC> struct UnitWalk {
+    int64_t units, c, s, sp, slice, step, step_n, step_s, cv;
+    __device__ __forceinline__ UnitWalk(int64_t n_, int64_t c_, int64_t s_, int64_t cv_)
+        : c(c_), s(s_), cv(cv_) {
+        sp = NHWC ? 1 : s / V;  // nchw: S % V == 0 and S > 0, so sp >= 1
+        units = NHWC ? n_ * s : n_ * sp;
+        slice = c * s;
+        step = blockDim.y;
+        step_n = step / sp;
+        step_s = step - step_n * sp;
+    }
+    template <class F> __device__ __forceinline__ void run(F&& body) const {
+        int64_t u = threadIdx.y;
+        if (u >= units) return;
+        if constexpr (NHWC) {
+            for (; u < units; u += step) body(u, u * c + cv * V);
+        } else {
+            int64_t n = u / sp;
+            int64_t sv = u - n * sp;
+            for (; u < units; u += step) {
+                body(u, n * slice + cv * s + sv * V);
+                sv += step_s;
+                n += step_n;
+                if (sv >= sp) {
+                    sv -= sp;
+                    ++n;
+                }
+            }
+        }
+    }
+};
+
+/**
+ * Training forward for channel tiles that fit in shared memory (one launch, 2s per element):
+ * the block reads its channels' x once into dynamic shared memory while accumulating the
+ * shifted Welford statistics, merges them in a fixed order, finalizes (save_mean/invstd,
+ * running statistics), then writes y from shared memory. Dynamic shared memory (nothing
+ * static): units * bx * V * sizeof(T) bytes rounded up to 16, plus 1024 + 2560 * CV bytes of
+ * merge scratch and coefficients. The batch counter is read here (cumulative momentum) and
+ * bumped by a following launch.
+ */
+template <typename T, typename P, int V, bool NHWC>
+__device__ __forceinline__ void fused_fwd(const WnBatchNormFusedFwdArgs& a) {
+    constexpr int CV = NHWC ? V : 1;
+    using Acc = StatsAcc<CV>;
+    using PackT = Pack<T, V>;
+    extern __shared__ __align__(16) unsigned char dyn[];
+    const int bx = blockDim.x;
+    const int tx = threadIdx.x;
+    const int64_t cv = NHWC ? static_cast<int64_t>(blockIdx.x) * bx + tx : blockIdx.x;
+    const bool active = NHWC ? cv * V < a.c : true;
+    const UnitWalk<V, NHWC> walk(a.n, a.c, a.s, cv);
+    PackT* sx = reinterpret_cast<PackT*>(dyn);
+    const int64_t data_bytes = (walk.units * bx * static_cast<int64_t>(sizeof(PackT)) + 15) / 16 * 16;
+    float* smem = reinterpret_cast<float*>(dyn + data_bytes);
+    float* coef_s = smem + MergeSmem<Acc::kFloats>::kFloats;
+    static_assert((MergeSmem<Acc::kFloats>::kFloats + 32 * 4 * CV) * 4 == 1024 + 2560 * CV,
+                  "the planner (fused_fwd_geom in src/batch_norm/plan.rs) sizes this");
+    const T* x = reinterpret_cast<const T*>(a.x);
+    T* y = reinterpret_cast<T*>(a.y);
+    float shift[CV];
+    Acc acc;
+    acc.init();
+    if (active) {
+        if constexpr (NHWC) {
+            load_floats<T, V>(x + cv * V, V, shift);
+        } else {
+            shift[0] = to_float(x[cv * a.s]);
+        }
+#pragma unroll
+        for (int i = 0; i < CV; ++i) {
+            if (!isfinite(shift[i])) shift[i] = 0.0f;
+        }
+        walk.run([&](int64_t u, int64_t off) {
+            const PackT px = load_pack<T, V>(x + off);
+            sx[u * bx + tx] = px;
+            float xv[V];
+            unpack(px, xv);
+            if constexpr (NHWC) {
+#pragma unroll
+                for (int i = 0; i < V; ++i) xv[i] -= shift[i];
+                acc.push_row(xv);
+            } else {
+#pragma unroll
+                for (int i = 0; i < V; ++i) xv[i] -= shift[0];
+                acc.template push_pack<V>(xv);
+            }
+        });
+    }
+    if (column_merge(acc, smem) && active) {
+        const float n = static_cast<float>(a.n * a.s);
+        float f = a.momentum;
+        if ((a.flags & WN_BN_CUMULATIVE) && a.counter != 0) {
+            const long long seen = *reinterpret_cast<const long long*>(a.counter);
+            f = __frcp_rn(static_cast<float>(seen + 1));
+        }
+#pragma unroll
+        for (int i = 0; i < CV; ++i) {
+            const int64_t ch = cv * CV + i;
+            const float dmean = acc.mean[i];
+            const float invstd = 1.0f / sqrtf(acc.m2[i] / n + a.eps);
+            const float mean = shift[i] + dmean;
+            if (a.running_mean != 0) {
+                const float unbiased = acc.m2[i] / static_cast<float>(a.n * a.s - 1);
+                P* rm = reinterpret_cast<P*>(a.running_mean);
+                P* rv = reinterpret_cast<P*>(a.running_var);
+                rm[ch] = from_float<P>((1.0f - f) * to_float(rm[ch]) + f * mean);
+                rv[ch] = from_float<P>((1.0f - f) * to_float(rv[ch]) + f * unbiased);
+            }
+            if (a.save_mean != 0) reinterpret_cast<float*>(a.save_mean)[ch] = mean;
+            if (a.save_invstd != 0) reinterpret_cast<float*>(a.save_invstd)[ch] = invstd;
+            coef_s[(tx * 4 + 0) * CV + i] = shift[i];
+            coef_s[(tx * 4 + 1) * CV + i] = dmean;
+            coef_s[(tx * 4 + 2) * CV + i] = param<P>(a.gamma, ch, 1.0f) * invstd;
+            coef_s[(tx * 4 + 3) * CV + i] = param<P>(a.beta, ch, 0.0f);
+        }
+    }
+    __syncthreads();
+    if (!active) return;
+    float k[4][CV];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int i = 0; i < CV; ++i) k[j][i] = coef_s[(tx * 4 + j) * CV + i];
+    }
+    walk.run([&](int64_t u, int64_t off) {
+        store_pack<T, V>(y + off, apply_pack<T, V, CV, false>(sx[u * bx + tx], sx[u * bx + tx], k));
+    });
+}
+
+/* ---------------------------------------------------------------- fused backward */
+
+/**
+ * Training backward for channel tiles that fit in shared memory: the block walks its units
+ * like the reductions (split 0 of 1), keeps the x and dy packs in dynamic shared memory at
+ * (unit * bx + x), merges the sums, writes dgamma / dbeta and the column's dx coefficients,
+ * then writes dx from shared memory. Dynamic shared memory (nothing static): 2 * units * bx *
+ * V * sizeof(T) bytes rounded up to 16, units = N * S / V (nchw) or N * S (nhwc), plus
+ * 2560 * CV bytes of merge scratch and coefficients (CV = channels per thread).
+ */
+template <typename T, typename P, int V, bool NHWC>
+__device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
+    constexpr int CV = NHWC ? V : 1;  // channels per thread
+    using Acc = GradAcc<CV>;
+    using PackT = Pack<T, V>;
+    extern __shared__ __align__(16) unsigned char dyn[];
+    const int bx = blockDim.x;
+    const int tx = threadIdx.x;
+    const int64_t cv = NHWC ? static_cast<int64_t>(blockIdx.x) * bx + tx : blockIdx.x;
+    const bool active = NHWC ? cv * V < a.c : true;
+    const UnitWalk<V, NHWC> walk(a.n, a.c, a.s, cv);
+    const int64_t units = walk.units;
+    // Dynamic shared memory: x packs, dy packs (data bytes rounded up to 16), then the merge
+    // scratch and the per-column coefficients (all in one allocation, so the planner's byte
+    // count is the whole footprint).
+    PackT* sx = reinterpret_cast<PackT*>(dyn);
+    PackT* sdy = sx + units * bx;
+    const int64_t data_bytes = (2 * units * bx * static_cast<int64_t>(sizeof(PackT)) + 15) / 16 * 16;
+    float* smem = reinterpret_cast<float*>(dyn + data_bytes);
+    float* coef_s = smem + MergeSmem<Acc::kFloats>::kFloats;
+    static_assert((MergeSmem<Acc::kFloats>::kFloats + 32 * 4 * CV) * 4 == 2560 * CV,
+                  "the planner (fused_geom in src/batch_norm/plan.rs) sizes this as 2560 * CV");
+    const T* x = reinterpret_cast<const T*>(a.x);
+    const T* dy = reinterpret_cast<const T*>(a.dy);
+    T* dx = reinterpret_cast<T*>(a.dx);
+    float mean[CV];
+    Acc acc;
+    acc.init();
+    if (active) {
+        load_coef<CV>(reinterpret_cast<const float*>(a.mean) + cv * CV, mean);
+        walk.run([&](int64_t u, int64_t off) {
+            const PackT px = load_pack<T, V>(x + off);
+            const PackT pd = load_pack<T, V>(dy + off);
+            sx[u * bx + tx] = px;
+            sdy[u * bx + tx] = pd;
+            float xv[V], dv[V];
+#pragma unroll
+            for (int i = 0; i < V; ++i) {
+                xv[i] = to_float(px.v[i]);
+                dv[i] = to_float(pd.v[i]);
+            }
+            if constexpr (NHWC) {
+                acc.push_row(dv, xv, mean);
+            } else {
+                acc.template push_pack<V>(dv, xv, mean[0]);
+            }
+        });
+    }
+    if (column_merge(acc, smem) && active) {
+        const float n = static_cast<float>(a.n * a.s);
+#pragma unroll
+        for (int i = 0; i < CV; ++i) {
+            const int64_t ch = cv * CV + i;
+            const float invstd = reinterpret_cast<const float*>(a.invstd)[ch];
+            if (a.dgamma != 0) reinterpret_cast<P*>(a.dgamma)[ch] = from_float<P>(acc.sdx[i] * invstd);
+            if (a.dbeta != 0) reinterpret_cast<P*>(a.dbeta)[ch] = from_float<P>(acc.sdy[i]);
+            const float k = param<P>(a.gamma, ch, 1.0f) * invstd;
+            coef_s[(tx * 4 + 0) * CV + i] = k;
+            coef_s[(tx * 4 + 1) * CV + i] = -k * invstd * invstd * (acc.sdx[i] / n);
+            coef_s[(tx * 4 + 2) * CV + i] = mean[i];
+            coef_s[(tx * 4 + 3) * CV + i] = -k * (acc.sdy[i] / n);
+        }
+    }
+    __syncthreads();
+    if (!active) return;
+    float k[4][CV];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int i = 0; i < CV; ++i) k[j][i] = coef_s[(tx * 4 + j) * CV + i];
+    }
+    walk.run([&](int64_t u, int64_t off) {
+        const PackT px = sx[u * bx + tx];
+        const PackT pd = sdy[u * bx + tx];
+        PackT po;
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+            const int j = NHWC ? i : 0;
+            const float xv = to_float(px.v[i]);
+            const float dv = to_float(pd.v[i]);
+            po.v[i] = from_float<T>(fmaf(k[0][j], dv, fmaf(k[1][j], xv - k[2][j], k[3][j])));
+        }
+        store_pack<T, V>(dx + off, po);
+    });
+}
+
+}  // namespace bn
+}  // namespace warpnorm
+
+#define WN_BN_LAUNCH_BOUNDS __launch_bounds__(256)
+
+/* Entry points of one activation type, layout and access variant. */
+#define WN_BN_ACT(T, TN, LAYOUT, NHWC, ACCESS, V)                                                  \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_fwd_##TN##_stats_##LAYOUT##_##ACCESS(const WnBatchNormReduceArgs a) { \
+        if constexpr (NHWC) warpnorm::bn::reduce_nhwc<T, V, false>(a);                           \
+        else warpnorm::bn::reduce_nchw<T, V, false>(a);                                           \
+    }                                                                                              \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_bwd_##TN##_reduce_##LAYOUT##_##ACCESS(const WnBatchNormReduceArgs a) { \
+        if constexpr (NHWC) warpnorm::bn::reduce_nhwc<T, V, true>(a);                            \
+        else warpnorm::bn::reduce_nchw<T, V, true>(a);                                            \
+    }                                                                                              \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_fwd_##TN##_apply_##LAYOUT##_##ACCESS(const WnBatchNormApplyArgs a) {  \
+        if constexpr (NHWC) warpnorm::bn::apply_nhwc<T, V, false>(a);                            \
+        else warpnorm::bn::apply_nchw<T, V, false>(a);                                            \
+    }                                                                                              \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_bwd_##TN##_apply_##LAYOUT##_##ACCESS(const WnBatchNormApplyArgs a) {  \
+        if constexpr (NHWC) warpnorm::bn::apply_nhwc<T, V, true>(a);                             \
+        else warpnorm::bn::apply_nchw<T, V, true>(a);                                             \
+    }
+
+#define WN_BN_ACT_ALL(T, TN)                                       \
+    WN_BN_ACT(T, TN, nchw, false, vec, warpnorm::kVec<T>)          \
+    WN_BN_ACT(T, TN, nchw, false, scalar, 1)                       \
+    WN_BN_ACT(T, TN, nhwc, true, vec, warpnorm::kVec<T>)           \
+    WN_BN_ACT(T, TN, nhwc, true, scalar, 1)
+
+/* Entry points of one parameter type. */
+#define WN_BN_PARAM(P, PN)                                                                        \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                \
+        warpnorm_batch_norm_fwd_##PN##params_finalize(const WnBatchNormFinalizeArgs a) {         \
+        warpnorm::bn::finalize_fwd<P>(a);                                                         \
+    }                                                                                             \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                \
+        warpnorm_batch_norm_bwd_##PN##params_finalize(const WnBatchNormBwdFinalizeArgs a) {      \
+        warpnorm::bn::finalize_bwd<P>(a);                                                         \
+    }
+
+WN_BN_ACT_ALL(float, f32)
+WN_BN_ACT_ALL(__half, f16)
+WN_BN_ACT_ALL(__nv_bfloat16, bf16)
+WN_BN_PARAM(float, f32)
+WN_BN_PARAM(__half, f16)
+WN_BN_PARAM(__nv_bfloat16, bf16)
+
+/* Fused forward and backward entry points of one activation/parameter type pair. */
+/* The fused kernels hold a tile's coefficients and accumulators at once; minBlocks 1 lets
+ * ptxas use the registers it needs (sm_90 otherwise spilled 4 bytes at 80 registers). */
+#define WN_BN_FUSED_BOUNDS __launch_bounds__(256, 1)
+
+#define WN_BN_FUSED_ONE(T, TN, P, PN, LAYOUT, NHWC, ACCESS, V)                                     \
+    extern "C" __global__ void WN_BN_FUSED_BOUNDS                                                 \
+        warpnorm_batch_norm_fwd_##TN##_##PN##params_fused_##LAYOUT##_##ACCESS(                    \
+            const WnBatchNormFusedFwdArgs a) {                                                     \
+        warpnorm::bn::fused_fwd<T, P, V, NHWC>(a);                                                 \
+    }                                                                                              \
+    extern "C" __global__ void WN_BN_FUSED_BOUNDS                                                 \
+        warpnorm_batch_norm_bwd_##TN##_##PN##params_fused_##LAYOUT##_##ACCESS(                    \
+            const WnBatchNormFusedBwdArgs a) {                                                     \
+        warpnorm::bn::fused_bwd<T, P, V, NHWC>(a);                                                 \
+    }
+#define WN_BN_FUSED(T, TN, P, PN)                                                  \
+    WN_BN_FUSED_ONE(T, TN, P, PN, nchw, false, vec, warpnorm::kVec<T>)             \
+    WN_BN_FUSED_ONE(T, TN, P, PN, nchw, false, scalar, 1)                          \
+    WN_BN_FUSED_ONE(T, TN, P, PN, nhwc, true, vec, warpnorm::kVec<T>)              \
+    WN_BN_FUSED_ONE(T, TN, P, PN, nhwc, true, scalar, 1)
+
+WN_BN_FUSED(float, f32, float, f32)
+WN_BN_FUSED(__half, f16, float, f32)
+WN_BN_FUSED(__nv_bfloat16, bf16, float, f32)
+WN_BN_FUSED(__half, f16, __half, f16)
+WN_BN_FUSED(__nv_bfloat16, bf16, __nv_bfloat16, bf16)

@@ -1,0 +1,367 @@
+//! The `BatchNorm` module: parameters, running statistics and the batch counter on the device,
+//! an explicit train/eval mode, and allocating forward/backward conveniences over the
+//! functional ops.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+
+use crate::runtime::device_props;
+use crate::{Element, Error, Result};
+
+use super::desc::{check_momentum, BatchNormDesc, ForwardMode, Layout, Momentum};
+use super::ops::{batch_norm_backward, batch_norm_forward, BackwardBuffers, ForwardBuffers};
+use super::plan::workspace_len;
+
+/// Construction parameters, with PyTorch's defaults from [`BatchNormConfig::new`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BatchNormConfig {
+    /// Channels (C).
+    pub num_features: usize,
+    /// Added to the variance (default 1e-5).
+    pub eps: f32,
+    /// Running statistics update (default `Factor(0.1)`; `Cumulative` is `momentum=None`).
+    pub momentum: Momentum,
+    /// Learnable gamma (init 1) and beta (init 0) (default true).
+    pub affine: bool,
+    /// Keep running statistics (default true); without them eval uses batch statistics.
+    pub track_running_stats: bool,
+}
+
+impl BatchNormConfig {
+    /// PyTorch's defaults for `num_features` channels.
+    pub fn new(num_features: usize) -> Self {
+        BatchNormConfig {
+            num_features,
+            eps: 1e-5,
+            momentum: Momentum::Factor(0.1),
+            affine: true,
+            track_running_stats: true,
+        }
+    }
+}
+
+/// What a forward saves for its backward.
+pub struct SavedStats {
+    /// Per-channel mean used (batch mean, or running mean in eval), f32.
+    pub mean: CudaSlice<f32>,
+    /// Per-channel 1 / sqrt(var + eps) used, f32.
+    pub invstd: CudaSlice<f32>,
+    /// True when the forward used the running statistics (eval-mode backward).
+    pub frozen: bool,
+}
+
+/// Gradients returned by [`BatchNorm::backward`].
+pub struct Gradients<T, P> {
+    /// Gradient of the input.
+    pub dx: CudaSlice<T>,
+    /// Gradient of gamma (affine only).
+    pub dgamma: Option<CudaSlice<P>>,
+    /// Gradient of beta (affine only).
+    pub dbeta: Option<CudaSlice<P>>,
+}
+
+/// PyTorch's `BatchNorm1d/2d/3d` on the device, with parameters and running statistics of `P`
+/// (f32 by default; activations may be f32, f16 or bf16 when `P` is f32, else `P`).
+///
+/// `num_batches_tracked` is a device i64 incremented by the kernels, so training steps need no
+/// host synchronization. A rejected call changes no statistic.
+pub struct BatchNorm<P: Element = f32> {
+    stream: Arc<CudaStream>,
+    config: BatchNormConfig,
+    training: bool,
+    gamma: Option<CudaSlice<P>>,
+    beta: Option<CudaSlice<P>>,
+    running_mean: Option<CudaSlice<P>>,
+    running_var: Option<CudaSlice<P>>,
+    num_batches_tracked: Option<CudaSlice<i64>>,
+    workspace: Option<CudaSlice<f32>>,
+}
+
+fn drv(during: &str) -> impl FnOnce(cudarc::driver::DriverError) -> Error + '_ {
+    move |source| Error::Driver {
+        during: during.to_string(),
+        source,
+    }
+}
+
+impl<P: Element> BatchNorm<P> {
+    /// A module in training mode: gamma 1, beta 0, running mean 0, running var 1, counter 0.
+    pub fn new(stream: &Arc<CudaStream>, config: BatchNormConfig) -> Result<Self> {
+        let c = config.num_features;
+        if c == 0 {
+            return Err(Error::invalid("num_features", "must be at least 1"));
+        }
+        if !(config.eps.is_finite() && config.eps >= 0.0) {
+            return Err(Error::invalid(
+                "eps",
+                format!("must be finite and >= 0, got {}", config.eps),
+            ));
+        }
+        check_momentum(config.momentum)?;
+        let fill = |v: f64| -> Result<CudaSlice<P>> {
+            stream
+                .clone_htod(&vec![P::from_f64(v); c])
+                .map_err(drv("uploading BatchNorm state"))
+        };
+        let (gamma, beta) = if config.affine {
+            (Some(fill(1.0)?), Some(fill(0.0)?))
+        } else {
+            (None, None)
+        };
+        let (running_mean, running_var, num_batches_tracked) = if config.track_running_stats {
+            (
+                Some(fill(0.0)?),
+                Some(fill(1.0)?),
+                Some(
+                    stream
+                        .clone_htod(&[0i64])
+                        .map_err(drv("uploading BatchNorm state"))?,
+                ),
+            )
+        } else {
+            (None, None, None)
+        };
+        Ok(BatchNorm {
+            stream: stream.clone(),
+            config,
+            training: true,
+            gamma,
+            beta,
+            running_mean,
+            running_var,
+            num_batches_tracked,
+            workspace: None,
+        })
+    }
+
+    /// The construction parameters.
+    pub fn config(&self) -> &BatchNormConfig {
+        &self.config
+    }
+
+    /// Switches to training mode (batch statistics; running statistics updated).
+    pub fn train(&mut self) {
+        self.training = true;
+    }
+
+    /// Switches to eval mode (running statistics, if tracked).
+    pub fn eval(&mut self) {
+        self.training = false;
+    }
+
+    /// True in training mode.
+    pub fn is_training(&self) -> bool {
+        self.training
+    }
+
+    /// gamma (affine only).
+    pub fn gamma(&self) -> Option<&CudaSlice<P>> {
+        self.gamma.as_ref()
+    }
+
+    /// beta (affine only).
+    pub fn beta(&self) -> Option<&CudaSlice<P>> {
+        self.beta.as_ref()
+    }
+
+    /// gamma and beta, mutably (e.g. for an optimizer step).
+    pub fn params_mut(&mut self) -> Option<(&mut CudaSlice<P>, &mut CudaSlice<P>)> {
+        Some((self.gamma.as_mut()?, self.beta.as_mut()?))
+    }
+
+    /// Running mean (tracked only).
+    pub fn running_mean(&self) -> Option<&CudaSlice<P>> {
+        self.running_mean.as_ref()
+    }
+
+    /// Running variance (tracked only).
+    pub fn running_var(&self) -> Option<&CudaSlice<P>> {
+        self.running_var.as_ref()
+    }
+
+    /// Batches seen in training (tracked only), a device i64.
+    pub fn num_batches_tracked(&self) -> Option<&CudaSlice<i64>> {
+        self.num_batches_tracked.as_ref()
+    }
+
+    /// Overwrites the state from host values (lengths must be C; absent parts are skipped).
+    pub fn load_state(
+        &mut self,
+        gamma_beta: Option<(&[P], &[P])>,
+        running: Option<(&[P], &[P], i64)>,
+    ) -> Result<()> {
+        let c = self.config.num_features;
+        let check = |what: &str, v: &[P]| {
+            if v.len() != c {
+                return Err(Error::Length {
+                    what: what.into(),
+                    expected: c,
+                    given: v.len(),
+                });
+            }
+            Ok(())
+        };
+        if let Some((g, b)) = gamma_beta {
+            check("gamma", g)?;
+            check("beta", b)?;
+        }
+        if let Some((m, v, _)) = running {
+            check("running_mean", m)?;
+            check("running_var", v)?;
+        }
+        let s = &self.stream;
+        if let (Some((g, b)), Some(dg), Some(db)) =
+            (gamma_beta, self.gamma.as_mut(), self.beta.as_mut())
+        {
+            s.memcpy_htod(g, dg).map_err(drv("uploading gamma"))?;
+            s.memcpy_htod(b, db).map_err(drv("uploading beta"))?;
+        }
+        if let (Some((m, v, n)), Some(dm), Some(dv), Some(dn)) = (
+            running,
+            self.running_mean.as_mut(),
+            self.running_var.as_mut(),
+            self.num_batches_tracked.as_mut(),
+        ) {
+            s.memcpy_htod(m, dm)
+                .map_err(drv("uploading running_mean"))?;
+            s.memcpy_htod(v, dv).map_err(drv("uploading running_var"))?;
+            s.memcpy_htod(&[n], dn)
+                .map_err(drv("uploading num_batches_tracked"))?;
+        }
+        Ok(())
+    }
+
+    fn desc<T: Element>(&self, dims: &[usize], layout: Layout) -> Result<BatchNormDesc> {
+        if dims.get(1) != Some(&self.config.num_features) {
+            return Err(Error::shape(
+                "BatchNorm input",
+                format!("(N, {}, ...)", self.config.num_features),
+                format!("{dims:?}"),
+            ));
+        }
+        Ok(BatchNormDesc::new(dims, layout, T::DTYPE, P::DTYPE).with_eps(self.config.eps))
+    }
+
+    fn workspace(&mut self, desc: &BatchNormDesc) -> Result<()> {
+        let need = workspace_len(desc, &device_props(&self.stream)?)?.max(4);
+        if self.workspace.as_ref().is_none_or(|w| w.len() < need) {
+            self.workspace = Some(
+                self.stream
+                    .alloc_zeros::<f32>(need)
+                    .map_err(drv("allocating the BatchNorm workspace"))?,
+            );
+        }
+        Ok(())
+    }
+
+    /// Normalizes `x` (logical `dims`, memory `layout`) and returns y plus what backward needs.
+    /// Training (or eval without tracked statistics) uses the batch statistics; training also
+    /// updates the running statistics and the counter.
+    pub fn forward<T: Element>(
+        &mut self,
+        x: &dyn DevicePtr<T>,
+        dims: &[usize],
+        layout: Layout,
+    ) -> Result<(CudaSlice<T>, SavedStats)> {
+        let desc = self.desc::<T>(dims, layout)?;
+        let g = desc.geometry()?;
+        let mode = ForwardMode {
+            batch_stats: self.training || !self.config.track_running_stats,
+            momentum: self.config.momentum,
+        };
+        if mode.batch_stats && g.count() == 1 {
+            return Err(super::desc::one_value_error(dims));
+        }
+        self.workspace(&desc)?;
+        let c = g.c as usize;
+        let s = self.stream.clone();
+        // SAFETY: uninitialized device memory of a POD type; the plan writes every element of
+        // y (and nothing reads it before).
+        let mut y = unsafe { s.alloc::<T>(g.numel as usize) }.map_err(drv("allocating y"))?;
+        let mut mean = s
+            .alloc_zeros::<f32>(c)
+            .map_err(drv("allocating save_mean"))?;
+        let mut invstd = s
+            .alloc_zeros::<f32>(c)
+            .map_err(drv("allocating save_invstd"))?;
+        let Some(workspace) = self.workspace.as_mut() else {
+            return Err(Error::invalid("workspace", "missing"));
+        };
+        let bufs = ForwardBuffers {
+            x,
+            y: &mut y,
+            gamma: self.gamma.as_ref().map(|p| p as &dyn DevicePtr<P>),
+            beta: self.beta.as_ref().map(|p| p as &dyn DevicePtr<P>),
+            running_mean: self
+                .running_mean
+                .as_mut()
+                .map(|p| p as &mut dyn DevicePtrMut<P>),
+            running_var: self
+                .running_var
+                .as_mut()
+                .map(|p| p as &mut dyn DevicePtrMut<P>),
+            num_batches_tracked: self
+                .num_batches_tracked
+                .as_mut()
+                .map(|p| p as &mut dyn DevicePtrMut<i64>),
+            save_mean: Some(&mut mean),
+            save_invstd: Some(&mut invstd),
+            workspace,
+        };
+        batch_norm_forward(&s, &desc, &mode, bufs)?;
+        Ok((
+            y,
+            SavedStats {
+                mean,
+                invstd,
+                frozen: !mode.batch_stats,
+            },
+        ))
+    }
+
+    /// Gradients of a forward over the same `x`: dx, and dgamma/dbeta when affine.
+    pub fn backward<T: Element>(
+        &mut self,
+        x: &dyn DevicePtr<T>,
+        dy: &dyn DevicePtr<T>,
+        dims: &[usize],
+        layout: Layout,
+        saved: &SavedStats,
+    ) -> Result<Gradients<T, P>> {
+        let desc = self.desc::<T>(dims, layout)?;
+        let g = desc.geometry()?;
+        self.workspace(&desc)?;
+        let c = g.c as usize;
+        let s = self.stream.clone();
+        // SAFETY: uninitialized POD device memory; the plan writes every element of dx,
+        // dgamma and dbeta (zeros for an empty batch) before anything reads them.
+        let mut dx = unsafe { s.alloc::<T>(g.numel as usize) }.map_err(drv("allocating dx"))?;
+        let (mut dgamma, mut dbeta) = if self.config.affine {
+            (
+                // SAFETY: as for dx.
+                Some(unsafe { s.alloc::<P>(c) }.map_err(drv("allocating dgamma"))?),
+                // SAFETY: as for dx.
+                Some(unsafe { s.alloc::<P>(c) }.map_err(drv("allocating dbeta"))?),
+            )
+        } else {
+            (None, None)
+        };
+        let Some(workspace) = self.workspace.as_mut() else {
+            return Err(Error::invalid("workspace", "missing"));
+        };
+        let bufs = BackwardBuffers {
+            x,
+            dy,
+            dx: &mut dx,
+            gamma: self.gamma.as_ref().map(|p| p as &dyn DevicePtr<P>),
+            save_mean: &saved.mean,
+            save_invstd: &saved.invstd,
+            dgamma: dgamma.as_mut().map(|p| p as &mut dyn DevicePtrMut<P>),
+            dbeta: dbeta.as_mut().map(|p| p as &mut dyn DevicePtrMut<P>),
+            workspace,
+        };
+        batch_norm_backward(&s, &desc, saved.frozen, bufs)?;
+        Ok(Gradients { dx, dgamma, dbeta })
+    }
+}

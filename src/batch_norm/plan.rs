@@ -1,0 +1,688 @@
+//! Launch planning for BatchNorm: validation, tier and variant choice, grids, workspace.
+//!
+//! Every function here is pure: the same description, pointers and [`DeviceProps`] always give
+//! the same [`Plan`]. All validation happens here, before any launch.
+//!
+//! Kernels (`cuda/batch_norm.cu`), with `<layout>` = `nchw` or `nhwc` (channels innermost:
+//! channels-last, or any `(N, C)` input) and `<access>` = `vec` (16-byte packs: the packed
+//! dimension - S for nchw, C for nhwc - divisible by 16 / sizeof(T), every activation pointer
+//! 16-byte aligned) or `scalar` (anything else):
+//! - `warpnorm_batch_norm_fwd_<T>_stats_<layout>_<access>`, grid (C or channel tiles, splits),
+//! - `warpnorm_batch_norm_fwd_<P>params_finalize`, one warp per channel,
+//! - `warpnorm_batch_norm_fwd_<T>_apply_<layout>_<access>`, grid-stride elementwise,
+//! - `warpnorm_batch_norm_bwd_<T>_reduce_<layout>_<access>`, same grid as the statistics,
+//! - `warpnorm_batch_norm_bwd_<P>params_finalize`,
+//! - `warpnorm_batch_norm_bwd_<T>_apply_<layout>_<access>` (training backward; eval-mode
+//!   backward uses the forward apply kernel on dy),
+//! - `warpnorm_batch_norm_fwd_<T>_<P>params_fused_<layout>_<access>`: the whole training
+//!   forward in one pass (2s per element) under the same conditions as the fused backward,
+//!   followed by the finalize kernel as a one-thread counter bump when a counter is given,
+//! - `warpnorm_batch_norm_bwd_<T>_<P>params_fused_<layout>_<access>`: the whole training
+//!   backward in one launch when x and dy of a block's channels fit in [`FUSED_MAX_SHARED`]
+//!   bytes of shared memory and there are at least 2 channel tiles per SM (3s per element
+//!   instead of 5s).
+//!
+//! The reduction is split along N * S until the grid has about one full wave of blocks
+//! (`sm_count * max_threads_per_sm / 256`), keeping at least 4 units per thread per split and
+//! the partial results within 1% of the activation bytes.
+
+use crate::abi::{
+    WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormFinalizeArgs,
+    WnBatchNormFusedBwdArgs, WnBatchNormFusedFwdArgs, WnBatchNormReduceArgs, WN_BN_BATCH_STATS,
+    WN_BN_CUMULATIVE, WN_BN_FROZEN,
+};
+use crate::buffers::check_alignment;
+use crate::device::DeviceProps;
+use crate::plan::{grid_dim, Launch, Plan};
+use crate::{DType, Error, Result};
+
+use super::desc::{
+    check_momentum, one_value_error, BatchNormDesc, ForwardMode, Geometry, Momentum,
+};
+
+/// Checks a momentum value (shared with the CPU reference).
+pub(crate) fn check_momentum_pub(m: Momentum) -> Result<()> {
+    check_momentum(m)
+}
+
+/// Threads per block of the reduction and elementwise kernels (and the most the kernels'
+/// shared memory supports).
+pub const BLOCK: u32 = 256;
+/// Threads per block of the finalize kernels (one warp per channel).
+pub const FINALIZE_BLOCK: u32 = 128;
+/// Most shared memory the fused backward may use per block (x and dy of its channels plus
+/// its merge scratch, all dynamic), leaving room for several resident blocks per SM.
+pub const FUSED_MAX_SHARED: u64 = 64 * 1024;
+/// Bytes of one forward partial (count, mean, m2) per (split, channel).
+const PARTIAL_BYTES: u64 = 12;
+/// Minimum reduction units per thread in one split.
+const UNITS_PER_THREAD: u64 = 4;
+
+/// Device addresses of a forward call (0 is never a valid address; `None` = not given).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FwdPtrs {
+    /// Input, `desc.dtype`.
+    pub x: u64,
+    /// Output, `desc.dtype`, same layout (may equal `x`).
+    pub y: u64,
+    /// Scale, C elements of `desc.param_dtype` (affine only; requires `beta`).
+    pub gamma: Option<u64>,
+    /// Shift, C elements of `desc.param_dtype` (affine only; requires `gamma`).
+    pub beta: Option<u64>,
+    /// Running mean, C elements of `desc.param_dtype` (with `running_var`).
+    pub running_mean: Option<u64>,
+    /// Running variance, C elements of `desc.param_dtype` (with `running_mean`).
+    pub running_var: Option<u64>,
+    /// One i64, incremented by every training call; read for [`Momentum::Cumulative`].
+    pub num_batches_tracked: Option<u64>,
+    /// Saved mean for backward, C f32 (batch mean; running mean in eval).
+    pub save_mean: Option<u64>,
+    /// Saved 1 / sqrt(var + eps), C f32 (batch; running in eval).
+    pub save_invstd: Option<u64>,
+    /// f32 workspace of [`workspace_len`] elements, 16-byte aligned.
+    pub workspace: u64,
+}
+
+/// Device addresses of a backward call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BwdPtrs {
+    /// The forward input, `desc.dtype`.
+    pub x: u64,
+    /// Gradient of the output, `desc.dtype`.
+    pub dy: u64,
+    /// Gradient of the input (output), `desc.dtype`; may equal `dy`.
+    pub dx: u64,
+    /// Scale used in the forward (affine only).
+    pub gamma: Option<u64>,
+    /// The forward's saved mean, C f32.
+    pub save_mean: u64,
+    /// The forward's saved invstd, C f32.
+    pub save_invstd: u64,
+    /// Gradient of gamma (output), C of `desc.param_dtype`.
+    pub dgamma: Option<u64>,
+    /// Gradient of beta (output), C of `desc.param_dtype`.
+    pub dbeta: Option<u64>,
+    /// f32 workspace of [`workspace_len`] elements, 16-byte aligned.
+    pub workspace: u64,
+}
+
+/// Elements of `T` in one 16-byte vector.
+fn vec_width(dtype: DType) -> u64 {
+    16 / dtype.size() as u64
+}
+
+fn layout_name(g: &Geometry) -> &'static str {
+    if g.nhwc {
+        "nhwc"
+    } else {
+        "nchw"
+    }
+}
+
+/// True when the vector variant may run: packed dimension divisible, pointers aligned.
+fn vec_ok(g: &Geometry, dtype: DType, ptrs: &[u64]) -> bool {
+    let v = vec_width(dtype);
+    let packed = if g.nhwc { g.c } else { g.s };
+    packed.is_multiple_of(v) && ptrs.iter().all(|p| p.is_multiple_of(16))
+}
+
+/// Channel coefficient arrays are `coef_stride` floats apart (C rounded up to 4).
+fn coef_stride(c: u64) -> u64 {
+    c.div_ceil(4) * 4
+}
+
+/// Grid, block and split of one reduction launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ReduceGeom {
+    grid: [u64; 2],
+    block: [u32; 2],
+    chunk: u64,
+    splits: u64,
+}
+
+fn target_blocks(props: &DeviceProps) -> u64 {
+    (props.sm_count as u64 * (props.max_threads_per_sm / BLOCK).max(1) as u64).max(1)
+}
+
+fn reduce_geom(g: &Geometry, vec: bool, dtype: DType, props: &DeviceProps) -> ReduceGeom {
+    let v = if vec { vec_width(dtype) } else { 1 };
+    let (tiles, units, bx) = if g.nhwc {
+        let cp = g.c / v;
+        let bx = cp.next_power_of_two().min(32);
+        (cp.div_ceil(bx), g.count(), bx)
+    } else {
+        (g.c, g.n * (g.s / v), 1)
+    };
+    let max_by = BLOCK as u64 / bx;
+    let min_by = (32 / bx).max(1);
+    let by = units.max(1).next_power_of_two().clamp(min_by, max_by);
+    let per_split = by * UNITS_PER_THREAD;
+    let want = target_blocks(props).div_ceil(tiles.max(1)).max(1);
+    // Each split writes (and the finalize reads) 12 bytes per channel: keep that within 1% of
+    // the channel's activation bytes, so the statistics add at most ~1% DRAM traffic.
+    let traffic_cap = (g.count() * dtype.size() as u64 / (PARTIAL_BYTES * 100)).max(1);
+    let splits = want
+        .min(units.div_ceil(per_split))
+        .min(traffic_cap)
+        .clamp(1, props.max_grid_yz.max(1) as u64);
+    let chunk = units.div_ceil(splits).max(1);
+    let splits = units.div_ceil(chunk).max(1);
+    ReduceGeom {
+        grid: [tiles, splits],
+        block: [bx as u32, by as u32],
+        chunk,
+        splits,
+    }
+}
+
+/// Elements of f32 workspace the forward and backward plans of `desc` need on `props`: the
+/// per-channel coefficients plus one partial per (split, channel).
+pub fn workspace_len(desc: &BatchNormDesc, props: &DeviceProps) -> Result<usize> {
+    let g = desc.geometry()?;
+    // The vector variant is possible when the packed dimension divides (alignment is only
+    // known at plan time): size for whichever of the two needs more.
+    let vec_possible = vec_ok(&g, desc.dtype, &[]);
+    let splits = [false, vec_possible]
+        .iter()
+        .map(|&vec| reduce_geom(&g, vec, desc.dtype, props).splits)
+        .max()
+        .unwrap_or(1);
+    let len = coef_stride(g.c)
+        .checked_mul(4)
+        .and_then(|a| splits.checked_mul(g.c)?.checked_mul(3)?.checked_add(a))
+        .ok_or_else(|| Error::Overflow("BatchNorm workspace size".into()))?;
+    usize::try_from(len).map_err(|_| Error::Overflow("BatchNorm workspace size".into()))
+}
+
+/// Grid, block and dynamic shared memory of the fused backward, when it applies: every
+/// block's channels fit in [`FUSED_MAX_SHARED`] and there are at least two channel tiles per SM
+/// (so the single, unsplit pass still fills the GPU).
+fn fused_geom(
+    g: &Geometry,
+    vec: bool,
+    dtype: DType,
+    props: &DeviceProps,
+    forward: bool,
+) -> Option<ReduceGeom> {
+    let v = if vec { vec_width(dtype) } else { 1 };
+    let want = 2 * props.sm_count as u64;
+    let (tiles, units, bx) = if g.nhwc {
+        let cp = g.c / v;
+        let mut bx = 32u64;
+        while bx > 1 && cp.div_ceil(bx) < want {
+            bx /= 2;
+        }
+        (cp.div_ceil(bx), g.count(), bx)
+    } else {
+        (g.c, g.n * (g.s / v), 1)
+    };
+    if tiles < want || units == 0 {
+        return None;
+    }
+    // The x packs (forward) or x and dy packs (backward), rounded up to 16 bytes, then the
+    // merge scratch and coefficients (see fused_fwd / fused_bwd in cuda/batch_norm.cu):
+    // 1024 + 2560 bytes per channel a thread owns (forward), 2560 per channel (backward).
+    let arrays = if forward { 1 } else { 2 };
+    let data = units
+        .checked_mul(bx)?
+        .checked_mul(v * dtype.size() as u64 * arrays)?
+        .div_ceil(16)
+        * 16;
+    let cv = if g.nhwc { v } else { 1 };
+    let bytes = data + 2560 * cv + if forward { 1024 } else { 0 };
+    if bytes > FUSED_MAX_SHARED || bytes > props.max_shared_per_block_optin as u64 / 2 {
+        return None;
+    }
+    let by = units
+        .next_power_of_two()
+        .clamp((32 / bx).max(1), BLOCK as u64 / bx);
+    Some(ReduceGeom {
+        grid: [tiles, 1],
+        block: [bx as u32, by as u32],
+        chunk: bytes,
+        splits: 1,
+    })
+}
+
+fn partials_ptr(workspace: u64, g: &Geometry) -> u64 {
+    workspace + coef_stride(g.c) * 4 * 4
+}
+
+fn check_common(desc: &BatchNormDesc) -> Result<Geometry> {
+    let g = desc.geometry()?;
+    for (what, d) in [("dtype", desc.dtype), ("param_dtype", desc.param_dtype)] {
+        if d != DType::F32 && d != desc.dtype {
+            return Err(Error::DType {
+                what: format!("BatchNorm {what}"),
+                expected: format!("f32 or the activation type {}", desc.dtype),
+                given: d.to_string(),
+            });
+        }
+    }
+    Ok(g)
+}
+
+fn align(what: &str, p: u64, a: usize) -> Result<()> {
+    check_alignment(what, p, a as u64)
+}
+
+fn align_opt(what: &str, p: Option<u64>, a: usize) -> Result<()> {
+    p.map_or(Ok(()), |p| align(what, p, a))
+}
+
+fn both_or_neither(a: (&str, Option<u64>), b: (&str, Option<u64>)) -> Result<()> {
+    if a.1.is_some() != b.1.is_some() {
+        return Err(Error::invalid(
+            format!("{} / {}", a.0, b.0),
+            "give both or neither".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+fn reduce_launch(kernel: String, rg: &ReduceGeom, args: &WnBatchNormReduceArgs) -> Result<Launch> {
+    Ok(Launch::new(
+        kernel.clone(),
+        [
+            grid_dim(rg.grid[0], &kernel)?,
+            grid_dim(rg.grid[1], &kernel)?,
+            1,
+        ],
+        [rg.block[0], rg.block[1], 1],
+        0,
+        args,
+    ))
+}
+
+fn finalize_grid(c: u64, kernel: &str) -> Result<[u32; 3]> {
+    Ok([
+        grid_dim(c.div_ceil((FINALIZE_BLOCK / 32) as u64), kernel)?,
+        1,
+        1,
+    ])
+}
+
+fn apply_launch(
+    kernel: String,
+    g: &Geometry,
+    vec: bool,
+    dtype: DType,
+    props: &DeviceProps,
+    args: &WnBatchNormApplyArgs,
+) -> Result<Launch> {
+    let v = if vec { vec_width(dtype) } else { 1 };
+    let cap = target_blocks(props) * 2;
+    let (grid, block) = if g.nhwc {
+        // Block (bx, by): bx channel vectors x by rows; grid (channel tiles, row groups).
+        let cp = g.c / v;
+        let bx = cp.next_power_of_two().min(32);
+        let rows = g.count();
+        let by = rows
+            .next_power_of_two()
+            .clamp((32 / bx).max(1), BLOCK as u64 / bx);
+        let tiles = cp.div_ceil(bx);
+        let groups = rows
+            .div_ceil(by * UNITS_PER_THREAD)
+            .clamp(1, cap.div_ceil(tiles).clamp(1, props.max_grid_yz as u64));
+        ([tiles, groups], [bx, by])
+    } else {
+        let packs = g.numel / v;
+        let threads = packs.next_power_of_two().clamp(32, BLOCK as u64);
+        let blocks = packs.div_ceil(threads * UNITS_PER_THREAD).clamp(1, cap);
+        ([blocks, 1], [threads, 1])
+    };
+    Ok(Launch::new(
+        kernel.clone(),
+        [grid_dim(grid[0], &kernel)?, grid_dim(grid[1], &kernel)?, 1],
+        [block[0] as u32, block[1] as u32, 1],
+        0,
+        args,
+    ))
+}
+
+/// Plans a forward call. See the module docs for the kernels.
+///
+/// Errors (all before anything is launched): bad shapes, dtypes, eps or momentum;
+/// `gamma`/`beta` or `running_mean`/`running_var` given alone; eval without running
+/// statistics; [`Momentum::Cumulative`] with running statistics but no counter; one value per
+/// channel with batch statistics; misaligned pointers.
+pub fn plan_batch_norm_fwd(
+    desc: &BatchNormDesc,
+    mode: &ForwardMode,
+    ptrs: &FwdPtrs,
+    props: &DeviceProps,
+) -> Result<Plan> {
+    let g = check_common(desc)?;
+    check_momentum(mode.momentum)?;
+    both_or_neither(("gamma", ptrs.gamma), ("beta", ptrs.beta))?;
+    both_or_neither(
+        ("running_mean", ptrs.running_mean),
+        ("running_var", ptrs.running_var),
+    )?;
+    let running = ptrs.running_mean.is_some();
+    if !mode.batch_stats && !running {
+        return Err(Error::invalid(
+            "BatchNorm eval",
+            "eval normalizes with the running statistics, but none were given (use batch statistics, as track_running_stats=False does)",
+        ));
+    }
+    let cumulative = mode.momentum == Momentum::Cumulative;
+    if mode.batch_stats && running && cumulative && ptrs.num_batches_tracked.is_none() {
+        return Err(Error::invalid(
+            "momentum",
+            "the cumulative average (momentum None) needs num_batches_tracked",
+        ));
+    }
+    if mode.batch_stats && g.count() == 1 {
+        return Err(one_value_error(&desc.dims));
+    }
+    let (t, p) = (desc.dtype.size(), desc.param_dtype.size());
+    align("x", ptrs.x, t)?;
+    align("y", ptrs.y, t)?;
+    align_opt("gamma", ptrs.gamma, p)?;
+    align_opt("beta", ptrs.beta, p)?;
+    align_opt("running_mean", ptrs.running_mean, p)?;
+    align_opt("running_var", ptrs.running_var, p)?;
+    align_opt("num_batches_tracked", ptrs.num_batches_tracked, 8)?;
+    align_opt("save_mean", ptrs.save_mean, 4)?;
+    align_opt("save_invstd", ptrs.save_invstd, 4)?;
+    align("workspace", ptrs.workspace, 16)?;
+
+    let counter = if mode.batch_stats {
+        ptrs.num_batches_tracked
+    } else {
+        None
+    };
+    let mut plan = Plan::empty();
+    let finalize_kernel = format!(
+        "warpnorm_batch_norm_fwd_{}params_finalize",
+        desc.param_dtype
+    );
+    let momentum = match mode.momentum {
+        Momentum::Factor(m) => m,
+        Momentum::Cumulative => 0.0,
+    };
+    let mut fin = WnBatchNormFinalizeArgs {
+        partials: partials_ptr(ptrs.workspace, &g),
+        coef: ptrs.workspace,
+        gamma: ptrs.gamma.unwrap_or(0),
+        beta: ptrs.beta.unwrap_or(0),
+        running_mean: ptrs.running_mean.unwrap_or(0),
+        running_var: ptrs.running_var.unwrap_or(0),
+        save_mean: ptrs.save_mean.unwrap_or(0),
+        save_invstd: ptrs.save_invstd.unwrap_or(0),
+        counter: counter.unwrap_or(0),
+        counter_bump: 0,
+        count: g.count() as i64,
+        c: g.c as i64,
+        splits: 0,
+        coef_stride: coef_stride(g.c) as i64,
+        momentum,
+        eps: desc.eps,
+        flags: if mode.batch_stats {
+            WN_BN_BATCH_STATS
+        } else {
+            0
+        } | if cumulative { WN_BN_CUMULATIVE } else { 0 },
+        _pad: 0,
+    };
+    if g.numel == 0 {
+        // Empty batch: nothing to normalize; training still counts the batch.
+        if let Some(counter) = counter {
+            fin.counter_bump = counter;
+            fin.c = 1;
+            plan.push(Launch::new(
+                finalize_kernel.clone(),
+                [1, 1, 1],
+                [FINALIZE_BLOCK, 1, 1],
+                0,
+                &fin,
+            ));
+        }
+        return Ok(plan);
+    }
+    let lname = layout_name(&g);
+    if mode.batch_stats {
+        let vec = vec_ok(&g, desc.dtype, &[ptrs.x, ptrs.y]);
+        if let Some(fg) = fused_geom(&g, vec, desc.dtype, props, true) {
+            let access = if vec { "vec" } else { "scalar" };
+            let kernel = format!(
+                "warpnorm_batch_norm_fwd_{}_{}params_fused_{lname}_{access}",
+                desc.dtype, desc.param_dtype
+            );
+            let args = WnBatchNormFusedFwdArgs {
+                x: ptrs.x,
+                y: ptrs.y,
+                gamma: fin.gamma,
+                beta: fin.beta,
+                running_mean: fin.running_mean,
+                running_var: fin.running_var,
+                save_mean: fin.save_mean,
+                save_invstd: fin.save_invstd,
+                counter: fin.counter,
+                n: g.n as i64,
+                c: g.c as i64,
+                s: g.s as i64,
+                momentum: fin.momentum,
+                eps: fin.eps,
+                flags: fin.flags,
+                _pad: 0,
+            };
+            plan.push(Launch::new(
+                kernel.clone(),
+                [grid_dim(fg.grid[0], &kernel)?, 1, 1],
+                [fg.block[0], fg.block[1], 1],
+                fg.chunk as u32,
+                &args,
+            ));
+            // The counter is read by every block above; bump it afterwards (one thread).
+            if let Some(counter) = counter {
+                fin.counter_bump = counter;
+                fin.count = 0;
+                fin.c = 1;
+                plan.push(Launch::new(
+                    finalize_kernel.clone(),
+                    [1, 1, 1],
+                    [FINALIZE_BLOCK, 1, 1],
+                    0,
+                    &fin,
+                ));
+            }
+            plan.check(props)?;
+            return Ok(plan);
+        }
+    }
+    if mode.batch_stats {
+        let vec = vec_ok(&g, desc.dtype, &[ptrs.x]);
+        let rg = reduce_geom(&g, vec, desc.dtype, props);
+        let args = WnBatchNormReduceArgs {
+            x: ptrs.x,
+            dy: 0,
+            mean: 0,
+            shift: ptrs.workspace,
+            partials: fin.partials,
+            n: g.n as i64,
+            c: g.c as i64,
+            s: g.s as i64,
+            chunk: rg.chunk as i64,
+        };
+        let access = if vec { "vec" } else { "scalar" };
+        let kernel = format!(
+            "warpnorm_batch_norm_fwd_{}_stats_{lname}_{access}",
+            desc.dtype
+        );
+        plan.push(reduce_launch(kernel, &rg, &args)?);
+        fin.splits = rg.splits as i64;
+    }
+    plan.push(Launch::new(
+        finalize_kernel.clone(),
+        finalize_grid(g.c, &finalize_kernel)?,
+        [FINALIZE_BLOCK, 1, 1],
+        0,
+        &fin,
+    ));
+    let vec = vec_ok(&g, desc.dtype, &[ptrs.x, ptrs.y]);
+    let access = if vec { "vec" } else { "scalar" };
+    let args = WnBatchNormApplyArgs {
+        x: ptrs.x,
+        dy: 0,
+        out: ptrs.y,
+        coef: ptrs.workspace,
+        counter_bump: counter.unwrap_or(0),
+        n: g.n as i64,
+        c: g.c as i64,
+        s: g.s as i64,
+        coef_stride: coef_stride(g.c) as i64,
+    };
+    let kernel = format!(
+        "warpnorm_batch_norm_fwd_{}_apply_{lname}_{access}",
+        desc.dtype
+    );
+    plan.push(apply_launch(kernel, &g, vec, desc.dtype, props, &args)?);
+    plan.check(props)?;
+    Ok(plan)
+}
+
+/// Plans a backward call. `frozen` selects eval-mode backward (the statistics were the
+/// running ones, saved by an eval forward): dx = dy * gamma * invstd. Otherwise the training
+/// backward: dx = gamma * invstd * (dy - mean(dy) - (x - mean) * invstd^2 * mean(dy * (x - mean))).
+/// dgamma = sum(dy * (x - mean)) * invstd and dbeta = sum(dy) in both modes.
+pub fn plan_batch_norm_bwd(
+    desc: &BatchNormDesc,
+    frozen: bool,
+    ptrs: &BwdPtrs,
+    props: &DeviceProps,
+) -> Result<Plan> {
+    let g = check_common(desc)?;
+    let (t, p) = (desc.dtype.size(), desc.param_dtype.size());
+    align("x", ptrs.x, t)?;
+    align("dy", ptrs.dy, t)?;
+    align("dx", ptrs.dx, t)?;
+    align_opt("gamma", ptrs.gamma, p)?;
+    align("save_mean", ptrs.save_mean, 4)?;
+    align("save_invstd", ptrs.save_invstd, 4)?;
+    align_opt("dgamma", ptrs.dgamma, p)?;
+    align_opt("dbeta", ptrs.dbeta, p)?;
+    align("workspace", ptrs.workspace, 16)?;
+    let grads = ptrs.dgamma.is_some() || ptrs.dbeta.is_some();
+    let mut plan = Plan::empty();
+    let finalize_kernel = format!(
+        "warpnorm_batch_norm_bwd_{}params_finalize",
+        desc.param_dtype
+    );
+    let mut fin = WnBatchNormBwdFinalizeArgs {
+        partials: partials_ptr(ptrs.workspace, &g),
+        coef: ptrs.workspace,
+        mean: ptrs.save_mean,
+        invstd: ptrs.save_invstd,
+        gamma: ptrs.gamma.unwrap_or(0),
+        dgamma: ptrs.dgamma.unwrap_or(0),
+        dbeta: ptrs.dbeta.unwrap_or(0),
+        count: g.count() as i64,
+        c: g.c as i64,
+        splits: 0,
+        coef_stride: coef_stride(g.c) as i64,
+        flags: if frozen { WN_BN_FROZEN } else { 0 },
+        _pad: 0,
+    };
+    if g.numel == 0 {
+        // Empty batch: zero parameter gradients, nothing else.
+        if grads {
+            plan.push(Launch::new(
+                finalize_kernel.clone(),
+                finalize_grid(g.c, &finalize_kernel)?,
+                [FINALIZE_BLOCK, 1, 1],
+                0,
+                &fin,
+            ));
+        }
+        return Ok(plan);
+    }
+    let lname = layout_name(&g);
+    if !frozen {
+        let vec = vec_ok(&g, desc.dtype, &[ptrs.x, ptrs.dy, ptrs.dx]);
+        if let Some(fg) = fused_geom(&g, vec, desc.dtype, props, false) {
+            let access = if vec { "vec" } else { "scalar" };
+            let kernel = format!(
+                "warpnorm_batch_norm_bwd_{}_{}params_fused_{lname}_{access}",
+                desc.dtype, desc.param_dtype
+            );
+            let args = WnBatchNormFusedBwdArgs {
+                x: ptrs.x,
+                dy: ptrs.dy,
+                dx: ptrs.dx,
+                mean: ptrs.save_mean,
+                invstd: ptrs.save_invstd,
+                gamma: ptrs.gamma.unwrap_or(0),
+                dgamma: ptrs.dgamma.unwrap_or(0),
+                dbeta: ptrs.dbeta.unwrap_or(0),
+                n: g.n as i64,
+                c: g.c as i64,
+                s: g.s as i64,
+            };
+            plan.push(Launch::new(
+                kernel.clone(),
+                [grid_dim(fg.grid[0], &kernel)?, 1, 1],
+                [fg.block[0], fg.block[1], 1],
+                fg.chunk as u32,
+                &args,
+            ));
+            plan.check(props)?;
+            return Ok(plan);
+        }
+    }
+    if grads || !frozen {
+        let vec = vec_ok(&g, desc.dtype, &[ptrs.x, ptrs.dy]);
+        let rg = reduce_geom(&g, vec, desc.dtype, props);
+        let args = WnBatchNormReduceArgs {
+            x: ptrs.x,
+            dy: ptrs.dy,
+            mean: ptrs.save_mean,
+            shift: 0,
+            partials: fin.partials,
+            n: g.n as i64,
+            c: g.c as i64,
+            s: g.s as i64,
+            chunk: rg.chunk as i64,
+        };
+        let access = if vec { "vec" } else { "scalar" };
+        let kernel = format!(
+            "warpnorm_batch_norm_bwd_{}_reduce_{lname}_{access}",
+            desc.dtype
+        );
+        plan.push(reduce_launch(kernel, &rg, &args)?);
+        fin.splits = rg.splits as i64;
+    }
+    plan.push(Launch::new(
+        finalize_kernel.clone(),
+        finalize_grid(g.c, &finalize_kernel)?,
+        [FINALIZE_BLOCK, 1, 1],
+        0,
+        &fin,
+    ));
+    let args = WnBatchNormApplyArgs {
+        x: if frozen { ptrs.dy } else { ptrs.x },
+        dy: ptrs.dy,
+        out: ptrs.dx,
+        coef: ptrs.workspace,
+        counter_bump: 0,
+        n: g.n as i64,
+        c: g.c as i64,
+        s: g.s as i64,
+        coef_stride: coef_stride(g.c) as i64,
+    };
+    let (dir, reads) = if frozen {
+        ("fwd", vec![ptrs.dy, ptrs.dx])
+    } else {
+        ("bwd", vec![ptrs.x, ptrs.dy, ptrs.dx])
+    };
+    let vec = vec_ok(&g, desc.dtype, &reads);
+    let access = if vec { "vec" } else { "scalar" };
+    let kernel = format!(
+        "warpnorm_batch_norm_{dir}_{}_apply_{lname}_{access}",
+        desc.dtype
+    );
+    plan.push(apply_launch(kernel, &g, vec, desc.dtype, props, &args)?);
+    plan.check(props)?;
+    Ok(plan)
+}
