@@ -1,0 +1,292 @@
+//! Shared support of the LayerNorm tests: deterministic data, the CPU oracle, tolerances, and
+//! one function that runs a case's forward and backward plans on ptxsim and compares every
+//! output with `warpnorm::cpu::layer_norm`.
+#![allow(dead_code)]
+
+use warpnorm::cpu::layer_norm::{layer_norm_bwd, layer_norm_fwd};
+use warpnorm::layer_norm::{
+    plan_bwd, plan_fwd, workspace_bytes, Affine, BwdPtrs, Direction, FwdPtrs, LayerNormDesc,
+};
+use warpnorm::{DType, DeviceProps, Element, Plan};
+
+use crate::common::sim::Sim;
+
+/// xorshift64*: deterministic test data without a dependency.
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed (any value).
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Uniform in [lo, hi).
+    pub fn range(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.unit()
+    }
+    /// n values uniform in [lo, hi), rounded to E.
+    pub fn vec<E: Element>(&mut self, n: usize, lo: f64, hi: f64) -> Vec<E> {
+        (0..n).map(|_| E::from_f64(self.range(lo, hi))).collect()
+    }
+}
+
+/// How the activation buffers sit in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Views {
+    /// Every buffer 256-byte aligned.
+    Aligned,
+    /// Every activation and parameter buffer one element past an aligned address.
+    Offset1,
+    /// Only the inputs (x, dy) offset by one element: forward and backward take the scalar
+    /// variant.
+    InputOffset1,
+}
+
+/// One LayerNorm test problem.
+#[derive(Clone, Copy, Debug)]
+pub struct Case {
+    /// M.
+    pub rows: usize,
+    /// D.
+    pub cols: usize,
+    /// Activation dtype.
+    pub dtype: DType,
+    /// Parameter dtype.
+    pub param_dtype: DType,
+    /// Parameters present.
+    pub affine: Affine,
+    /// Buffer placement.
+    pub views: Views,
+    /// Seed of the data.
+    pub seed: u64,
+    /// Mean added to x (large values test the two-pass variance).
+    pub x_offset: f64,
+}
+
+impl Case {
+    /// The problem description.
+    pub fn desc(&self) -> LayerNormDesc {
+        LayerNormDesc::from_rows(
+            self.rows,
+            self.cols,
+            self.dtype,
+            self.param_dtype,
+            self.affine,
+            1e-5,
+        )
+        .expect("valid test desc")
+    }
+}
+
+/// Tolerance factors, in one place (|got - ref| <= k * u(dtype) * scale, see each use):
+///
+/// - `K_ROUND = 2`: an output rounded once to its dtype differs from the rounded f64
+///   reference by at most one ulp = 2 u (both round the nearly same value).
+/// - `K_F32 = 64`: the f32 arithmetic before the rounding. Each thread sums at most 32
+///   elements sequentially and the partial sums are combined in a tree of depth <= 14, so the
+///   statistics carry a relative error of at most ~46 u32 (plus a few u32 for rstd, the
+///   normalization and the backward's two row sums); 64 bounds it, relative to the largest
+///   magnitude involved (max |ref| for y and dx, |x| for the mean, sum |terms| for dgamma/dbeta).
+pub const K_ROUND: f64 = 2.0;
+/// See [`K_ROUND`].
+pub const K_F32: f64 = 64.0;
+/// Unit roundoff of f32.
+pub const U32: f64 = 5.960464477539063e-8;
+
+/// Compares `got` with `reference` elementwise: |g - r| <= tol(i); NaN must match NaN.
+pub fn compare(
+    what: &str,
+    got: &[f64],
+    reference: &[f64],
+    tol: impl Fn(usize) -> f64,
+) -> Result<(), String> {
+    if got.len() != reference.len() {
+        return Err(format!("{what}: {} values, expected {}", got.len(), reference.len()));
+    }
+    let mut worst: Option<(usize, f64, f64)> = None;
+    for (i, (&g, &r)) in got.iter().zip(reference).enumerate() {
+        let ok = if r.is_nan() {
+            g.is_nan()
+        } else if r.is_infinite() {
+            g == r
+        } else {
+            (g - r).abs() <= tol(i)
+        };
+        if !ok {
+            let e = if g.is_finite() { (g - r).abs() } else { f64::INFINITY };
+            if worst.is_none_or(|(_, we, _)| e > we) {
+                worst = Some((i, e, tol(i)));
+            }
+        }
+    }
+    match worst {
+        None => Ok(()),
+        Some((i, e, t)) => Err(format!(
+            "{what}: index {i}: got {} expected {} (error {e:e} > tolerance {t:e})",
+            got[i], reference[i]
+        )),
+    }
+}
+
+fn to_f64<E: Element>(v: &[E]) -> Vec<f64> {
+    v.iter().map(|e| e.to_f64()).collect()
+}
+
+fn max_abs(v: &[f64]) -> f64 {
+    v.iter().filter(|x| x.is_finite()).fold(0.0, |m, x| m.max(x.abs()))
+}
+
+/// The plans a case ran (for tier-coverage checks).
+pub struct Ran {
+    /// Forward plan.
+    pub fwd: Plan,
+    /// Backward plan.
+    pub bwd: Plan,
+}
+
+fn offsets(views: Views) -> (usize, usize) {
+    match views {
+        Views::Aligned => (0, 0),
+        Views::Offset1 => (1, 1),
+        Views::InputOffset1 => (1, 0),
+    }
+}
+
+/// Runs forward and backward of `case` on `sim` and checks them against the CPU reference.
+pub fn run_case<T: Element + Default, P: Element + Default>(
+    sim: &mut Sim,
+    case: &Case,
+    props: &DeviceProps,
+) -> Result<Ran, String> {
+    let desc = case.desc();
+    let (m, d) = (case.rows, case.cols);
+    let n = m * d;
+    let mut rng = Rng::new(case.seed);
+    let x: Vec<T> = rng.vec(n, case.x_offset - 2.0, case.x_offset + 2.0);
+    let dy: Vec<T> = rng.vec(n, -1.0, 1.0);
+    let gamma: Option<Vec<P>> = case.affine.has_weight().then(|| rng.vec(d, 0.5, 1.5));
+    let beta: Option<Vec<P>> = case.affine.has_bias().then(|| rng.vec(d, -0.5, 0.5));
+    let (oin, oout) = offsets(case.views);
+    let poff = if case.views == Views::Offset1 { 1 } else { 0 };
+
+    // Forward.
+    let px = sim.upload(&x, oin);
+    let py = sim.alloc::<T>(n, oout);
+    let pg = gamma.as_ref().map(|g| sim.upload(g, poff));
+    let pb = beta.as_ref().map(|b| sim.upload(b, poff));
+    let pmean = sim.alloc::<f32>(m, 0);
+    let prstd = sim.alloc::<f32>(m, 0);
+    let wsf = workspace_bytes(&desc, Direction::Forward, props).map_err(|e| e.to_string())?;
+    let pwf = sim.alloc::<f32>(wsf.div_ceil(4), 0);
+    let fwd_ptrs = FwdPtrs {
+        x: px,
+        y: py,
+        gamma: pg,
+        beta: pb,
+        mean: pmean,
+        rstd: prstd,
+        workspace: pwf,
+        workspace_bytes: wsf as u64,
+    };
+    let fwd = plan_fwd(&desc, &fwd_ptrs, props).map_err(|e| format!("plan_fwd: {e}"))?;
+    sim.run(&fwd).map_err(|e| format!("forward on ptxsim: {e}\n{fwd}"))?;
+    let y: Vec<T> = sim.download(py, n);
+    let mean: Vec<f32> = sim.download(pmean, m);
+    let rstd: Vec<f32> = sim.download(prstd, m);
+    let r = layer_norm_fwd::<T, P>(&x, m, d, gamma.as_deref(), beta.as_deref(), desc.eps)
+        .map_err(|e| e.to_string())?;
+    let ctx = |what: &str| format!("{what} [{case:?}]\n{fwd}");
+    let (u_t, u_p) = (case.dtype.unit_roundoff(), case.param_dtype.unit_roundoff());
+    let ry = to_f64(&r.y);
+    let ymax = max_abs(&ry);
+    compare(&ctx("y"), &to_f64(&y), &ry, |_| (K_ROUND * u_t + K_F32 * U32) * ymax)?;
+    let xmax = max_abs(&to_f64(&x));
+    compare(&ctx("mean"), &to_f64(&mean), &to_f64(&r.mean), |_| K_F32 * U32 * xmax)?;
+    let rr = to_f64(&r.rstd);
+    compare(&ctx("rstd"), &to_f64(&rstd), &rr, |i| K_F32 * U32 * rr[i].abs())?;
+
+    // Backward, from the reference's saved statistics (so both sides use the same ones).
+    let pdy = sim.upload(&dy, oin);
+    let pdx = sim.alloc::<T>(n, oout);
+    let px2 = sim.upload(&x, oin);
+    let pmean2 = sim.upload(&r.mean, 0);
+    let prstd2 = sim.upload(&r.rstd, 0);
+    let pdg = gamma.as_ref().map(|_| sim.alloc::<P>(d, poff));
+    let pdb = beta.as_ref().map(|_| sim.alloc::<P>(d, poff));
+    let wsb = workspace_bytes(&desc, Direction::Backward, props).map_err(|e| e.to_string())?;
+    let pwb = sim.alloc::<f32>(wsb.div_ceil(4), 0);
+    let bwd_ptrs = BwdPtrs {
+        x: px2,
+        dy: pdy,
+        dx: pdx,
+        gamma: pg,
+        mean: pmean2,
+        rstd: prstd2,
+        dgamma: pdg,
+        dbeta: pdb,
+        workspace: pwb,
+        workspace_bytes: wsb as u64,
+    };
+    let bwd = plan_bwd(&desc, &bwd_ptrs, props).map_err(|e| format!("plan_bwd: {e}"))?;
+    sim.run(&bwd).map_err(|e| format!("backward on ptxsim: {e}\n{bwd}"))?;
+    let rb = layer_norm_bwd::<T, P>(&x, &dy, &r.mean, &r.rstd, gamma.as_deref(), beta.is_some(), m, d)
+        .map_err(|e| e.to_string())?;
+    let ctx = |what: &str| format!("{what} [{case:?}]\n{bwd}");
+    let rdx = to_f64(&rb.dx);
+    let dxmax = max_abs(&rdx);
+    let dx: Vec<T> = sim.download(pdx, n);
+    compare(&ctx("dx"), &to_f64(&dx), &rdx, |_| (K_ROUND * u_t + K_F32 * U32) * dxmax)?;
+    // dgamma/dbeta: scale = sum over rows of |term| per column.
+    let (mut sg, mut sb) = (vec![0.0f64; d], vec![0.0f64; d]);
+    for row in 0..m {
+        let (mu, rs) = (r.mean[row] as f64, r.rstd[row] as f64);
+        for c in 0..d {
+            let dyv = dy[row * d + c].to_f64();
+            sg[c] += (dyv * (x[row * d + c].to_f64() - mu) * rs).abs();
+            sb[c] += dyv.abs();
+        }
+    }
+    if let (Some(p), Some(rg)) = (pdg, rb.dgamma.as_ref()) {
+        let got: Vec<P> = sim.download(p, d);
+        let rg = to_f64(rg);
+        compare(&ctx("dgamma"), &to_f64(&got), &rg, |c| {
+            K_ROUND * u_p * rg[c].abs() + K_F32 * U32 * sg[c]
+        })?;
+    }
+    if let (Some(p), Some(rbt)) = (pdb, rb.dbeta.as_ref()) {
+        let got: Vec<P> = sim.download(p, d);
+        let rbt = to_f64(rbt);
+        compare(&ctx("dbeta"), &to_f64(&got), &rbt, |c| {
+            K_ROUND * u_p * rbt[c].abs() + K_F32 * U32 * sb[c]
+        })?;
+    }
+    Ok(Ran { fwd, bwd })
+}
+
+/// Every (activation, parameter) dtype pair warpnorm supports.
+pub const DTYPE_PAIRS: [(DType, DType); 5] = [
+    (DType::F32, DType::F32),
+    (DType::F16, DType::F16),
+    (DType::F16, DType::F32),
+    (DType::BF16, DType::BF16),
+    (DType::BF16, DType::F32),
+];
+
+/// [`run_case`] with the Rust types chosen from the case's dtypes.
+pub fn run_case_dyn(sim: &mut Sim, case: &Case, props: &DeviceProps) -> Result<Ran, String> {
+    use half::{bf16, f16};
+    match (case.dtype, case.param_dtype) {
+        (DType::F32, DType::F32) => run_case::<f32, f32>(sim, case, props),
+        (DType::F16, DType::F16) => run_case::<f16, f16>(sim, case, props),
+        (DType::F16, DType::F32) => run_case::<f16, f32>(sim, case, props),
+        (DType::BF16, DType::BF16) => run_case::<bf16, bf16>(sim, case, props),
+        (DType::BF16, DType::F32) => run_case::<bf16, f32>(sim, case, props),
+        (t, p) => Err(format!("unsupported dtype pair {t}/{p}")),
+    }
+}
