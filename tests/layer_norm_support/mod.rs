@@ -84,20 +84,32 @@ impl Case {
     }
 }
 
-/// Tolerance factors, in one place (|got - ref| <= k * u(dtype) * scale, see each use):
+/// Tolerance factors, in one place. Every check is |got - ref| <= tol with
+/// tol = K_ROUND * u(dtype) * |ref| + tiny(dtype) + K_F32 * u32 * scale, where `scale` is the
+/// first-order magnitude of the f32 rounding errors of that output (computed per element in
+/// [`run_case`] from the f64 values of the terms the kernel adds up):
 ///
 /// - `K_ROUND = 2`: an output rounded once to its dtype differs from the rounded f64
-///   reference by at most one ulp = 2 u (both round the nearly same value).
-/// - `K_F32 = 64`: the f32 arithmetic before the rounding. Each thread sums at most 32
-///   elements sequentially and the partial sums are combined in a tree of depth <= 14, so the
-///   statistics carry a relative error of at most ~46 u32 (plus a few u32 for rstd, the
-///   normalization and the backward's two row sums); 64 bounds it, relative to the largest
-///   magnitude involved (max |ref| for y and dx, |x| for the mean, sum |terms| for dgamma/dbeta).
+///   reference by at most one ulp = 2 u; `tiny` is the dtype's subnormal spacing.
+/// - `K_F32 = 64`: the f32 arithmetic. Each thread sums at most 32 elements sequentially and
+///   partial sums meet in a tree of depth <= 14, so a sum carries an error of at most ~46 u32
+///   times the sum of its terms' magnitudes; a few more roundings follow (rstd, normalize,
+///   the backward's row sums). The mean's error (<= 46 u32 max|x|) shifts every x - mean of
+///   the row, which is why the scales carry rstd * max|x| terms ("X" below).
 pub const K_ROUND: f64 = 2.0;
 /// See [`K_ROUND`].
 pub const K_F32: f64 = 64.0;
 /// Unit roundoff of f32.
 pub const U32: f64 = 5.960464477539063e-8;
+
+/// Spacing of the dtype's subnormals (the absolute rounding error floor).
+pub fn tiny(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 2f64.powi(-149),
+        DType::F16 => 2f64.powi(-24),
+        DType::BF16 => 2f64.powi(-133),
+    }
+}
 
 /// Compares `got` with `reference` elementwise: |g - r| <= tol(i); NaN must match NaN.
 pub fn compare(
@@ -203,11 +215,26 @@ pub fn run_case<T: Element + Default, P: Element + Default>(
         .map_err(|e| e.to_string())?;
     let ctx = |what: &str| format!("{what} [{case:?}]\n{fwd}");
     let (u_t, u_p) = (case.dtype.unit_roundoff(), case.param_dtype.unit_roundoff());
+    let (tiny_t, tiny_p) = (tiny(case.dtype), tiny(case.param_dtype));
+    let xf = to_f64(&x);
+    let gf = gamma.as_ref().map(|g| to_f64(g));
+    let bf = beta.as_ref().map(|b| to_f64(b));
+    let gam = |c: usize| gf.as_ref().map_or(1.0, |g| g[c]);
+    let bet = |c: usize| bf.as_ref().map_or(0.0, |b| b[c]);
+    // Per row: max |x| and X = rstd * max |x|.
+    let xrow: Vec<f64> = (0..m).map(|r| max_abs(&xf[r * d..(r + 1) * d])).collect();
+    let big_x: Vec<f64> = (0..m).map(|i| r.rstd[i] as f64 * xrow[i]).collect();
     let ry = to_f64(&r.y);
-    let ymax = max_abs(&ry);
-    compare(&ctx("y"), &to_f64(&y), &ry, |_| (K_ROUND * u_t + K_F32 * U32) * ymax)?;
-    let xmax = max_abs(&to_f64(&x));
-    compare(&ctx("mean"), &to_f64(&mean), &to_f64(&r.mean), |_| K_F32 * U32 * xmax)?;
+    // y = (x - mean) * rstd * g + b: scale = rstd |g| (|x - mean| + max|x|) + |b|.
+    let y_scale = |i: usize| {
+        let (row, c) = (i / d.max(1), i % d.max(1));
+        let (mu, rs) = (r.mean[row] as f64, r.rstd[row] as f64);
+        rs * gam(c).abs() * ((xf[i] - mu).abs() + xrow[row]) + bet(c).abs()
+    };
+    compare(&ctx("y"), &to_f64(&y), &ry, |i| {
+        K_ROUND * u_t * ry[i].abs() + tiny_t + K_F32 * U32 * y_scale(i)
+    })?;
+    compare(&ctx("mean"), &to_f64(&mean), &to_f64(&r.mean), |i| K_F32 * U32 * xrow[i])?;
     let rr = to_f64(&r.rstd);
     compare(&ctx("rstd"), &to_f64(&rstd), &rr, |i| K_F32 * U32 * rr[i].abs())?;
 
@@ -238,32 +265,52 @@ pub fn run_case<T: Element + Default, P: Element + Default>(
     let rb = layer_norm_bwd::<T, P>(&x, &dy, &r.mean, &r.rstd, gamma.as_deref(), beta.is_some(), m, d)
         .map_err(|e| e.to_string())?;
     let ctx = |what: &str| format!("{what} [{case:?}]\n{bwd}");
+    let dyf = to_f64(&dy);
+    // Per row: A = mean |g dy|, B = mean |g dy xhat|; per element
+    // dx scale = rstd (|g dy| + A + |xhat| B + X (B + |xhat| A)).
+    let xhat = |i: usize| {
+        let row = i / d.max(1);
+        (xf[i] - r.mean[row] as f64) * r.rstd[row] as f64
+    };
+    let mut a_row = vec![0.0f64; m];
+    let mut b_row = vec![0.0f64; m];
+    for i in 0..n {
+        let row = i / d;
+        let gdy = (dyf[i] * gam(i % d)).abs();
+        a_row[row] += gdy / d as f64;
+        b_row[row] += gdy * xhat(i).abs() / d as f64;
+    }
     let rdx = to_f64(&rb.dx);
-    let dxmax = max_abs(&rdx);
     let dx: Vec<T> = sim.download(pdx, n);
-    compare(&ctx("dx"), &to_f64(&dx), &rdx, |_| (K_ROUND * u_t + K_F32 * U32) * dxmax)?;
-    // dgamma/dbeta: scale = sum over rows of |term| per column.
+    compare(&ctx("dx"), &to_f64(&dx), &rdx, |i| {
+        let (row, c) = (i / d, i % d);
+        let (xh, rs) = (xhat(i).abs(), r.rstd[row] as f64);
+        let scale = rs
+            * ((dyf[i] * gam(c)).abs()
+                + a_row[row]
+                + xh * b_row[row]
+                + big_x[row] * (b_row[row] + xh * a_row[row]));
+        K_ROUND * u_t * rdx[i].abs() + tiny_t + K_F32 * U32 * scale
+    })?;
+    // dgamma = sum dy xhat: scale = sum |dy| (|xhat| + X); dbeta: scale = sum |dy|.
     let (mut sg, mut sb) = (vec![0.0f64; d], vec![0.0f64; d]);
-    for row in 0..m {
-        let (mu, rs) = (r.mean[row] as f64, r.rstd[row] as f64);
-        for c in 0..d {
-            let dyv = dy[row * d + c].to_f64();
-            sg[c] += (dyv * (x[row * d + c].to_f64() - mu) * rs).abs();
-            sb[c] += dyv.abs();
-        }
+    for i in 0..n {
+        let (row, c) = (i / d, i % d);
+        sg[c] += dyf[i].abs() * (xhat(i).abs() + big_x[row]);
+        sb[c] += dyf[i].abs();
     }
     if let (Some(p), Some(rg)) = (pdg, rb.dgamma.as_ref()) {
         let got: Vec<P> = sim.download(p, d);
         let rg = to_f64(rg);
         compare(&ctx("dgamma"), &to_f64(&got), &rg, |c| {
-            K_ROUND * u_p * rg[c].abs() + K_F32 * U32 * sg[c]
+            K_ROUND * u_p * rg[c].abs() + tiny_p + K_F32 * U32 * sg[c]
         })?;
     }
     if let (Some(p), Some(rbt)) = (pdb, rb.dbeta.as_ref()) {
         let got: Vec<P> = sim.download(p, d);
         let rbt = to_f64(rbt);
         compare(&ctx("dbeta"), &to_f64(&got), &rbt, |c| {
-            K_ROUND * u_p * rbt[c].abs() + K_F32 * U32 * sb[c]
+            K_ROUND * u_p * rbt[c].abs() + tiny_p + K_F32 * U32 * sb[c]
         })?;
     }
     Ok(Ran { fwd, bwd })
