@@ -25,6 +25,7 @@
 #include "abi.h"
 #include "common/reduce.cuh"
 #include "common/rowtile.cuh"
+#include "common/twosum.cuh"
 #include "common/welford.cuh"
 
 namespace warpnorm {
@@ -43,6 +44,9 @@ struct GroupTeam {
             b += __shfl_xor_sync(kFullMask, b, m);
         }
     }
+    __device__ __forceinline__ void sum_comp(float& hi, float& lo) const {
+        warp_allreduce_comp(hi, lo, g);
+    }
 };
 
 /** The whole block: warp sums, then warp totals re-reduced (reduce.cuh). */
@@ -54,32 +58,53 @@ struct BlockTeam {
     __device__ __forceinline__ void sum2(float& a, float& b) const {
         block_allreduce_sum2(a, b, scratch);
     }
+    __device__ __forceinline__ void sum_comp(float& hi, float& lo) const {
+        block_allreduce_comp(hi, lo, scratch);
+    }
 };
 
-/** Two-pass statistics of the held segment: mean, then sum (x - mean)^2 (team-wide). */
+/**
+ * Statistics of the held segment, team-wide, by the corrected two-pass algorithm with
+ * compensated sums (twosum.cuh): mean0 = sum(x) / n; then d = x - mean0 with its exact
+ * rounding error, sd = sum of the exact residuals, q = sum(d^2); the mean is mean0 + c with
+ * c = sd / n, and m2 = q - sd * c = sum((x - mean)^2). So the saved mean is within about
+ * one rounding of the exact one, and rows with a large offset (1e4 + N(0, 1)) normalize as
+ * ((x - mean0) - c) * rstd without the f32 mean's rounding error. A row with an Inf gets a
+ * NaN mean (Inf - Inf), as PyTorch.
+ */
 template <int VEC, int NPACK, class Team>
 __device__ __forceinline__ void tile_stats(const float (&v)[NPACK][VEC], const TileGeom& g,
-                                           const Team& team, float& mean, float& m2) {
-    float s = 0.0f;
+                                           const Team& team, float& mean0, float& c,
+                                           float& m2) {
+    float s = 0.0f, se = 0.0f;
 #pragma unroll
     for (int k = 0; k < NPACK; ++k)
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) s += v[k][i];  // 0 outside the segment
-    s = team.sum(s);
-    mean = g.n > 0 ? s / static_cast<float>(g.n) : 0.0f;
-    float q = 0.0f;
+        for (int i = 0; i < VEC; ++i) comp_add(s, se, v[k][i]);  // 0 outside the segment
+    team.sum_comp(s, se);
+    const float n = static_cast<float>(g.n);
+    mean0 = g.n > 0 ? (s + se) / n : 0.0f;
+    float sd = 0.0f, sde = 0.0f, q = 0.0f;
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
         const int64_t lo = g.lo<VEC>(k);
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
             if (in_seg(lo + i, g.n)) {
-                const float d = v[k][i] - mean;
+                float d, de;
+                two_sum(v[k][i], -mean0, d, de);
+                comp_add(sd, sde, d);
+                sde += de;
                 q = fmaf(d, d, q);
             }
         }
     }
-    m2 = team.sum(q);
+    team.sum_comp(sd, sde);
+    q = team.sum(q);
+    const float sdt = sd + sde;
+    c = g.n > 0 ? sdt / n : 0.0f;
+    m2 = q - sdt * c;
+    if (m2 < 0.0f) m2 = 0.0f;  // rounding only; NaN stays NaN
 }
 
 /** rstd from the biased variance; n == 0 gives NaN (0/0), as PyTorch. */
@@ -89,13 +114,14 @@ __device__ __forceinline__ float rstd_of(float m2, int64_t n, float eps) {
 }
 
 /**
- * Normalizes the held segment in place: v = (v - mean) * rstd [* gamma + beta]. `gamma` and
+ * Normalizes the held segment in place: v = ((v - mean0) - c) * rstd [* gamma + beta], with
+ * mean = mean0 + c split as tile_stats returns it. `gamma` and
  * `beta` point at the parameter of the segment's column 0 (null when absent).
  */
 template <typename P, int VEC, int NPACK>
 __device__ __forceinline__ void tile_normalize(float (&v)[NPACK][VEC], const TileGeom& g,
-                                               float mean, float rstd, const P* gamma,
-                                               const P* beta) {
+                                               float mean0, float c, float rstd,
+                                               const P* gamma, const P* beta) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
         const int64_t lo = g.lo<VEC>(k);
@@ -109,7 +135,7 @@ __device__ __forceinline__ void tile_normalize(float (&v)[NPACK][VEC], const Til
         }
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
-            float y = (v[k][i] - mean) * rstd;
+            float y = ((v[k][i] - mean0) - c) * rstd;
             if (gamma != nullptr) y *= gm[i];
             if (beta != nullptr) y += bt[i];
             v[k][i] = y;
@@ -130,15 +156,15 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
     const TileGeom g{active ? a.cols : 0, head_offset<T, VEC>(xr), t, team_size};
     float v[NPACK][VEC];
     tile_load<T, VEC, NPACK>(xr, g, v);
-    float mean, m2;
-    tile_stats<VEC, NPACK>(v, g, team, mean, m2);
+    float mean0, c, m2;
+    tile_stats<VEC, NPACK>(v, g, team, mean0, c, m2);
     if (!active) return;
     const float rstd = rstd_of(m2, a.cols, a.eps);
     if (t == 0) {
-        reinterpret_cast<float*>(a.mean)[row] = mean;
+        reinterpret_cast<float*>(a.mean)[row] = mean0 + c;
         reinterpret_cast<float*>(a.rstd)[row] = rstd;
     }
-    tile_normalize<P, VEC, NPACK>(v, g, mean, rstd, reinterpret_cast<const P*>(a.gamma),
+    tile_normalize<P, VEC, NPACK>(v, g, mean0, c, rstd, reinterpret_cast<const P*>(a.gamma),
                                   reinterpret_cast<const P*>(a.beta));
     tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.y) + off, g, v);
 }
@@ -189,10 +215,10 @@ __device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
                          static_cast<int>(blockDim.x)};
         float v[NPACK][VEC];
         tile_load<T, VEC, NPACK>(xs, g, v);
-        float mean, m2;
-        tile_stats<VEC, NPACK>(v, g, team, mean, m2);
+        float mean0, corr, m2;
+        tile_stats<VEC, NPACK>(v, g, team, mean0, corr, m2);
         if (threadIdx.x == 0) {
-            part[2 * (row * a.splits + c)] = mean;
+            part[2 * (row * a.splits + c)] = mean0 + corr;
             part[2 * (row * a.splits + c) + 1] = m2;
         }
     }
@@ -226,7 +252,7 @@ __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
                          static_cast<int>(blockDim.x)};
         float v[NPACK][VEC];
         tile_load<T, VEC, NPACK>(xs, g, v);
-        tile_normalize<P, VEC, NPACK>(v, g, mean, rstd, gamma, beta);
+        tile_normalize<P, VEC, NPACK>(v, g, mean, 0.0f, rstd, gamma, beta);
         tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.y) + off, g, v);
     }
 }

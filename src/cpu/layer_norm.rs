@@ -1,7 +1,8 @@
 //! LayerNorm reference (f64 accumulation), with the GPU ops' semantics.
 //!
-//! - mean = sum(x) / D and var = sum((x - mean)^2) / D (biased, two passes) in f64;
-//!   D == 0 gives mean 0 and rstd NaN, as PyTorch.
+//! - mean = sum(x) / D and var = sum((x - mean)^2) / D (biased, two passes, with the
+//!   corrected two-pass residual) in f64; D == 0 gives mean 0 and rstd NaN, and a row with
+//!   an Inf gives a NaN mean, as PyTorch.
 //! - The statistics are saved in f32: a variance beyond f32's range becomes Inf, so rstd is 0
 //!   (PyTorch's f32 behaviour for rows such as [1e30, -1e30, 0, 0]); otherwise
 //!   rstd = 1 / sqrt(var + eps).
@@ -66,8 +67,15 @@ pub fn row_stats(row: &[f64], eps: f32) -> (f64, f64) {
     if n == 0 {
         return (0.0, f64::NAN);
     }
-    let mean = row.iter().sum::<f64>() / n as f64;
-    let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64;
+    // Corrected two-pass, as the kernels: the correction is ~0 for finite rows and makes
+    // the mean NaN for rows with an Inf (Inf - Inf), as PyTorch.
+    let mean0 = row.iter().sum::<f64>() / n as f64;
+    let sd = row.iter().map(|v| v - mean0).sum::<f64>();
+    let q = row.iter().map(|v| (v - mean0) * (v - mean0)).sum::<f64>();
+    let mean = mean0 + sd / n as f64;
+    let m2 = q - sd * sd / n as f64;
+    // Clamp rounding below zero; a NaN stays NaN (f64::max would drop it).
+    let var = if m2 < 0.0 { 0.0 } else { m2 } / n as f64;
     let rstd = if var > f32::MAX as f64 {
         0.0
     } else {

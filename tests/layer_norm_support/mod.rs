@@ -337,3 +337,138 @@ pub fn run_case_dyn(sim: &mut Sim, case: &Case, props: &DeviceProps) -> Result<R
         (t, p) => Err(format!("unsupported dtype pair {t}/{p}")),
     }
 }
+
+/// Everything a forward + backward pair produces, widened to f64.
+#[derive(Clone, Debug, Default)]
+pub struct Outputs {
+    /// y.
+    pub y: Vec<f64>,
+    /// Saved mean.
+    pub mean: Vec<f64>,
+    /// Saved rstd.
+    pub rstd: Vec<f64>,
+    /// dx.
+    pub dx: Vec<f64>,
+    /// dgamma (empty without a weight).
+    pub dgamma: Vec<f64>,
+    /// dbeta (empty without a bias).
+    pub dbeta: Vec<f64>,
+}
+
+/// Runs forward, then backward from the forward's own statistics, on ptxsim (aligned
+/// buffers), returning every output. Simulator faults are errors.
+pub fn sim_fwd_bwd<T: Element + Default, P: Element + Default>(
+    sim: &mut Sim,
+    desc: &LayerNormDesc,
+    x: &[T],
+    gamma: Option<&[P]>,
+    beta: Option<&[P]>,
+    dy: &[T],
+    props: &DeviceProps,
+) -> Result<Outputs, String> {
+    let (m, d) = (desc.rows, desc.cols);
+    let n = m * d;
+    let px = sim.upload(x, 0);
+    let py = sim.alloc::<T>(n, 0);
+    let pg = gamma.map(|g| sim.upload(g, 0));
+    let pb = beta.map(|b| sim.upload(b, 0));
+    let pmean = sim.alloc::<f32>(m, 0);
+    let prstd = sim.alloc::<f32>(m, 0);
+    let wsf = workspace_bytes(desc, Direction::Forward, props).map_err(|e| e.to_string())?;
+    let pwf = sim.alloc::<f32>(wsf.div_ceil(4), 0);
+    let fwd = plan_fwd(
+        desc,
+        &FwdPtrs {
+            x: px,
+            y: py,
+            gamma: pg,
+            beta: pb,
+            mean: pmean,
+            rstd: prstd,
+            workspace: pwf,
+            workspace_bytes: wsf as u64,
+        },
+        props,
+    )
+    .map_err(|e| format!("plan_fwd: {e}"))?;
+    sim.run(&fwd).map_err(|e| format!("forward: {e}\n{fwd}"))?;
+    let pdy = sim.upload(dy, 0);
+    let pdx = sim.alloc::<T>(n, 0);
+    let pdg = gamma.map(|_| sim.alloc::<P>(d, 0));
+    let pdb = beta.map(|_| sim.alloc::<P>(d, 0));
+    let wsb = workspace_bytes(desc, Direction::Backward, props).map_err(|e| e.to_string())?;
+    let pwb = sim.alloc::<f32>(wsb.div_ceil(4), 0);
+    let bwd = plan_bwd(
+        desc,
+        &BwdPtrs {
+            x: px,
+            dy: pdy,
+            dx: pdx,
+            gamma: pg,
+            mean: pmean,
+            rstd: prstd,
+            dgamma: pdg,
+            dbeta: pdb,
+            workspace: pwb,
+            workspace_bytes: wsb as u64,
+        },
+        props,
+    )
+    .map_err(|e| format!("plan_bwd: {e}"))?;
+    sim.run(&bwd).map_err(|e| format!("backward: {e}\n{bwd}"))?;
+    Ok(Outputs {
+        y: to_f64(&sim.download::<T>(py, n)),
+        mean: to_f64(&sim.download::<f32>(pmean, m)),
+        rstd: to_f64(&sim.download::<f32>(prstd, m)),
+        dx: to_f64(&sim.download::<T>(pdx, n)),
+        dgamma: pdg.map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
+        dbeta: pdb.map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
+    })
+}
+
+/// The CPU reference's forward + backward (backward from its own saved statistics).
+pub fn cpu_fwd_bwd<T: Element, P: Element>(
+    desc: &LayerNormDesc,
+    x: &[T],
+    gamma: Option<&[P]>,
+    beta: Option<&[P]>,
+    dy: &[T],
+) -> Result<Outputs, String> {
+    let (m, d) = (desc.rows, desc.cols);
+    let f = layer_norm_fwd::<T, P>(x, m, d, gamma, beta, desc.eps).map_err(|e| e.to_string())?;
+    let b = layer_norm_bwd::<T, P>(x, dy, &f.mean, &f.rstd, gamma, beta.is_some(), m, d)
+        .map_err(|e| e.to_string())?;
+    Ok(Outputs {
+        y: to_f64(&f.y),
+        mean: to_f64(&f.mean),
+        rstd: to_f64(&f.rstd),
+        dx: to_f64(&b.dx),
+        dgamma: b.dgamma.map_or(Vec::new(), |v| to_f64(&v)),
+        dbeta: b.dbeta.map_or(Vec::new(), |v| to_f64(&v)),
+    })
+}
+
+/// Largest |got - ref| over finite references; a NaN/Inf reference must be matched exactly
+/// (NaN for NaN, the same infinity), else the error is infinite. Length mismatch: infinite.
+pub fn max_err(got: &[f64], reference: &[f64]) -> f64 {
+    if got.len() != reference.len() {
+        return f64::INFINITY;
+    }
+    got.iter().zip(reference).fold(0.0f64, |m, (&g, &r)| {
+        let e = if r.is_nan() {
+            if g.is_nan() { 0.0 } else { f64::INFINITY }
+        } else if r.is_infinite() {
+            if g == r { 0.0 } else { f64::INFINITY }
+        } else if g.is_finite() {
+            (g - r).abs()
+        } else {
+            f64::INFINITY
+        };
+        m.max(e)
+    })
+}
+
+/// Largest finite |v|.
+pub fn max_finite(v: &[f64]) -> f64 {
+    max_abs(v)
+}
