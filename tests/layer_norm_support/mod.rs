@@ -146,7 +146,8 @@ pub fn compare(
     }
 }
 
-fn to_f64<E: Element>(v: &[E]) -> Vec<f64> {
+/// Widens to f64.
+pub fn to_f64<E: Element>(v: &[E]) -> Vec<f64> {
     v.iter().map(|e| e.to_f64()).collect()
 }
 
@@ -170,59 +171,56 @@ fn offsets(views: Views) -> (usize, usize) {
     }
 }
 
-/// Runs forward and backward of `case` on `sim` and checks them against the CPU reference.
-pub fn run_case<T: Element + Default, P: Element + Default>(
-    sim: &mut Sim,
+/// A case's inputs.
+pub struct Data<T, P> {
+    /// x, rows * cols.
+    pub x: Vec<T>,
+    /// dy, rows * cols.
+    pub dy: Vec<T>,
+    /// gamma (when the case has a weight).
+    pub gamma: Option<Vec<P>>,
+    /// beta (when the case has a bias).
+    pub beta: Option<Vec<P>>,
+}
+
+/// Deterministic inputs of `case`: x uniform in x_offset +- 2, dy in +-1, gamma in [0.5, 1.5),
+/// beta in +-0.5, all rounded to their dtypes.
+pub fn make_data<T: Element, P: Element>(case: &Case) -> Data<T, P> {
+    let (d, n) = (case.cols, case.rows * case.cols);
+    let mut rng = Rng::new(case.seed);
+    let x = rng.vec(n, case.x_offset - 2.0, case.x_offset + 2.0);
+    let dy = rng.vec(n, -1.0, 1.0);
+    let gamma = case.affine.has_weight().then(|| rng.vec(d, 0.5, 1.5));
+    let beta = case.affine.has_bias().then(|| rng.vec(d, -0.5, 0.5));
+    Data { x, dy, gamma, beta }
+}
+
+/// Checks a backend's outputs for `case` against the CPU reference. `got.y/mean/rstd` come
+/// from the backend's forward; `got.dx/dgamma/dbeta` from its backward run on the
+/// reference's saved statistics (so both sides use the same ones). `plans` is printed on
+/// failure.
+pub fn check_outputs<T: Element, P: Element>(
     case: &Case,
-    props: &DeviceProps,
-) -> Result<Ran, String> {
+    data: &Data<T, P>,
+    got: &Outputs,
+    plans: &str,
+) -> Result<(), String> {
     let desc = case.desc();
     let (m, d) = (case.rows, case.cols);
     let n = m * d;
-    let mut rng = Rng::new(case.seed);
-    let x: Vec<T> = rng.vec(n, case.x_offset - 2.0, case.x_offset + 2.0);
-    let dy: Vec<T> = rng.vec(n, -1.0, 1.0);
-    let gamma: Option<Vec<P>> = case.affine.has_weight().then(|| rng.vec(d, 0.5, 1.5));
-    let beta: Option<Vec<P>> = case.affine.has_bias().then(|| rng.vec(d, -0.5, 0.5));
-    let (oin, oout) = offsets(case.views);
-    let poff = if case.views == Views::Offset1 { 1 } else { 0 };
-
-    // Forward.
-    let px = sim.upload(&x, oin);
-    let py = sim.alloc::<T>(n, oout);
-    let pg = gamma.as_ref().map(|g| sim.upload(g, poff));
-    let pb = beta.as_ref().map(|b| sim.upload(b, poff));
-    let pmean = sim.alloc::<f32>(m, 0);
-    let prstd = sim.alloc::<f32>(m, 0);
-    let wsf = workspace_bytes(&desc, Direction::Forward, props).map_err(|e| e.to_string())?;
-    let pwf = sim.alloc::<f32>(wsf.div_ceil(4), 0);
-    let fwd_ptrs = FwdPtrs {
-        x: px,
-        y: py,
-        gamma: pg,
-        beta: pb,
-        mean: pmean,
-        rstd: prstd,
-        workspace: pwf,
-        workspace_bytes: wsf as u64,
-    };
-    let fwd = plan_fwd(&desc, &fwd_ptrs, props).map_err(|e| format!("plan_fwd: {e}"))?;
-    sim.run(&fwd).map_err(|e| format!("forward on ptxsim: {e}\n{fwd}"))?;
-    let y: Vec<T> = sim.download(py, n);
-    let mean: Vec<f32> = sim.download(pmean, m);
-    let rstd: Vec<f32> = sim.download(prstd, m);
-    let r = layer_norm_fwd::<T, P>(&x, m, d, gamma.as_deref(), beta.as_deref(), desc.eps)
-        .map_err(|e| e.to_string())?;
-    let ctx = |what: &str| format!("{what} [{case:?}]\n{fwd}");
+    let (x, dy) = (&data.x, &data.dy);
+    let (gamma, beta) = (data.gamma.as_deref(), data.beta.as_deref());
+    let r = layer_norm_fwd::<T, P>(x, m, d, gamma, beta, desc.eps).map_err(|e| e.to_string())?;
+    let ctx = |what: &str| format!("{what} [{case:?}]\n{plans}");
     let (u_t, u_p) = (case.dtype.unit_roundoff(), case.param_dtype.unit_roundoff());
     let (tiny_t, tiny_p) = (tiny(case.dtype), tiny(case.param_dtype));
-    let xf = to_f64(&x);
-    let gf = gamma.as_ref().map(|g| to_f64(g));
-    let bf = beta.as_ref().map(|b| to_f64(b));
+    let xf = to_f64(x);
+    let gf = gamma.map(to_f64);
+    let bf = beta.map(to_f64);
     let gam = |c: usize| gf.as_ref().map_or(1.0, |g| g[c]);
     let bet = |c: usize| bf.as_ref().map_or(0.0, |b| b[c]);
     // Per row: max |x| and X = rstd * max |x|.
-    let xrow: Vec<f64> = (0..m).map(|r| max_abs(&xf[r * d..(r + 1) * d])).collect();
+    let xrow: Vec<f64> = (0..m).map(|i| max_abs(&xf[i * d..(i + 1) * d])).collect();
     let big_x: Vec<f64> = (0..m).map(|i| r.rstd[i] as f64 * xrow[i]).collect();
     let ry = to_f64(&r.y);
     // y = (x - mean) * rstd * g + b: scale = rstd |g| (|x - mean| + max|x|) + |b|.
@@ -231,41 +229,16 @@ pub fn run_case<T: Element + Default, P: Element + Default>(
         let (mu, rs) = (r.mean[row] as f64, r.rstd[row] as f64);
         rs * gam(c).abs() * ((xf[i] - mu).abs() + xrow[row]) + bet(c).abs()
     };
-    compare(&ctx("y"), &to_f64(&y), &ry, |i| {
+    compare(&ctx("y"), &got.y, &ry, |i| {
         K_ROUND * u_t * ry[i].abs() + tiny_t + K_F32 * U32 * y_scale(i)
     })?;
-    compare(&ctx("mean"), &to_f64(&mean), &to_f64(&r.mean), |i| K_F32 * U32 * xrow[i])?;
+    compare(&ctx("mean"), &got.mean, &to_f64(&r.mean), |i| K_F32 * U32 * xrow[i])?;
     let rr = to_f64(&r.rstd);
-    compare(&ctx("rstd"), &to_f64(&rstd), &rr, |i| K_F32 * U32 * rr[i].abs())?;
+    compare(&ctx("rstd"), &got.rstd, &rr, |i| K_F32 * U32 * rr[i].abs())?;
 
-    // Backward, from the reference's saved statistics (so both sides use the same ones).
-    let pdy = sim.upload(&dy, oin);
-    let pdx = sim.alloc::<T>(n, oout);
-    let px2 = sim.upload(&x, oin);
-    let pmean2 = sim.upload(&r.mean, 0);
-    let prstd2 = sim.upload(&r.rstd, 0);
-    let pdg = gamma.as_ref().map(|_| sim.alloc::<P>(d, poff));
-    let pdb = beta.as_ref().map(|_| sim.alloc::<P>(d, poff));
-    let wsb = workspace_bytes(&desc, Direction::Backward, props).map_err(|e| e.to_string())?;
-    let pwb = sim.alloc::<f32>(wsb.div_ceil(4), 0);
-    let bwd_ptrs = BwdPtrs {
-        x: px2,
-        dy: pdy,
-        dx: pdx,
-        gamma: pg,
-        mean: pmean2,
-        rstd: prstd2,
-        dgamma: pdg,
-        dbeta: pdb,
-        workspace: pwb,
-        workspace_bytes: wsb as u64,
-    };
-    let bwd = plan_bwd(&desc, &bwd_ptrs, props).map_err(|e| format!("plan_bwd: {e}"))?;
-    sim.run(&bwd).map_err(|e| format!("backward on ptxsim: {e}\n{bwd}"))?;
-    let rb = layer_norm_bwd::<T, P>(&x, &dy, &r.mean, &r.rstd, gamma.as_deref(), beta.is_some(), m, d)
+    let rb = layer_norm_bwd::<T, P>(x, dy, &r.mean, &r.rstd, gamma, beta.is_some(), m, d)
         .map_err(|e| e.to_string())?;
-    let ctx = |what: &str| format!("{what} [{case:?}]\n{bwd}");
-    let dyf = to_f64(&dy);
+    let dyf = to_f64(dy);
     // Per row: A = mean |g dy|, B = mean |g dy xhat|; per element
     // dx scale = rstd (|g dy| + A + |xhat| B + X (B + |xhat| A)).
     let xhat = |i: usize| {
@@ -281,8 +254,7 @@ pub fn run_case<T: Element + Default, P: Element + Default>(
         b_row[row] += gdy * xhat(i).abs() / d as f64;
     }
     let rdx = to_f64(&rb.dx);
-    let dx: Vec<T> = sim.download(pdx, n);
-    compare(&ctx("dx"), &to_f64(&dx), &rdx, |i| {
+    compare(&ctx("dx"), &got.dx, &rdx, |i| {
         let (row, c) = (i / d, i % d);
         let (xh, rs) = (xhat(i).abs(), r.rstd[row] as f64);
         let scale = rs
@@ -299,20 +271,86 @@ pub fn run_case<T: Element + Default, P: Element + Default>(
         sg[c] += dyf[i].abs() * (xhat(i).abs() + big_x[row]);
         sb[c] += dyf[i].abs();
     }
-    if let (Some(p), Some(rg)) = (pdg, rb.dgamma.as_ref()) {
-        let got: Vec<P> = sim.download(p, d);
-        let rg = to_f64(rg);
-        compare(&ctx("dgamma"), &to_f64(&got), &rg, |c| {
-            K_ROUND * u_p * rg[c].abs() + tiny_p + K_F32 * U32 * sg[c]
-        })?;
-    }
-    if let (Some(p), Some(rbt)) = (pdb, rb.dbeta.as_ref()) {
-        let got: Vec<P> = sim.download(p, d);
-        let rbt = to_f64(rbt);
-        compare(&ctx("dbeta"), &to_f64(&got), &rbt, |c| {
-            K_ROUND * u_p * rbt[c].abs() + tiny_p + K_F32 * U32 * sb[c]
-        })?;
-    }
+    let rg = rb.dgamma.as_deref().map_or(Vec::new(), to_f64);
+    compare(&ctx("dgamma"), &got.dgamma, &rg, |c| {
+        K_ROUND * u_p * rg[c].abs() + tiny_p + K_F32 * U32 * sg[c]
+    })?;
+    let rbt = rb.dbeta.as_deref().map_or(Vec::new(), to_f64);
+    compare(&ctx("dbeta"), &got.dbeta, &rbt, |c| {
+        K_ROUND * u_p * rbt[c].abs() + tiny_p + K_F32 * U32 * sb[c]
+    })?;
+    Ok(())
+}
+
+/// Runs forward and backward of `case` on `sim` (buffers placed as `case.views` says) and
+/// checks them against the CPU reference.
+pub fn run_case<T: Element + Default, P: Element + Default>(
+    sim: &mut Sim,
+    case: &Case,
+    props: &DeviceProps,
+) -> Result<Ran, String> {
+    let desc = case.desc();
+    let (m, d) = (case.rows, case.cols);
+    let n = m * d;
+    let data: Data<T, P> = make_data(case);
+    let (oin, oout) = offsets(case.views);
+    let poff = if case.views == Views::Offset1 { 1 } else { 0 };
+
+    let px = sim.upload(&data.x, oin);
+    let py = sim.alloc::<T>(n, oout);
+    let pg = data.gamma.as_ref().map(|g| sim.upload(g, poff));
+    let pb = data.beta.as_ref().map(|b| sim.upload(b, poff));
+    let pmean = sim.alloc::<f32>(m, 0);
+    let prstd = sim.alloc::<f32>(m, 0);
+    let wsf = workspace_bytes(&desc, Direction::Forward, props).map_err(|e| e.to_string())?;
+    let pwf = sim.alloc::<f32>(wsf.div_ceil(4), 0);
+    let fwd_ptrs = FwdPtrs {
+        x: px,
+        y: py,
+        gamma: pg,
+        beta: pb,
+        mean: pmean,
+        rstd: prstd,
+        workspace: pwf,
+        workspace_bytes: wsf as u64,
+    };
+    let fwd = plan_fwd(&desc, &fwd_ptrs, props).map_err(|e| format!("plan_fwd: {e}"))?;
+    sim.run(&fwd).map_err(|e| format!("forward on ptxsim: {e}\n{fwd}"))?;
+
+    // Backward from the reference's saved statistics.
+    let r = layer_norm_fwd::<T, P>(&data.x, m, d, data.gamma.as_deref(), data.beta.as_deref(), desc.eps)
+        .map_err(|e| e.to_string())?;
+    let pdy = sim.upload(&data.dy, oin);
+    let pdx = sim.alloc::<T>(n, oout);
+    let pmean2 = sim.upload(&r.mean, 0);
+    let prstd2 = sim.upload(&r.rstd, 0);
+    let pdg = data.gamma.as_ref().map(|_| sim.alloc::<P>(d, poff));
+    let pdb = data.beta.as_ref().map(|_| sim.alloc::<P>(d, poff));
+    let wsb = workspace_bytes(&desc, Direction::Backward, props).map_err(|e| e.to_string())?;
+    let pwb = sim.alloc::<f32>(wsb.div_ceil(4), 0);
+    let bwd_ptrs = BwdPtrs {
+        x: px,
+        dy: pdy,
+        dx: pdx,
+        gamma: pg,
+        mean: pmean2,
+        rstd: prstd2,
+        dgamma: pdg,
+        dbeta: pdb,
+        workspace: pwb,
+        workspace_bytes: wsb as u64,
+    };
+    let bwd = plan_bwd(&desc, &bwd_ptrs, props).map_err(|e| format!("plan_bwd: {e}"))?;
+    sim.run(&bwd).map_err(|e| format!("backward on ptxsim: {e}\n{bwd}"))?;
+    let got = Outputs {
+        y: to_f64(&sim.download::<T>(py, n)),
+        mean: to_f64(&sim.download::<f32>(pmean, m)),
+        rstd: to_f64(&sim.download::<f32>(prstd, m)),
+        dx: to_f64(&sim.download::<T>(pdx, n)),
+        dgamma: pdg.map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
+        dbeta: pdb.map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
+    };
+    check_outputs(case, &data, &got, &format!("{fwd}{bwd}"))?;
     Ok(Ran { fwd, bwd })
 }
 
