@@ -33,9 +33,13 @@ impl Timer {
         let mut ms = Vec::with_capacity(REPEATS);
         for _ in 0..REPEATS {
             self.stream.memset_zeros(&mut self.flush)?;
-            let start = self.stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+            let start = self
+                .stream
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
             f()?;
-            let end = self.stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+            let end = self
+                .stream
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
             ms.push(start.elapsed_ms(&end)? as f64);
         }
         ms.sort_by(|a, b| a.total_cmp(b));
@@ -71,12 +75,27 @@ struct Bufs<T, P> {
     ws: CudaSlice<u8>,
 }
 
-fn setup<T: Element, P: Element>(s: &Arc<CudaStream>, rows: usize, cols: usize) -> Res<(Bufs<T, P>, Vec<T>, Vec<T>, Vec<P>, Vec<P>)> {
+/// Device buffers plus the host x, dy, gamma, beta they were filled from.
+type Setup<T, P> = (Bufs<T, P>, Vec<T>, Vec<T>, Vec<P>, Vec<P>);
+
+fn setup<T: Element, P: Element>(
+    s: &Arc<CudaStream>,
+    rows: usize,
+    cols: usize,
+) -> Res<Setup<T, P>> {
     let desc = LayerNormDesc::from_rows(rows, cols, T::DTYPE, P::DTYPE, Affine::WeightBias, 1e-5)?;
     let n = rows * cols;
-    let (hx, hdy) = (rand_vec::<T>(n, 1, -3.0, 3.0), rand_vec::<T>(n, 2, -1.0, 1.0));
-    let (hg, hb) = (rand_vec::<P>(cols, 3, 0.5, 1.5), rand_vec::<P>(cols, 4, -0.5, 0.5));
-    let ws = forward_workspace_bytes(s, &desc)?.max(backward_workspace_bytes(s, &desc)?).max(16);
+    let (hx, hdy) = (
+        rand_vec::<T>(n, 1, -3.0, 3.0),
+        rand_vec::<T>(n, 2, -1.0, 1.0),
+    );
+    let (hg, hb) = (
+        rand_vec::<P>(cols, 3, 0.5, 1.5),
+        rand_vec::<P>(cols, 4, -0.5, 0.5),
+    );
+    let ws = forward_workspace_bytes(s, &desc)?
+        .max(backward_workspace_bytes(s, &desc)?)
+        .max(16);
     let bufs = Bufs {
         desc,
         x: s.clone_htod(&hx)?,
@@ -96,7 +115,17 @@ fn setup<T: Element, P: Element>(s: &Arc<CudaStream>, rows: usize, cols: usize) 
 
 fn run_fwd<T: Element, P: Element>(s: &Arc<CudaStream>, b: &mut Bufs<T, P>) -> Res<()> {
     let (g, bt) = (b.g.slice(..), b.b.slice(..));
-    forward(s, &b.desc, &b.x.slice(..), Some(&g), Some(&bt), &mut b.y.slice_mut(..), &mut b.mean.slice_mut(..), &mut b.rstd.slice_mut(..), Some(&mut b.ws.slice_mut(..)))?;
+    forward(
+        s,
+        &b.desc,
+        &b.x.slice(..),
+        Some(&g),
+        Some(&bt),
+        &mut b.y.slice_mut(..),
+        &mut b.mean.slice_mut(..),
+        &mut b.rstd.slice_mut(..),
+        Some(&mut b.ws.slice_mut(..)),
+    )?;
     Ok(())
 }
 
@@ -104,7 +133,19 @@ fn run_bwd<T: Element, P: Element>(s: &Arc<CudaStream>, b: &mut Bufs<T, P>) -> R
     let g = b.g.slice(..);
     let mut dg = b.dg.slice_mut(..);
     let mut db = b.db.slice_mut(..);
-    backward(s, &b.desc, &b.x.slice(..), &b.dy.slice(..), &b.mean.slice(..), &b.rstd.slice(..), Some(&g), &mut b.dx.slice_mut(..), Some(&mut dg), Some(&mut db), Some(&mut b.ws.slice_mut(..)))?;
+    backward(
+        s,
+        &b.desc,
+        &b.x.slice(..),
+        &b.dy.slice(..),
+        &b.mean.slice(..),
+        &b.rstd.slice(..),
+        Some(&g),
+        &mut b.dx.slice_mut(..),
+        Some(&mut dg),
+        Some(&mut db),
+        Some(&mut b.ws.slice_mut(..)),
+    )?;
     Ok(())
 }
 
@@ -119,26 +160,63 @@ fn check<T: Element, P: Element>(s: &Arc<CudaStream>, rows: usize, cols: usize) 
     let rstd = s.clone_dtoh(&b.rstd)?;
     let rb = layer_norm_bwd::<T, P>(&hx, &hdy, &mean, &rstd, Some(&hg), true, rows, cols)?;
     let tol = |u: f64, scale: f64| (2.0 * u + 64.0 * 6e-8 * (cols as f64).log2()) * scale;
-    let err = |a: &[f64], r: &[f64]| a.iter().zip(r).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    let err = |a: &[f64], r: &[f64]| {
+        a.iter()
+            .zip(r)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f64::max)
+    };
     let scale = |r: &[f64]| r.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
     let f = |v: Vec<T>| v.iter().map(|e| e.to_f64()).collect::<Vec<_>>();
     let p = |v: Vec<P>| v.iter().map(|e| e.to_f64()).collect::<Vec<_>>();
     let checks = [
-        ("y", f(s.clone_dtoh(&b.y)?), f(r.y), T::DTYPE.unit_roundoff()),
-        ("dx", f(s.clone_dtoh(&b.dx)?), f(rb.dx), T::DTYPE.unit_roundoff()),
-        ("dgamma", p(s.clone_dtoh(&b.dg)?), p(rb.dgamma.unwrap_or_default()), P::DTYPE.unit_roundoff() + rows as f64 * 6e-8),
-        ("dbeta", p(s.clone_dtoh(&b.db)?), p(rb.dbeta.unwrap_or_default()), P::DTYPE.unit_roundoff() + rows as f64 * 6e-8),
+        (
+            "y",
+            f(s.clone_dtoh(&b.y)?),
+            f(r.y),
+            T::DTYPE.unit_roundoff(),
+        ),
+        (
+            "dx",
+            f(s.clone_dtoh(&b.dx)?),
+            f(rb.dx),
+            T::DTYPE.unit_roundoff(),
+        ),
+        (
+            "dgamma",
+            p(s.clone_dtoh(&b.dg)?),
+            p(rb.dgamma.unwrap_or_default()),
+            P::DTYPE.unit_roundoff() + rows as f64 * 6e-8,
+        ),
+        (
+            "dbeta",
+            p(s.clone_dtoh(&b.db)?),
+            p(rb.dbeta.unwrap_or_default()),
+            P::DTYPE.unit_roundoff() + rows as f64 * 6e-8,
+        ),
     ];
     for (what, got, reference, u) in checks {
         let (e, t) = (err(&got, &reference), tol(u, scale(&reference)));
-        if !(e <= t) {
-            return Err(format!("{what} of {rows}x{cols} {}/{}: max error {e:e} > {t:e}", T::DTYPE, P::DTYPE).into());
+        let ok = e <= t; // false for NaN
+        if !ok {
+            return Err(format!(
+                "{what} of {rows}x{cols} {}/{}: max error {e:e} > {t:e}",
+                T::DTYPE,
+                P::DTYPE
+            )
+            .into());
         }
     }
     Ok(())
 }
 
-fn bench<T: Element, P: Element>(s: &Arc<CudaStream>, timer: &mut Timer, rows: usize, cols: usize, copy_gbs: f64) -> Res<()> {
+fn bench<T: Element, P: Element>(
+    s: &Arc<CudaStream>,
+    timer: &mut Timer,
+    rows: usize,
+    cols: usize,
+    copy_gbs: f64,
+) -> Res<()> {
     check::<T, P>(s, 256, cols)?;
     let (mut b, ..) = setup::<T, P>(s, rows, cols)?;
     let elem = T::DTYPE.size() as f64 * (rows * cols) as f64;
@@ -154,7 +232,10 @@ fn bench<T: Element, P: Element>(s: &Arc<CudaStream>, timer: &mut Timer, rows: u
 
 fn main() -> Res<()> {
     if !warpnorm::kernels::BUILT {
-        println!("layer_norm bench skipped: kernels not built ({})", warpnorm::kernels::NOT_BUILT_REASON);
+        println!(
+            "layer_norm bench skipped: kernels not built ({})",
+            warpnorm::kernels::NOT_BUILT_REASON
+        );
         return Ok(());
     }
     let ctx = match warpnorm::runtime::context(0) {
@@ -165,14 +246,21 @@ fn main() -> Res<()> {
         }
     };
     let s = ctx.default_stream();
-    let mut timer = Timer { stream: s.clone(), flush: s.alloc_zeros::<u8>(FLUSH_BYTES)? };
+    let mut timer = Timer {
+        stream: s.clone(),
+        flush: s.alloc_zeros::<u8>(FLUSH_BYTES)?,
+    };
     // Copy roofline: 1 GiB read + 1 GiB written.
     let n = 1usize << 28;
     let src = s.alloc_zeros::<f32>(n)?;
     let mut dst = s.alloc_zeros::<f32>(n)?;
     let t = timer.time(|| Ok(warpnorm::copy::copy(&s, &src, &mut dst)?))?;
     let copy_gbs = 2.0 * (n * 4) as f64 / t / 1e6;
-    println!("copy roofline: {copy_gbs:.1} GB/s ({:.1} us for 2 x {} MiB)", t * 1e3, n * 4 >> 20);
+    println!(
+        "copy roofline: {copy_gbs:.1} GB/s ({:.1} us for 2 x {} MiB)",
+        t * 1e3,
+        (n * 4) >> 20
+    );
     drop((src, dst));
     let rows = 32 * 512;
     for cols in [768usize, 1024, 2048, 4096, 8192] {

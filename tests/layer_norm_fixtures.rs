@@ -7,6 +7,7 @@
 //!   (K_ROUND * u * max|ref|: both are then as close as the dtype allows);
 //! - the kernels on ptxsim (compute_75, compute_80, compute_90; backward from the kernels'
 //!   own saved statistics, as in training) pass the same test.
+//!
 //! Saved statistics are f32 in warpnorm (torch keeps f16 for f16/f16), so their slack uses u32.
 //!
 //! Backward outputs get one more justified slack: both torch and warpnorm compute them from
@@ -41,8 +42,15 @@ fn desc_of(c: &LayerNormCase) -> LayerNormDesc {
         (true, false) => Affine::Weight,
         (true, true) => Affine::WeightBias,
     };
-    LayerNormDesc::new(&c.inputs.x.shape, &c.config.normalized_shape, t, p, affine, c.config.eps as f32)
-        .expect("fixture desc")
+    LayerNormDesc::new(
+        &c.inputs.x.shape,
+        &c.config.normalized_shape,
+        t,
+        p,
+        affine,
+        c.config.eps as f32,
+    )
+    .expect("fixture desc")
 }
 
 fn typed<E: Element>(t: &Tensor) -> Vec<E> {
@@ -63,14 +71,25 @@ fn torch_outputs(r: &fixtures::LayerNormResults) -> Outputs {
 /// One f32 ulp up or down from `v` (finite v).
 fn nudge(v: f32, up: bool) -> f32 {
     if v == 0.0 {
-        return if up { f32::from_bits(1) } else { -f32::from_bits(1) };
+        return if up {
+            f32::from_bits(1)
+        } else {
+            -f32::from_bits(1)
+        };
     }
     let b = v.to_bits();
     f32::from_bits(if (v > 0.0) == up { b + 1 } else { b - 1 })
 }
 
 /// Exact (f64, unrounded) backward from given statistics: (dx, dgamma, dbeta).
-fn bwd64(x: &[f64], dy: &[f64], g: Option<&[f64]>, mean: &[f64], rstd: &[f64], d: usize) -> [Vec<f64>; 3] {
+fn bwd64(
+    x: &[f64],
+    dy: &[f64],
+    g: Option<&[f64]>,
+    mean: &[f64],
+    rstd: &[f64],
+    d: usize,
+) -> [Vec<f64>; 3] {
     let m = mean.len();
     let (mut dx, mut dg, mut db) = (vec![0.0; m * d], vec![0.0; d], vec![0.0; d]);
     for r in 0..m {
@@ -105,10 +124,20 @@ fn stats_sensitivity(c: &LayerNormCase, d: usize) -> [f64; 3] {
     for (which, up) in [(0, true), (0, false), (1, true), (1, false)] {
         let step = |v: &Vec<f64>| -> Vec<f64> {
             v.iter()
-                .map(|&s| if s.is_finite() { nudge(s as f32, up) as f64 } else { s })
+                .map(|&s| {
+                    if s.is_finite() {
+                        nudge(s as f32, up) as f64
+                    } else {
+                        s
+                    }
+                })
                 .collect()
         };
-        let (m2, r2) = if which == 0 { (step(&mean), rstd.clone()) } else { (mean.clone(), step(&rstd)) };
+        let (m2, r2) = if which == 0 {
+            (step(&mean), rstd.clone())
+        } else {
+            (mean.clone(), step(&rstd))
+        };
         let moved = bwd64(&x, &dy, g.as_deref(), &m2, &r2, d);
         for k in 0..3 {
             let e = moved[k]
@@ -123,19 +152,41 @@ fn stats_sensitivity(c: &LayerNormCase, d: usize) -> [f64; 3] {
 }
 
 /// Checks `ours` against the f64 reference, with torch's own error as the bar.
-fn check(name: &str, who: &str, desc: &LayerNormDesc, c: &LayerNormCase, ours: &Outputs) -> Vec<String> {
+fn check(
+    name: &str,
+    who: &str,
+    desc: &LayerNormDesc,
+    c: &LayerNormCase,
+    ours: &Outputs,
+) -> Vec<String> {
     let f64r = torch_outputs(&c.f64);
     let torch = torch_outputs(&c.torch);
     let (u_t, u_p) = (desc.dtype.unit_roundoff(), desc.param_dtype.unit_roundoff());
     let u32_ = DType::F32.unit_roundoff();
     let sens = stats_sensitivity(c, desc.cols);
-    let fields: [(&str, &Vec<f64>, &Vec<f64>, &Vec<f64>, f64, f64); 6] = [
+    // (output, ours, torch's, float64 reference, unit roundoff of the output, stats slack)
+    type Field<'a> = (&'a str, &'a Vec<f64>, &'a Vec<f64>, &'a Vec<f64>, f64, f64);
+    let fields: [Field; 6] = [
         ("y", &ours.y, &torch.y, &f64r.y, u_t, 0.0),
         ("mean", &ours.mean, &torch.mean, &f64r.mean, u32_, 0.0),
         ("rstd", &ours.rstd, &torch.rstd, &f64r.rstd, u32_, 0.0),
         ("dx", &ours.dx, &torch.dx, &f64r.dx, u_t, sens[0]),
-        ("dgamma", &ours.dgamma, &torch.dgamma, &f64r.dgamma, u_p, sens[1]),
-        ("dbeta", &ours.dbeta, &torch.dbeta, &f64r.dbeta, u_p, sens[2]),
+        (
+            "dgamma",
+            &ours.dgamma,
+            &torch.dgamma,
+            &f64r.dgamma,
+            u_p,
+            sens[1],
+        ),
+        (
+            "dbeta",
+            &ours.dbeta,
+            &torch.dbeta,
+            &f64r.dbeta,
+            u_p,
+            sens[2],
+        ),
     ];
     let mut bad = Vec::new();
     for (what, got, tor, reference, u, stats) in fields {
@@ -143,7 +194,8 @@ fn check(name: &str, who: &str, desc: &LayerNormDesc, c: &LayerNormCase, ours: &
         let e_torch = max_err(tor, reference);
         let slack = K_ROUND * u * max_finite(reference);
         let e_torch = e_torch + stats;
-        if !(e_ours <= e_torch.max(slack)) {
+        let ok = e_ours <= e_torch.max(slack); // false for NaN
+        if !ok {
             bad.push(format!(
                 "{name} {who} {what}: error {e_ours:e} > torch's {e_torch:e} and one rounding {slack:e}"
             ));
@@ -163,11 +215,23 @@ fn run<T: Element + Default, P: Element + Default>(
     let b: Option<Vec<P>> = c.inputs.beta.as_ref().map(typed);
     match sim {
         None => cpu_fwd_bwd(desc, &x, g.as_deref(), b.as_deref(), &dy),
-        Some(sim) => sim_fwd_bwd(sim, desc, &x, g.as_deref(), b.as_deref(), &dy, &DeviceProps::SIM),
+        Some(sim) => sim_fwd_bwd(
+            sim,
+            desc,
+            &x,
+            g.as_deref(),
+            b.as_deref(),
+            &dy,
+            &DeviceProps::SIM,
+        ),
     }
 }
 
-fn run_dyn(c: &LayerNormCase, desc: &LayerNormDesc, sim: Option<&mut Sim>) -> Result<Outputs, String> {
+fn run_dyn(
+    c: &LayerNormCase,
+    desc: &LayerNormDesc,
+    sim: Option<&mut Sim>,
+) -> Result<Outputs, String> {
     match (desc.dtype, desc.param_dtype) {
         (DType::F32, DType::F32) => run::<f32, f32>(c, desc, sim),
         (DType::F16, DType::F16) => run::<f16, f16>(c, desc, sim),
@@ -181,7 +245,11 @@ fn run_dyn(c: &LayerNormCase, desc: &LayerNormDesc, sim: Option<&mut Sim>) -> Re
 #[test]
 fn cpu_reference_is_as_close_to_float64_as_torch() {
     let cases = fixtures::layer_norm_cases();
-    assert!(cases.len() >= 40, "expected the LayerNorm fixtures, found {}", cases.len());
+    assert!(
+        cases.len() >= 40,
+        "expected the LayerNorm fixtures, found {}",
+        cases.len()
+    );
     let mut bad = Vec::new();
     for (fx, c) in &cases {
         let desc = desc_of(c);

@@ -72,12 +72,23 @@ fn h200_plans_for_transformer_shapes() {
         let f = plan_fwd(&d, &fwd_ptrs(&d, &h), &h).unwrap();
         let b = plan_bwd(&d, &bwd_ptrs(&d, &h), &h).unwrap();
         println!("H200 bf16/f32 {rows}x{cols}:\n{f}{b}");
-        assert_eq!(f.launches[0].kernel, format!("warpnorm_layer_norm_fwd_bf16_f32_{fwd_tier}_vec"));
-        assert_eq!(b.launches[0].kernel, format!("warpnorm_layer_norm_bwd_bf16_f32_{bwd_tier}_vec"));
-        assert_eq!(b.launches.last().unwrap().kernel, "warpnorm_layer_norm_bwd_f32_finalize");
+        assert_eq!(
+            f.launches[0].kernel,
+            format!("warpnorm_layer_norm_fwd_bf16_f32_{fwd_tier}_vec")
+        );
+        assert_eq!(
+            b.launches[0].kernel,
+            format!("warpnorm_layer_norm_bwd_bf16_f32_{bwd_tier}_vec")
+        );
+        assert_eq!(
+            b.launches.last().unwrap().kernel,
+            "warpnorm_layer_norm_bwd_f32_finalize"
+        );
         // Persistent grids: never more resident threads than the GPU holds.
         for l in &f.launches {
-            assert!(l.blocks() * l.threads_per_block() <= (h.sm_count * h.max_threads_per_sm) as u64);
+            assert!(
+                l.blocks() * l.threads_per_block() <= (h.sm_count * h.max_threads_per_sm) as u64
+            );
         }
     }
     // Exact launch geometry of the most common case, D = 768 bf16 forward: one warp per row,
@@ -98,9 +109,15 @@ fn h200_plans_for_transformer_shapes() {
 fn tier_boundaries_f32() {
     let h = DeviceProps::H200;
     let t = |dir, cols: usize, rows: usize| {
-        geometry(&desc(rows, cols, DType::F32, DType::F32, Affine::WeightBias), dir, true, true, &h)
-            .unwrap()
-            .tier
+        geometry(
+            &desc(rows, cols, DType::F32, DType::F32, Affine::WeightBias),
+            dir,
+            true,
+            true,
+            &h,
+        )
+        .unwrap()
+        .tier
     };
     use Direction::{Backward, Forward};
     assert_eq!(t(Forward, 1, 1000), Tier::Subwarp { group: 1 });
@@ -120,7 +137,11 @@ fn tier_boundaries_f32() {
     assert_eq!(t(Forward, 2048, 4), Tier::Block { threads: 128 });
     // D = 2^20 in f32: split into chunks that each fit one block.
     match t(Forward, 1 << 20, 16) {
-        Tier::Split { chunk, splits, threads } => {
+        Tier::Split {
+            chunk,
+            splits,
+            threads,
+        } => {
             assert!(chunk * splits >= 1 << 20 && chunk <= 16384 && threads <= 512);
         }
         other => panic!("expected split, got {other:?}"),
@@ -134,7 +155,10 @@ fn sim_props_reach_the_split_tier_with_few_rows() {
     let f = plan_fwd(&d, &fwd_ptrs(&d, &s), &s).unwrap();
     assert_eq!(
         names(&f),
-        ["warpnorm_layer_norm_fwd_f16_f32_split_stats_vec", "warpnorm_layer_norm_fwd_f16_f32_split_norm_vec"]
+        [
+            "warpnorm_layer_norm_fwd_f16_f32_split_stats_vec",
+            "warpnorm_layer_norm_fwd_f16_f32_split_norm_vec"
+        ]
     );
     assert_eq!(f.launches[0].grid[1], 2, "4096 columns in 2 chunks of 2048");
 }
@@ -146,12 +170,18 @@ fn alignment_selects_the_variant() {
     let mut p = fwd_ptrs(&d, &h);
     p.x += 4;
     p.y += 4; // both one element off: still vector (congruent mod 16)
-    assert!(plan_fwd(&d, &p, &h).unwrap().launches[0].kernel.ends_with("_vec"));
+    assert!(plan_fwd(&d, &p, &h).unwrap().launches[0]
+        .kernel
+        .ends_with("_vec"));
     p.y -= 4; // x off, y aligned: scalar
-    assert!(plan_fwd(&d, &p, &h).unwrap().launches[0].kernel.ends_with("_scalar"));
+    assert!(plan_fwd(&d, &p, &h).unwrap().launches[0]
+        .kernel
+        .ends_with("_scalar"));
     // Backward needs every row aligned: D = 1001 f32 rows are not.
     let d = desc(64, 1001, DType::F32, DType::F32, Affine::WeightBias);
-    assert!(plan_bwd(&d, &bwd_ptrs(&d, &h), &h).unwrap().launches[0].kernel.ends_with("_scalar"));
+    assert!(plan_bwd(&d, &bwd_ptrs(&d, &h), &h).unwrap().launches[0]
+        .kernel
+        .ends_with("_scalar"));
 }
 
 #[test]
@@ -159,11 +189,21 @@ fn over_two_to_the_31_elements_plans_with_64_bit_sizes() {
     let h = DeviceProps::H200;
     let d = desc(1 << 20, 4096, DType::BF16, DType::BF16, Affine::WeightBias); // 2^32 elements
     let f = plan_fwd(&d, &fwd_ptrs(&d, &h), &h).unwrap();
-    let args = f.launches[0].args.get::<warpnorm::abi::WnLayerNormFwdArgs>().unwrap();
+    let args = f.launches[0]
+        .args
+        .get::<warpnorm::abi::WnLayerNormFwdArgs>()
+        .unwrap();
     assert_eq!(args.rows, 1 << 20);
     assert_eq!(args.cols, 4096);
     let b = plan_bwd(&d, &bwd_ptrs(&d, &h), &h).unwrap();
-    assert_eq!(b.launches[0].args.get::<warpnorm::abi::WnLayerNormBwdArgs>().unwrap().rows, 1 << 20);
+    assert_eq!(
+        b.launches[0]
+            .args
+            .get::<warpnorm::abi::WnLayerNormBwdArgs>()
+            .unwrap()
+            .rows,
+        1 << 20
+    );
 }
 
 #[test]
@@ -171,16 +211,28 @@ fn empty_problems() {
     let h = DeviceProps::H200;
     // M = 0: nothing forward; backward only writes zero dgamma/dbeta.
     let d = desc(0, 8, DType::F32, DType::F32, Affine::WeightBias);
-    assert!(plan_fwd(&d, &fwd_ptrs(&d, &h), &h).unwrap().launches.is_empty());
+    assert!(plan_fwd(&d, &fwd_ptrs(&d, &h), &h)
+        .unwrap()
+        .launches
+        .is_empty());
     let b = plan_bwd(&d, &bwd_ptrs(&d, &h), &h).unwrap();
     assert_eq!(names(&b), ["warpnorm_layer_norm_bwd_f32_finalize"]);
     // M = 0 without affine: nothing at all.
     let d = desc(0, 8, DType::F32, DType::F32, Affine::None);
-    assert!(plan_bwd(&d, &bwd_ptrs(&d, &h), &h).unwrap().launches.is_empty());
+    assert!(plan_bwd(&d, &bwd_ptrs(&d, &h), &h)
+        .unwrap()
+        .launches
+        .is_empty());
     // D = 0: forward still writes mean/rstd; backward has nothing to write.
     let d = desc(2, 0, DType::F32, DType::F32, Affine::WeightBias);
-    assert_eq!(plan_fwd(&d, &fwd_ptrs(&d, &h), &h).unwrap().launches.len(), 1);
-    assert!(plan_bwd(&d, &bwd_ptrs(&d, &h), &h).unwrap().launches.is_empty());
+    assert_eq!(
+        plan_fwd(&d, &fwd_ptrs(&d, &h), &h).unwrap().launches.len(),
+        1
+    );
+    assert!(plan_bwd(&d, &bwd_ptrs(&d, &h), &h)
+        .unwrap()
+        .launches
+        .is_empty());
 }
 
 #[test]
@@ -219,27 +271,72 @@ fn bwd_err(d: &LayerNormDesc, edit: impl FnOnce(&mut BwdPtrs)) -> Error {
 fn bad_inputs_return_the_right_error() {
     let d = desc(4, 5000, DType::F16, DType::F32, Affine::WeightBias);
     let few = desc(1, 8192, DType::F32, DType::F32, Affine::WeightBias); // split: needs workspace
-    assert!(matches!(fwd_err(&d, |p| p.x += 1), Error::Alignment { required: 2, .. }));
+    assert!(matches!(
+        fwd_err(&d, |p| p.x += 1),
+        Error::Alignment { required: 2, .. }
+    ));
     assert!(matches!(fwd_err(&d, |p| p.y += 1), Error::Alignment { .. }));
-    assert!(matches!(fwd_err(&d, |p| p.gamma = Some(G + 2)), Error::Alignment { required: 4, .. }));
-    assert!(matches!(fwd_err(&d, |p| p.mean += 2), Error::Alignment { required: 4, .. }));
-    assert!(matches!(fwd_err(&d, |p| p.x = 0), Error::InvalidArgument { .. }));
-    assert!(matches!(fwd_err(&d, |p| p.gamma = None), Error::InvalidArgument { .. }));
-    assert!(matches!(fwd_err(&d, |p| p.beta = None), Error::InvalidArgument { .. }));
-    assert!(matches!(fwd_err(&d, |p| p.x = u64::MAX - 15), Error::Overflow(_)));
+    assert!(matches!(
+        fwd_err(&d, |p| p.gamma = Some(G + 2)),
+        Error::Alignment { required: 4, .. }
+    ));
+    assert!(matches!(
+        fwd_err(&d, |p| p.mean += 2),
+        Error::Alignment { required: 4, .. }
+    ));
+    assert!(matches!(
+        fwd_err(&d, |p| p.x = 0),
+        Error::InvalidArgument { .. }
+    ));
+    assert!(matches!(
+        fwd_err(&d, |p| p.gamma = None),
+        Error::InvalidArgument { .. }
+    ));
+    assert!(matches!(
+        fwd_err(&d, |p| p.beta = None),
+        Error::InvalidArgument { .. }
+    ));
+    assert!(matches!(
+        fwd_err(&d, |p| p.x = u64::MAX - 15),
+        Error::Overflow(_)
+    ));
     let nb = desc(4, 5000, DType::F16, DType::F32, Affine::Weight);
-    assert!(matches!(fwd_err(&nb, |p| p.beta = Some(B)), Error::InvalidArgument { .. }));
+    assert!(matches!(
+        fwd_err(&nb, |p| p.beta = Some(B)),
+        Error::InvalidArgument { .. }
+    ));
     assert!(matches!(
         fwd_err(&few, |p| p.workspace_bytes -= 1),
         Error::Length { .. }
     ));
-    assert!(matches!(fwd_err(&few, |p| p.workspace += 8), Error::Alignment { required: 16, .. }));
-    assert!(matches!(bwd_err(&d, |p| p.workspace_bytes = 0), Error::Length { .. }));
-    assert!(matches!(bwd_err(&d, |p| p.dy += 1), Error::Alignment { .. }));
-    assert!(matches!(bwd_err(&d, |p| p.dgamma = None), Error::InvalidArgument { .. }));
-    assert!(matches!(bwd_err(&d, |p| p.dbeta = None), Error::InvalidArgument { .. }));
-    assert!(matches!(bwd_err(&d, |p| p.gamma = None), Error::InvalidArgument { .. }));
-    assert!(matches!(bwd_err(&d, |p| p.rstd = 0), Error::InvalidArgument { .. }));
+    assert!(matches!(
+        fwd_err(&few, |p| p.workspace += 8),
+        Error::Alignment { required: 16, .. }
+    ));
+    assert!(matches!(
+        bwd_err(&d, |p| p.workspace_bytes = 0),
+        Error::Length { .. }
+    ));
+    assert!(matches!(
+        bwd_err(&d, |p| p.dy += 1),
+        Error::Alignment { .. }
+    ));
+    assert!(matches!(
+        bwd_err(&d, |p| p.dgamma = None),
+        Error::InvalidArgument { .. }
+    ));
+    assert!(matches!(
+        bwd_err(&d, |p| p.dbeta = None),
+        Error::InvalidArgument { .. }
+    ));
+    assert!(matches!(
+        bwd_err(&d, |p| p.gamma = None),
+        Error::InvalidArgument { .. }
+    ));
+    assert!(matches!(
+        bwd_err(&d, |p| p.rstd = 0),
+        Error::InvalidArgument { .. }
+    ));
     // Descriptions.
     let e = LayerNormDesc::from_rows(4, 8, DType::BF16, DType::F16, Affine::WeightBias, 1e-5);
     assert!(matches!(e, Err(Error::DType { .. })));
@@ -253,7 +350,14 @@ fn bad_inputs_return_the_right_error() {
     assert!(matches!(e, Err(Error::Shape { .. })));
     let e = LayerNormDesc::new(&[4, 8], &[], DType::F32, DType::F32, Affine::None, 1e-5);
     assert!(matches!(e, Err(Error::Shape { .. })));
-    let e = LayerNormDesc::new(&[usize::MAX, 2, 8], &[8], DType::F32, DType::F32, Affine::None, 1e-5);
+    let e = LayerNormDesc::new(
+        &[usize::MAX, 2, 8],
+        &[8],
+        DType::F32,
+        DType::F32,
+        Affine::None,
+        1e-5,
+    );
     assert!(matches!(e, Err(Error::Overflow(_))));
     // A desc edited into an invalid state after construction is caught by the planner.
     let mut bad = d;
@@ -269,7 +373,15 @@ fn bad_inputs_return_the_right_error() {
 
 #[test]
 fn shapes_follow_normalized_shape() {
-    let d = LayerNormDesc::new(&[2, 3, 4, 5], &[4, 5], DType::F32, DType::F32, Affine::None, 1e-5).unwrap();
+    let d = LayerNormDesc::new(
+        &[2, 3, 4, 5],
+        &[4, 5],
+        DType::F32,
+        DType::F32,
+        Affine::None,
+        1e-5,
+    )
+    .unwrap();
     assert_eq!((d.rows, d.cols), (6, 20));
 }
 
@@ -280,7 +392,13 @@ fn every_planned_kernel_is_exported() {
         return;
     }
     let entries: Vec<&str> = warpnorm::kernels::all_entries().collect();
-    for (t, p) in [(DType::F32, DType::F32), (DType::F16, DType::F16), (DType::F16, DType::F32), (DType::BF16, DType::BF16), (DType::BF16, DType::F32)] {
+    for (t, p) in [
+        (DType::F32, DType::F32),
+        (DType::F16, DType::F16),
+        (DType::F16, DType::F32),
+        (DType::BF16, DType::BF16),
+        (DType::BF16, DType::F32),
+    ] {
         for cols in [3usize, 300, 3000, 30000] {
             for off in [0u64, t.size() as u64] {
                 let d = desc(8, cols, t, p, Affine::WeightBias);
@@ -289,7 +407,10 @@ fn every_planned_kernel_is_exported() {
                 fp.x += off;
                 let mut bp = bwd_ptrs(&d, &h);
                 bp.x += off;
-                for plan in [plan_fwd(&d, &fp, &h).unwrap(), plan_bwd(&d, &bp, &h).unwrap()] {
+                for plan in [
+                    plan_fwd(&d, &fp, &h).unwrap(),
+                    plan_bwd(&d, &bp, &h).unwrap(),
+                ] {
                     for k in names(&plan) {
                         assert!(entries.contains(&k), "{k} is not exported");
                     }

@@ -100,11 +100,19 @@ fn sweep(arch: u32, full: bool) {
         }
     }
     eprintln!("compute_{arch}: {} cases in {:?}", cases.len(), t.elapsed());
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
     let missing: Vec<&str> = warpnorm::kernels::all_entries()
         .filter(|k| k.starts_with("warpnorm_layer_norm_") && !ran.contains(*k))
         .collect();
-    assert!(missing.is_empty(), "compute_{arch}: entry points never run: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "compute_{arch}: entry points never run: {missing:?}"
+    );
 }
 
 #[test]

@@ -23,9 +23,22 @@ fn reruns_are_bitwise_identical_in_every_tier() {
         return;
     }
     // (rows, cols): subwarp, warp, block, split (few rows), split (long rows).
-    for (rows, cols) in [(50usize, 24usize), (40, 700), (9, 3000), (2, 9000), (5, 20000)] {
-        let d = LayerNormDesc::from_rows(rows, cols, DType::BF16, DType::F32, Affine::WeightBias, 1e-5)
-            .unwrap();
+    for (rows, cols) in [
+        (50usize, 24usize),
+        (40, 700),
+        (9, 3000),
+        (2, 9000),
+        (5, 20000),
+    ] {
+        let d = LayerNormDesc::from_rows(
+            rows,
+            cols,
+            DType::BF16,
+            DType::F32,
+            Affine::WeightBias,
+            1e-5,
+        )
+        .unwrap();
         let mut rng = Rng::new(7);
         let x: Vec<bf16> = rng.vec(rows * cols, -3.0, 3.0);
         let dy: Vec<bf16> = rng.vec(rows * cols, -1.0, 1.0);
@@ -41,7 +54,10 @@ fn reruns_are_bitwise_identical_in_every_tier() {
         let r = cpu_fwd_bwd(&d, &x, Some(&g), Some(&b), &dy).unwrap();
         let scale = r.dgamma.iter().fold(1.0f64, |m, v| m.max(v.abs()));
         for (a, e) in first.dgamma.iter().zip(&r.dgamma) {
-            assert!((a - e).abs() <= 1e-4 * scale, "{rows}x{cols}: dgamma {a} vs {e}");
+            assert!(
+                (a - e).abs() <= 1e-4 * scale,
+                "{rows}x{cols}: dgamma {a} vs {e}"
+            );
         }
     }
 }
@@ -63,13 +79,22 @@ fn nan_and_inf_rows_poison_only_their_row_in_the_split_tier() {
     let b = vec![0.0f32; cols];
     let mut sim = Sim::new(80);
     let o = sim_fwd_bwd(&mut sim, &d, &x, Some(&g), Some(&b), &dy, &DeviceProps::SIM).unwrap();
-    assert!(o.y[..2 * cols].iter().all(|v| v.is_nan()), "rows 0 and 1 must be all NaN");
-    assert!(o.y[2 * cols..].iter().all(|v| v.is_finite()), "row 2 must be finite");
+    assert!(
+        o.y[..2 * cols].iter().all(|v| v.is_nan()),
+        "rows 0 and 1 must be all NaN"
+    );
+    assert!(
+        o.y[2 * cols..].iter().all(|v| v.is_finite()),
+        "row 2 must be finite"
+    );
     assert!(o.mean[0].is_nan() && o.mean[1].is_nan() && o.mean[2].is_finite());
     assert!(o.dx[..2 * cols].iter().all(|v| v.is_nan()));
     assert!(o.dx[2 * cols..].iter().all(|v| v.is_finite()));
     assert!(o.dgamma.iter().all(|v| v.is_nan()), "dgamma sums every row");
-    assert!(o.dbeta.iter().all(|v| v.is_finite()), "dbeta = sum dy is finite");
+    assert!(
+        o.dbeta.iter().all(|v| v.is_finite()),
+        "dbeta = sum dy is finite"
+    );
 }
 
 #[test]
@@ -104,11 +129,17 @@ fn empty_inputs() {
     let props = DeviceProps::SIM;
     // M = 0: backward writes zero dgamma/dbeta over whatever was there.
     let mut sim = Sim::new(80);
-    let d = LayerNormDesc::from_rows(0, 8, DType::F16, DType::F32, Affine::WeightBias, 1e-5).unwrap();
+    let d =
+        LayerNormDesc::from_rows(0, 8, DType::F16, DType::F32, Affine::WeightBias, 1e-5).unwrap();
     let dg = sim.upload(&[7.0f32; 8], 0);
     let db = sim.upload(&[7.0f32; 8], 0);
     let g = sim.upload(&[1.0f32; 8], 0);
-    let p = BwdPtrs { gamma: Some(g), dgamma: Some(dg), dbeta: Some(db), ..Default::default() };
+    let p = BwdPtrs {
+        gamma: Some(g),
+        dgamma: Some(dg),
+        dbeta: Some(db),
+        ..Default::default()
+    };
     sim.run(&plan_bwd(&d, &p, &props).unwrap()).unwrap();
     assert_eq!(sim.download::<f32>(dg, 8), vec![0.0; 8]);
     assert_eq!(sim.download::<f32>(db, 8), vec![0.0; 8]);
@@ -116,7 +147,11 @@ fn empty_inputs() {
     let d = LayerNormDesc::from_rows(2, 0, DType::F32, DType::F32, Affine::None, 1e-5).unwrap();
     let mean = sim.alloc::<f32>(2, 0);
     let rstd = sim.alloc::<f32>(2, 0);
-    let p = FwdPtrs { mean, rstd, ..Default::default() };
+    let p = FwdPtrs {
+        mean,
+        rstd,
+        ..Default::default()
+    };
     sim.run(&plan_fwd(&d, &p, &props).unwrap()).unwrap();
     assert_eq!(sim.download::<f32>(mean, 2), vec![0.0; 2]);
     assert!(sim.download::<f32>(rstd, 2).iter().all(|v| v.is_nan()));

@@ -26,7 +26,8 @@ fn one_case_per_tier() {
         };
         let mut sim = Sim::new(80);
         let t = std::time::Instant::now();
-        let ran = run_case_dyn(&mut sim, &case, &DeviceProps::SIM).unwrap_or_else(|e| panic!("{e}"));
+        let ran =
+            run_case_dyn(&mut sim, &case, &DeviceProps::SIM).unwrap_or_else(|e| panic!("{e}"));
         eprintln!("{rows}x{cols}: {:?}\n{}{}", t.elapsed(), ran.fwd, ran.bwd);
     }
 }

@@ -90,7 +90,7 @@ typedef struct WnLayerNormBwdArgs {
 } WnLayerNormBwdArgs;
 
 /**
- * dgamma[c] = sum_p dgamma_part[p * cols + c] (likewise dbeta), summed in a fixed order and
+ * dgamma(c) = sum over p of dgamma_part(p * cols + c) (likewise dbeta), summed in a fixed order and
  * rounded once to the parameter dtype. part_rows == 0 writes zeros.
  */
 typedef struct WnLayerNormFinalizeArgs {

@@ -171,7 +171,7 @@ const _: () = {
     ["Offset of field: WnLayerNormBwdArgs::_pad"]
         [::core::mem::offset_of!(WnLayerNormBwdArgs, _pad) - 108usize];
 };
-#[doc = " dgamma[c] = sum_p dgamma_part[p * cols + c] (likewise dbeta), summed in a fixed order and\n rounded once to the parameter dtype. part_rows == 0 writes zeros."]
+#[doc = " dgamma(c) = sum over p of dgamma_part(p * cols + c) (likewise dbeta), summed in a fixed order and\n rounded once to the parameter dtype. part_rows == 0 writes zeros."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnLayerNormFinalizeArgs {

@@ -166,14 +166,14 @@ pub fn layer_norm_bwd<T: Element, P: Element>(
         let (m, rs) = (mean[r] as f64, rstd[r] as f64);
         let xhat = |c: usize| (xs[c].to_f64() - m) * rs;
         let (mut sa, mut sb) = (0.0f64, 0.0f64);
-        for c in 0..cols {
-            let gdy = dys[c].to_f64() * g(c);
+        for (c, d) in dys.iter().enumerate() {
+            let gdy = d.to_f64() * g(c);
             sa += gdy;
             sb += gdy * xhat(c);
         }
         let (c1, c2) = (sa / cols as f64, sb / cols as f64);
-        for c in 0..cols {
-            let d = dys[c].to_f64();
+        for (c, d) in dys.iter().enumerate() {
+            let d = d.to_f64();
             let xh = xhat(c);
             dx.push(T::from_f64((d * g(c) - c1 - xh * c2) * rs));
             dg[c] += d * xh;

@@ -129,9 +129,10 @@ impl LayerNormDesc {
 
     /// rows * cols, checked.
     pub fn elements(&self) -> Result<usize> {
-        let n = self.rows.checked_mul(self.cols).ok_or_else(|| {
-            Error::Overflow(format!("{} rows x {} cols", self.rows, self.cols))
-        })?;
+        let n = self
+            .rows
+            .checked_mul(self.cols)
+            .ok_or_else(|| Error::Overflow(format!("{} rows x {} cols", self.rows, self.cols)))?;
         n.checked_mul(self.dtype.size())
             .ok_or_else(|| Error::Overflow(format!("{n} elements of {} in bytes", self.dtype)))?;
         Ok(n)

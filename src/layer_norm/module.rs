@@ -59,7 +59,14 @@ impl<P: Element> LayerNorm<P> {
         eps: f32,
     ) -> Result<LayerNorm<P>> {
         // Validates normalized_shape and eps (rows = 1 is a placeholder).
-        let d = LayerNormDesc::new(normalized_shape, normalized_shape, P::DTYPE, P::DTYPE, affine, eps)?;
+        let d = LayerNormDesc::new(
+            normalized_shape,
+            normalized_shape,
+            P::DTYPE,
+            P::DTYPE,
+            affine,
+            eps,
+        )?;
         let upload = |v: f64, what: &str| -> Result<CudaSlice<P>> {
             stream
                 .clone_htod(&vec![P::from_f64(v); d.cols])
@@ -135,10 +142,14 @@ impl<P: Element> LayerNorm<P> {
             }
         }
         if let (Some(dst), Some(src)) = (self.gamma.as_mut(), gamma) {
-            self.stream.memcpy_htod(src, dst).map_err(driver("uploading gamma"))?;
+            self.stream
+                .memcpy_htod(src, dst)
+                .map_err(driver("uploading gamma"))?;
         }
         if let (Some(dst), Some(src)) = (self.beta.as_mut(), beta) {
-            self.stream.memcpy_htod(src, dst).map_err(driver("uploading beta"))?;
+            self.stream
+                .memcpy_htod(src, dst)
+                .map_err(driver("uploading beta"))?;
         }
         Ok(())
     }

@@ -21,9 +21,8 @@
 
 use crate::abi::{
     WnLayerNormBwdArgs, WnLayerNormFinalizeArgs, WnLayerNormFwdArgs, WN_LN_BWD_THREAD_ELEMS,
-    WN_LN_BWD_THREAD_ELEMS_SCALAR, WN_LN_BWD_WARP_BLOCK, WN_LN_FINALIZE_COLS,
-    WN_LN_FINALIZE_LANES, WN_LN_FWD_THREAD_ELEMS, WN_LN_FWD_THREAD_ELEMS_SCALAR, WN_LN_MAX_BLOCK,
-    WN_LN_WARP_BLOCK,
+    WN_LN_BWD_THREAD_ELEMS_SCALAR, WN_LN_BWD_WARP_BLOCK, WN_LN_FINALIZE_COLS, WN_LN_FINALIZE_LANES,
+    WN_LN_FWD_THREAD_ELEMS, WN_LN_FWD_THREAD_ELEMS_SCALAR, WN_LN_MAX_BLOCK, WN_LN_WARP_BLOCK,
 };
 use crate::buffers::check_alignment;
 use crate::device::DeviceProps;
@@ -32,7 +31,11 @@ use crate::{DType, Error, Result};
 
 use super::desc::LayerNormDesc;
 
-crate::abi::abi_args!(WnLayerNormFwdArgs, WnLayerNormBwdArgs, WnLayerNormFinalizeArgs);
+crate::abi::abi_args!(
+    WnLayerNormFwdArgs,
+    WnLayerNormBwdArgs,
+    WnLayerNormFinalizeArgs
+);
 
 /// Rows shorter than this are never split across blocks to fill the GPU.
 pub const SPLIT_MIN_COLS: usize = 4096;
@@ -153,7 +156,11 @@ pub fn geometry(
     let per_sm = props.max_threads_per_sm.max(32) as u64;
     let packs = packs_of(cols);
     let fwd = dir == Direction::Forward;
-    let warp_block = if fwd { WN_LN_WARP_BLOCK } else { WN_LN_BWD_WARP_BLOCK } as u64;
+    let warp_block = if fwd {
+        WN_LN_WARP_BLOCK
+    } else {
+        WN_LN_BWD_WARP_BLOCK
+    } as u64;
     // Persistent grids: forward fills the GPU; backward keeps ~1024 threads per SM, which
     // hides latency with 16 elements of x and dy in flight per thread, and bounds the
     // number of dgamma/dbeta partial rows.
@@ -174,7 +181,14 @@ pub fn geometry(
         let group = next_pow2(packs);
         let per_block = warp_block / group;
         let g = rows.div_ceil(per_block).min(cap(warp_block));
-        (Tier::Subwarp { group: group as u32 }, warp_block, g, 1)
+        (
+            Tier::Subwarp {
+                group: group as u32,
+            },
+            warp_block,
+            g,
+            1,
+        )
     } else if packs <= 32 * npack {
         let per_block = warp_block / 32;
         let g = rows.div_ceil(per_block).min(cap(warp_block));
@@ -187,7 +201,9 @@ pub fn geometry(
         // fill the GPU, but chunks of at least SPLIT_MIN_CHUNK elements.
         let max_chunk = (max_block * npack - extra) * v;
         let s_min = cols.div_ceil(max_chunk);
-        let s_fill = (2 * sms).div_ceil(rows.max(1)).min(cols / SPLIT_MIN_CHUNK as u64);
+        let s_fill = (2 * sms)
+            .div_ceil(rows.max(1))
+            .min(cols / SPLIT_MIN_CHUNK as u64);
         let s = s_min.max(s_fill).max(1);
         let chunk = round_up(cols.div_ceil(s), v).min(max_chunk);
         let splits = cols.div_ceil(chunk);
@@ -298,7 +314,10 @@ fn check_ptr(what: &str, ptr: u64, elems: u64, elem_size: u64) -> Result<()> {
         return Ok(());
     }
     if ptr == 0 {
-        return Err(Error::invalid(what, "null device address for a non-empty buffer"));
+        return Err(Error::invalid(
+            what,
+            "null device address for a non-empty buffer",
+        ));
     }
     check_alignment(what, ptr, elem_size)?;
     ptr.checked_add(bytes)
@@ -407,7 +426,11 @@ pub fn plan_fwd(desc: &LayerNormDesc, p: &FwdPtrs, props: &DeviceProps) -> Resul
             args.splits = splits as i64;
             for pass in ["split_stats", "split_norm"] {
                 let name = kernel("fwd", desc, pass, vec);
-                let grid = [grid_dim(geo.grid_x, &name)?, grid_dim(geo.grid_y, &name)?, 1];
+                let grid = [
+                    grid_dim(geo.grid_x, &name)?,
+                    grid_dim(geo.grid_y, &name)?,
+                    1,
+                ];
                 plan.push(Launch::new(name, grid, block, 0, &args));
             }
         }
@@ -447,7 +470,10 @@ pub fn plan_bwd(desc: &LayerNormDesc, p: &BwdPtrs, props: &DeviceProps) -> Resul
         if !desc.affine.has_weight() {
             return Ok(());
         }
-        let name = format!("warpnorm_layer_norm_bwd_{}_finalize", desc.param_dtype.name());
+        let name = format!(
+            "warpnorm_layer_norm_bwd_{}_finalize",
+            desc.param_dtype.name()
+        );
         let args = WnLayerNormFinalizeArgs {
             dgamma_part: dg,
             dbeta_part: db,
@@ -456,7 +482,11 @@ pub fn plan_bwd(desc: &LayerNormDesc, p: &BwdPtrs, props: &DeviceProps) -> Resul
             part_rows: part_rows as i64,
             cols: cols as i64,
         };
-        let grid = [grid_dim(cols.div_ceil(WN_LN_FINALIZE_COLS as u64), &name)?, 1, 1];
+        let grid = [
+            grid_dim(cols.div_ceil(WN_LN_FINALIZE_COLS as u64), &name)?,
+            1,
+            1,
+        ];
         let block = [WN_LN_FINALIZE_COLS, WN_LN_FINALIZE_LANES, 1];
         plan.push(Launch::new(name, grid, block, 0, &args));
         Ok(())
@@ -481,8 +511,16 @@ pub fn plan_bwd(desc: &LayerNormDesc, p: &BwdPtrs, props: &DeviceProps) -> Resul
         next += bytes;
         at
     };
-    let dgamma_part = if desc.affine.has_weight() { take(part) } else { 0 };
-    let dbeta_part = if desc.affine.has_bias() { take(part) } else { 0 };
+    let dgamma_part = if desc.affine.has_weight() {
+        take(part)
+    } else {
+        0
+    };
+    let dbeta_part = if desc.affine.has_bias() {
+        take(part)
+    } else {
+        0
+    };
     let row_sums = match geo.tier {
         Tier::Split { splits, .. } => take(round_up(rows * splits * 8, WORKSPACE_ALIGN)),
         _ => 0,
@@ -524,7 +562,11 @@ pub fn plan_bwd(desc: &LayerNormDesc, p: &BwdPtrs, props: &DeviceProps) -> Resul
             args.splits = splits as i64;
             for pass in ["split_sums", "split_dx"] {
                 let name = kernel("bwd", desc, pass, vec);
-                let grid = [grid_dim(geo.grid_x, &name)?, grid_dim(geo.grid_y, &name)?, 1];
+                let grid = [
+                    grid_dim(geo.grid_x, &name)?,
+                    grid_dim(geo.grid_y, &name)?,
+                    1,
+                ];
                 plan.push(Launch::new(name, grid, block, 0, &args));
             }
         }

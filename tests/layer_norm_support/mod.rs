@@ -119,7 +119,11 @@ pub fn compare(
     tol: impl Fn(usize) -> f64,
 ) -> Result<(), String> {
     if got.len() != reference.len() {
-        return Err(format!("{what}: {} values, expected {}", got.len(), reference.len()));
+        return Err(format!(
+            "{what}: {} values, expected {}",
+            got.len(),
+            reference.len()
+        ));
     }
     let mut worst: Option<(usize, f64, f64)> = None;
     for (i, (&g, &r)) in got.iter().zip(reference).enumerate() {
@@ -131,7 +135,11 @@ pub fn compare(
             (g - r).abs() <= tol(i)
         };
         if !ok {
-            let e = if g.is_finite() { (g - r).abs() } else { f64::INFINITY };
+            let e = if g.is_finite() {
+                (g - r).abs()
+            } else {
+                f64::INFINITY
+            };
             if worst.is_none_or(|(_, we, _)| e > we) {
                 worst = Some((i, e, tol(i)));
             }
@@ -152,7 +160,9 @@ pub fn to_f64<E: Element>(v: &[E]) -> Vec<f64> {
 }
 
 fn max_abs(v: &[f64]) -> f64 {
-    v.iter().filter(|x| x.is_finite()).fold(0.0, |m, x| m.max(x.abs()))
+    v.iter()
+        .filter(|x| x.is_finite())
+        .fold(0.0, |m, x| m.max(x.abs()))
 }
 
 /// The plans a case ran (for tier-coverage checks).
@@ -207,7 +217,6 @@ pub fn check_outputs<T: Element, P: Element>(
 ) -> Result<(), String> {
     let desc = case.desc();
     let (m, d) = (case.rows, case.cols);
-    let n = m * d;
     let (x, dy) = (&data.x, &data.dy);
     let (gamma, beta) = (data.gamma.as_deref(), data.beta.as_deref());
     let r = layer_norm_fwd::<T, P>(x, m, d, gamma, beta, desc.eps).map_err(|e| e.to_string())?;
@@ -232,7 +241,9 @@ pub fn check_outputs<T: Element, P: Element>(
     compare(&ctx("y"), &got.y, &ry, |i| {
         K_ROUND * u_t * ry[i].abs() + tiny_t + K_F32 * U32 * y_scale(i)
     })?;
-    compare(&ctx("mean"), &got.mean, &to_f64(&r.mean), |i| K_F32 * U32 * xrow[i])?;
+    compare(&ctx("mean"), &got.mean, &to_f64(&r.mean), |i| {
+        K_F32 * U32 * xrow[i]
+    })?;
     let rr = to_f64(&r.rstd);
     compare(&ctx("rstd"), &got.rstd, &rr, |i| K_F32 * U32 * rr[i].abs())?;
 
@@ -247,9 +258,9 @@ pub fn check_outputs<T: Element, P: Element>(
     };
     let mut a_row = vec![0.0f64; m];
     let mut b_row = vec![0.0f64; m];
-    for i in 0..n {
+    for (i, dyv) in dyf.iter().enumerate() {
         let row = i / d;
-        let gdy = (dyf[i] * gam(i % d)).abs();
+        let gdy = (dyv * gam(i % d)).abs();
         a_row[row] += gdy / d as f64;
         b_row[row] += gdy * xhat(i).abs() / d as f64;
     }
@@ -266,10 +277,10 @@ pub fn check_outputs<T: Element, P: Element>(
     })?;
     // dgamma = sum dy xhat: scale = sum |dy| (|xhat| + X); dbeta: scale = sum |dy|.
     let (mut sg, mut sb) = (vec![0.0f64; d], vec![0.0f64; d]);
-    for i in 0..n {
+    for (i, dyv) in dyf.iter().enumerate() {
         let (row, c) = (i / d, i % d);
-        sg[c] += dyf[i].abs() * (xhat(i).abs() + big_x[row]);
-        sb[c] += dyf[i].abs();
+        sg[c] += dyv.abs() * (xhat(i).abs() + big_x[row]);
+        sb[c] += dyv.abs();
     }
     let rg = rb.dgamma.as_deref().map_or(Vec::new(), to_f64);
     compare(&ctx("dgamma"), &got.dgamma, &rg, |c| {
@@ -315,11 +326,19 @@ pub fn run_case<T: Element + Default, P: Element + Default>(
         workspace_bytes: wsf as u64,
     };
     let fwd = plan_fwd(&desc, &fwd_ptrs, props).map_err(|e| format!("plan_fwd: {e}"))?;
-    sim.run(&fwd).map_err(|e| format!("forward on ptxsim: {e}\n{fwd}"))?;
+    sim.run(&fwd)
+        .map_err(|e| format!("forward on ptxsim: {e}\n{fwd}"))?;
 
     // Backward from the reference's saved statistics.
-    let r = layer_norm_fwd::<T, P>(&data.x, m, d, data.gamma.as_deref(), data.beta.as_deref(), desc.eps)
-        .map_err(|e| e.to_string())?;
+    let r = layer_norm_fwd::<T, P>(
+        &data.x,
+        m,
+        d,
+        data.gamma.as_deref(),
+        data.beta.as_deref(),
+        desc.eps,
+    )
+    .map_err(|e| e.to_string())?;
     let pdy = sim.upload(&data.dy, oin);
     let pdx = sim.alloc::<T>(n, oout);
     let pmean2 = sim.upload(&r.mean, 0);
@@ -341,7 +360,8 @@ pub fn run_case<T: Element + Default, P: Element + Default>(
         workspace_bytes: wsb as u64,
     };
     let bwd = plan_bwd(&desc, &bwd_ptrs, props).map_err(|e| format!("plan_bwd: {e}"))?;
-    sim.run(&bwd).map_err(|e| format!("backward on ptxsim: {e}\n{bwd}"))?;
+    sim.run(&bwd)
+        .map_err(|e| format!("backward on ptxsim: {e}\n{bwd}"))?;
     let got = Outputs {
         y: to_f64(&sim.download::<T>(py, n)),
         mean: to_f64(&sim.download::<f32>(pmean, m)),
@@ -494,9 +514,17 @@ pub fn max_err(got: &[f64], reference: &[f64]) -> f64 {
     }
     got.iter().zip(reference).fold(0.0f64, |m, (&g, &r)| {
         let e = if r.is_nan() {
-            if g.is_nan() { 0.0 } else { f64::INFINITY }
+            if g.is_nan() {
+                0.0
+            } else {
+                f64::INFINITY
+            }
         } else if r.is_infinite() {
-            if g == r { 0.0 } else { f64::INFINITY }
+            if g == r {
+                0.0
+            } else {
+                f64::INFINITY
+            }
         } else if g.is_finite() {
             (g - r).abs()
         } else {
