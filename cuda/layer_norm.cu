@@ -64,6 +64,34 @@ struct BlockTeam {
 };
 
 /**
+ * One of blockDim.y teams of blockDim.x threads (a multiple of 32) in a block, each team on
+ * its own row: warp sums, then each thread adds its team's warp totals in warp order.
+ * Every team calls it together (two block barriers inside).
+ */
+struct RowTeam {
+    float* scratch;  // >= 64 * blockDim.y floats of shared memory
+    __device__ __forceinline__ void sum2(float& a, float& b) const {
+        const int lane = threadIdx.x & 31;
+        const int warp = threadIdx.x >> 5;
+        const int warps = blockDim.x >> 5;
+        warp_allreduce_sum2(a, b);
+        float* s = scratch + 64 * threadIdx.y;
+        if (lane == 0) {
+            s[warp] = a;
+            s[32 + warp] = b;
+        }
+        __syncthreads();
+        a = 0.0f;
+        b = 0.0f;
+        for (int w = 0; w < warps; ++w) {
+            a += s[w];
+            b += s[32 + w];
+        }
+        __syncthreads();
+    }
+};
+
+/**
  * Statistics of the held segment, team-wide, by the corrected two-pass algorithm with
  * compensated sums (twosum.cuh): mean0 = sum(x) / n; then d = x - mean0 with its exact
  * rounding error, sd = sum of the exact residuals, q = sum(d^2); the mean is mean0 + c with
@@ -374,6 +402,45 @@ __device__ __forceinline__ void store_param_grads(const WnLayerNormBwdArgs& a, i
 }
 
 /**
+ * The block's `owners` teams own the same columns: their dgamma/dbeta accumulators are
+ * summed team by team, in team order, in shared memory (2 * cols floats), then written as
+ * partial row blockIdx.x. Every thread of the block must call it.
+ */
+template <int VEC, int NPACK>
+__device__ __forceinline__ void store_param_grads_reduced(const WnLayerNormBwdArgs& a,
+                                                          const TileGeom& cols, int owner,
+                                                          int owners,
+                                                          const ParamGrads<VEC, NPACK>& acc,
+                                                          float* smem) {
+    if (a.dgamma_part == 0 && a.dbeta_part == 0) return;
+    for (int o = 0; o < owners; ++o) {
+        if (owner == o) {
+#pragma unroll
+            for (int k = 0; k < NPACK; ++k) {
+                const int64_t lo = cols.lo<VEC>(k);
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) {
+                    if (in_seg(lo + i, a.cols)) {
+                        float* sg = smem + lo + i;
+                        float* sbt = smem + a.cols + lo + i;
+                        *sg = o == 0 ? acc.dg[k][i] : *sg + acc.dg[k][i];
+                        *sbt = o == 0 ? acc.db[k][i] : *sbt + acc.db[k][i];
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+    float* dgp = reinterpret_cast<float*>(a.dgamma_part);
+    float* dbp = reinterpret_cast<float*>(a.dbeta_part);
+    const int nthreads = blockDim.x * blockDim.y;
+    for (int64_t c = threadIdx.y * blockDim.x + threadIdx.x; c < a.cols; c += nthreads) {
+        if (dgp != nullptr) dgp[blockIdx.x * a.cols + c] = smem[c];
+        if (dbp != nullptr) dbp[blockIdx.x * a.cols + c] = smem[a.cols + c];
+    }
+}
+
+/**
  * subwarp / warp tiers. The groups of a block own the same columns; their accumulators are
  * summed group by group, in group order, in shared memory (2 * cols floats), then written as
  * partial row blockIdx.x.
@@ -395,47 +462,34 @@ __device__ __forceinline__ void bwd_warp(const WnLayerNormBwdArgs& a) {
         const int64_t row = base + lane / g;
         bwd_row<T, P, VEC, NPACK>(a, row, row < a.rows, team, t, g, acc);
     }
-    if (a.dgamma_part == 0 && a.dbeta_part == 0) return;
     const TileGeom cols{a.cols, 0, t, g};
-    const int group = threadIdx.x / g;
-    for (int owner = 0; owner < per_block; ++owner) {
-        if (group == owner) {
-#pragma unroll
-            for (int k = 0; k < NPACK; ++k) {
-                const int64_t lo = cols.lo<VEC>(k);
-#pragma unroll
-                for (int i = 0; i < VEC; ++i) {
-                    if (in_seg(lo + i, a.cols)) {
-                        float* sg = smem + lo + i;
-                        float* sbt = smem + a.cols + lo + i;
-                        *sg = owner == 0 ? acc.dg[k][i] : *sg + acc.dg[k][i];
-                        *sbt = owner == 0 ? acc.db[k][i] : *sbt + acc.db[k][i];
-                    }
-                }
-            }
-        }
-        __syncthreads();
-    }
-    float* dgp = reinterpret_cast<float*>(a.dgamma_part);
-    float* dbp = reinterpret_cast<float*>(a.dbeta_part);
-    for (int64_t c = threadIdx.x; c < a.cols; c += blockDim.x) {
-        if (dgp != nullptr) dgp[blockIdx.x * a.cols + c] = smem[c];
-        if (dbp != nullptr) dbp[blockIdx.x * a.cols + c] = smem[a.cols + c];
-    }
+    store_param_grads_reduced<VEC, NPACK>(a, cols, threadIdx.x / g, per_block, acc, smem);
 }
 
-/** block tier: one row per block; each column belongs to one thread. */
+/**
+ * block tier: blockDim.y rows at a time per block, one per team of blockDim.x threads, so
+ * that a 512-thread block covers several short rows and the grid (the number of dgamma
+ * partial rows) stays small. With one team, each column belongs to one thread and the
+ * accumulators are written directly; otherwise the teams are summed in shared memory.
+ */
 template <typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
-    __shared__ float scratch[64];
-    const BlockTeam team{scratch};
+    __shared__ float scratch[64 * (WN_LN_MAX_BLOCK / 128)];
+    extern __shared__ float smem[];
+    const RowTeam team{scratch};
+    const int64_t teams = blockDim.y;
     ParamGrads<VEC, NPACK> acc;
     acc.zero();
-    for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-        bwd_row<T, P, VEC, NPACK>(a, row, true, team, threadIdx.x, blockDim.x, acc);
+    for (int64_t base = blockIdx.x * teams; base < a.rows; base += gridDim.x * teams) {
+        const int64_t row = base + threadIdx.y;
+        bwd_row<T, P, VEC, NPACK>(a, row, row < a.rows, team, threadIdx.x, blockDim.x, acc);
     }
     const TileGeom g{a.cols, 0, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
-    store_param_grads<VEC, NPACK>(a, blockIdx.x, 0, g, acc);
+    if (teams == 1) {
+        store_param_grads<VEC, NPACK>(a, blockIdx.x, 0, g, acc);
+    } else {
+        store_param_grads_reduced<VEC, NPACK>(a, g, threadIdx.y, blockDim.y, acc, smem);
+    }
 }
 
 /** split tier, pass 1: per-chunk sums of g*dy and g*dy*xhat. */

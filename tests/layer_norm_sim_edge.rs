@@ -22,10 +22,12 @@ fn reruns_are_bitwise_identical_in_every_tier() {
     if skip_without_kernels("reruns_are_bitwise_identical_in_every_tier") {
         return;
     }
-    // (rows, cols): subwarp, warp, block, split (few rows), split (long rows).
+    // (rows, cols): subwarp, warp, block (one row per block), block (4 rows per block in
+    // backward), block, split (few rows), split (long rows).
     for (rows, cols) in [
         (50usize, 24usize),
         (40, 700),
+        (64, 1024),
         (9, 3000),
         (2, 9000),
         (5, 20000),

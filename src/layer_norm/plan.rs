@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | `subwarp` | packs <= 32 | 1..32 lanes per row, one pack per lane, 128 (fwd) / 512 (bwd) threads |
 //! | `warp` | packs <= 32 * elems / VEC | a warp per row, up to `elems` elements per lane |
-//! | `block` | packs <= 512 * elems / VEC | one row per block of 128..512 threads, in registers |
+//! | `block` | packs <= 512 * elems / VEC | a row per team of 128..512 threads, in registers (backward: 512 / team rows per block) |
 //! | `split` | longer rows, or fewer rows than SMs with D >= 4096 | chunks of a row on grid.y |
 //!
 //! `elems` (elements per thread) is 32 forward and 16 backward (16 / 8 for the scalar
@@ -98,8 +98,10 @@ pub struct Geometry {
     pub tier: Tier,
     /// True for 16-byte vector kernels, false for the scalar variant.
     pub vec: bool,
-    /// Threads per block.
+    /// Threads per block in x (per row team).
     pub threads: u32,
+    /// Rows processed at once per block (block.y; backward `block` tier only, else 1).
+    pub rows_per_block: u32,
     /// Blocks in grid.x (rows are grid-strided over them); the backward partial rows.
     pub grid_x: u64,
     /// Blocks in grid.y (chunks per row in the split tier, else 1).
@@ -176,6 +178,7 @@ pub fn geometry(
         next_pow2(t).clamp(128, max_block)
     };
     let few_rows = rows < sms && cols as usize >= SPLIT_MIN_COLS;
+    let mut rows_per_block = 1u64;
     let fits_block = packs <= max_block * npack;
     let (tier, threads, grid_x, grid_y) = if packs <= 32 {
         let group = next_pow2(packs);
@@ -195,7 +198,12 @@ pub fn geometry(
         (Tier::Warp, warp_block, g, 1)
     } else if fits_block && !few_rows {
         let t = block_threads(packs);
-        (Tier::Block { threads: t as u32 }, t, rows.min(cap(t)), 1)
+        // Backward: several rows per 512-thread block when rows are short, so that the
+        // grid - the number of dgamma/dbeta partial rows - stays at ~2 blocks per SM.
+        let r = if fwd { 1 } else { max_block / t };
+        let g = rows.div_ceil(r).min(cap(t * r));
+        rows_per_block = r;
+        (Tier::Block { threads: t as u32 }, t, g, 1)
     } else {
         // Split: enough chunks that each fits a block, and (for few rows) enough blocks to
         // fill the GPU, but chunks of at least SPLIT_MIN_CHUNK elements.
@@ -240,6 +248,7 @@ pub fn geometry(
         tier,
         vec,
         threads: threads as u32,
+        rows_per_block: rows_per_block as u32,
         grid_x,
         grid_y,
         workspace_bytes: ws,
@@ -555,7 +564,15 @@ pub fn plan_bwd(desc: &LayerNormDesc, p: &BwdPtrs, props: &DeviceProps) -> Resul
         Tier::Block { .. } => {
             let name = kernel("bwd", desc, "block", vec);
             let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
-            plan.push(Launch::new(name, grid, block, 0, &args));
+            // Several row teams sum their dgamma/dbeta in shared memory (2 * cols floats).
+            let smem = if geo.rows_per_block > 1 && desc.affine.has_weight() {
+                u32::try_from(2 * desc.cols * 4)
+                    .map_err(|_| Error::Overflow("backward shared memory".into()))?
+            } else {
+                0
+            };
+            let block = [geo.threads, geo.rows_per_block, 1];
+            plan.push(Launch::new(name, grid, block, smem, &args));
         }
         Tier::Split { chunk, splits, .. } => {
             args.chunk = chunk as i64;
