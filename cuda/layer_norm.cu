@@ -3,24 +3,33 @@
  *
  * y = (x - mean) * rstd * gamma + beta, biased variance, rstd = 1 / sqrt(var + eps); x, y, dy,
  * dx in T (f32, f16, bf16), gamma/beta in P (T or f32), saved mean/rstd in f32. Everything that
- * accumulates is f32; the statistics are two-pass from the row held in registers (mean, then
- * sum (x - mean)^2), never E[x^2] - E[x]^2; Chan's merge only combines chunk statistics in the
- * split tier. Outputs are rounded once. No float atomics: reruns are bitwise identical.
+ * accumulates is f32. Statistics come from the row held in registers: a compensated sum for
+ * the mean, then the corrected two-pass residuals (sum of x - mean0 with their exact rounding
+ * errors, and sum (x - mean0)^2) - never E[x^2] - E[x]^2; Chan's merge only combines chunk
+ * statistics in the split tier. Outputs are rounded once. No float atomics anywhere: reruns
+ * are bitwise identical.
  *
  * Tiers (chosen by the Rust planner, src/layer_norm/plan.rs; sizes in cuda/abi/layer_norm.h):
  * - subwarp: groups of `group` lanes (1..32) per row, one 16-byte pack per lane. Tiny D.
- * - warp:    a full warp per row, up to 32 (fwd) / 16 (bwd) elements per lane, D <= ~1K / 512.
- * - block:   one row per block (<= 512 threads) held in registers, D <= ~16K (fwd) / 8K (bwd).
- * - split:   a row split into chunks across grid.y (huge D, or too few rows to fill the GPU):
- *            fwd split_stats writes per-chunk (mean, m2), split_norm merges them in a fixed
- *            order and normalizes; bwd split_sums / split_dx likewise for the two row sums.
+ * - warp:    a full warp per row, up to 32 (fwd) / 16 (bwd) elements per lane: f32 D <= 1024
+ *            (fwd) / 512 (bwd); 16-bit types the same element counts.
+ * - block:   a row per team of 128..512 threads, in registers, D <= 16K (fwd) / 8K (bwd)
+ *            elements; backward packs 512 / team rows per 512-thread block (blockDim.y teams)
+ *            so that the grid, hence the number of dgamma partial rows, stays ~2 blocks/SM.
+ * - split:   a row split into chunks across grid.y (longer rows, or fewer rows than SMs with
+ *            D >= 4096): fwd split_stats writes per-chunk (mean, m2), split_norm merges them
+ *            in chunk order and normalizes; bwd split_sums / split_dx likewise for the two row
+ *            sums of the dx formula.
  * Every tier has a `vec` variant (16-byte accesses aligned to the absolute address, predicated
- * head/tail, see common/rowtile.cuh) and a `scalar` one for misaligned pointers. Grids are
- * persistent (grid-stride over rows); offsets are 64-bit.
+ * head/tail, see common/rowtile.cuh; backward requires 16-byte aligned rows) and a `scalar`
+ * one (misaligned pointers; fewer elements per thread). Grids are persistent (grid-stride over
+ * rows); offsets are 64-bit.
  * Backward writes dx directly and per-block f32 partial rows of dgamma/dbeta (columns owned
- * by fixed threads); `finalize` sums the partial rows in a fixed order and rounds to P.
- * Bytes moved (fwd): read x + write y; (bwd) read x, dy + write dx; split tiers read x (and dy)
- * twice. Benchmark: `cargo bench --bench layer_norm`.
+ * by fixed threads, teams summed in shared memory in team order); `finalize` sums the partial
+ * rows in a fixed order and rounds to P.
+ * Bytes moved (fwd): read x + write y; (bwd) read x, dy + write dx (+ 2 * 4 * D per partial row,
+ * written and read once); split tiers read x (and dy) twice. gamma/beta are re-read per row
+ * from L1/L2. Benchmark: `cargo bench --bench layer_norm`.
  */
 #include "abi.h"
 #include "common/reduce.cuh"
