@@ -603,7 +603,7 @@ constexpr int kPacks = ELEMS / VEC;
 // ------------------------------------------------------------------------------------------
 
 #define WN_LN_ENTRY(DIR, TN, PN, TIER, VNAME, BOUND, BODY, T, P, VEC, NPACK)                 \
-    extern "C" __global__ void __launch_bounds__(BOUND)                                        \
+    extern "C" __global__ void __launch_bounds__(BOUND, 1)                                     \
         warpnorm_layer_norm_##DIR##_##TN##_##PN##_##TIER##_##VNAME(                           \
             const WnLayerNorm##DIR##Args_ a) {                                                 \
         warpnorm::ln::BODY<T, P, VEC, NPACK>(a);                                               \
@@ -632,9 +632,17 @@ using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
     WN_LN_ENTRY(bwd, TN, PN, split_dx, VNAME, WN_LN_MAX_BLOCK, bwd_split_dx, T, P, VEC,       \
                 (warpnorm::ln::kPacks<VEC, BE>))
 
+// Backward elements per thread of the vector variants; fewer on compute capability >= 12.0
+// (the planner uses the same rule, src/layer_norm/plan.rs).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#define WN_LN_BWD_ELEMS_VEC WN_LN_BWD_THREAD_ELEMS_CC12
+#else
+#define WN_LN_BWD_ELEMS_VEC WN_LN_BWD_THREAD_ELEMS
+#endif
+
 #define WN_LN_DTYPE_PAIR(TN, PN, T, P)                                                         \
     WN_LN_VARIANTS(TN, PN, T, P, vec, warpnorm::kVec<T>, WN_LN_FWD_THREAD_ELEMS,               \
-                   WN_LN_BWD_THREAD_ELEMS)                                                     \
+                   WN_LN_BWD_ELEMS_VEC)                                                     \
     WN_LN_VARIANTS(TN, PN, T, P, scalar, 1, WN_LN_FWD_THREAD_ELEMS_SCALAR,                     \
                    WN_LN_BWD_THREAD_ELEMS_SCALAR)
 

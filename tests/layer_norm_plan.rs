@@ -421,3 +421,20 @@ fn every_planned_kernel_is_exported() {
         }
     }
 }
+
+#[test]
+fn compute_capability_12_uses_the_smaller_backward_tiles() {
+    // cuda/layer_norm.cu instantiates the backward vector kernels with 8 elements per thread
+    // for sm_120+ (16 elsewhere); the planner must size rows to match.
+    let cc12 = DeviceProps {
+        compute_capability: (12, 0),
+        ..DeviceProps::H200
+    };
+    let d = desc(1000, 8192, DType::F32, DType::F32, Affine::WeightBias);
+    let on = |p: &DeviceProps| geometry(&d, Direction::Backward, true, true, p).unwrap().tier;
+    assert_eq!(on(&DeviceProps::H200), Tier::Block { threads: 512 });
+    assert!(matches!(on(&cc12), Tier::Split { .. }));
+    let d = desc(1000, 4096, DType::F32, DType::F32, Affine::WeightBias);
+    let g = geometry(&d, Direction::Backward, true, true, &cc12).unwrap();
+    assert_eq!(g.tier, Tier::Block { threads: 512 });
+}

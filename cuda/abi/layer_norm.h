@@ -13,8 +13,13 @@
 /** Row elements each thread holds (of x and of dy) in the backward warp/block/split tiers. */
 #define WN_LN_BWD_THREAD_ELEMS 16
 /** The same for the scalar (misaligned) variants, whose per-element addresses cost registers. */
-#define WN_LN_FWD_THREAD_ELEMS_SCALAR 16
+#define WN_LN_FWD_THREAD_ELEMS_SCALAR 8
 #define WN_LN_BWD_THREAD_ELEMS_SCALAR 8
+/**
+ * Backward vector variants on compute capability 12.x and newer: ptxas for sm_120 needs a few
+ * more registers for the same code, so these hold fewer elements (no spills on any arch).
+ */
+#define WN_LN_BWD_THREAD_ELEMS_CC12 8
 /** The finalize kernel's block: columns per block (x) and partial-row lanes (y). */
 #define WN_LN_FINALIZE_COLS 32
 #define WN_LN_FINALIZE_LANES 8

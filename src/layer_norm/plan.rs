@@ -11,8 +11,8 @@
 //! | `block` | packs <= 512 * elems / VEC | a row per team of 128..512 threads, in registers (backward: 512 / team rows per block) |
 //! | `split` | longer rows, or fewer rows than SMs with D >= 4096 | chunks of a row on grid.y |
 //!
-//! `elems` (elements per thread) is 32 forward and 16 backward (16 / 8 for the scalar
-//! variant), so in f32 the warp tier covers D <= 1024 (fwd) / 512 (bwd) and the block tier
+//! `elems` (elements per thread) is 32 forward and 16 backward (8 for the scalar variants,
+//! and 8 backward on compute capability >= 12.0, where ptxas needs more registers), so in f32 the warp tier covers D <= 1024 (fwd) / 512 (bwd) and the block tier
 //! D <= 16384 / 8192. Forward vector variants need only x and y congruent mod 16 bytes
 //! (per-row heads are predicated); backward vector variants need every row of x, dy, dx
 //! 16-byte aligned (so that each thread's dgamma columns are fixed), else the scalar variant.
@@ -21,7 +21,7 @@
 
 use crate::abi::{
     WnLayerNormBwdArgs, WnLayerNormFinalizeArgs, WnLayerNormFwdArgs, WN_LN_BWD_THREAD_ELEMS,
-    WN_LN_BWD_THREAD_ELEMS_SCALAR, WN_LN_BWD_WARP_BLOCK, WN_LN_FINALIZE_COLS, WN_LN_FINALIZE_LANES,
+    WN_LN_BWD_THREAD_ELEMS_CC12, WN_LN_BWD_THREAD_ELEMS_SCALAR, WN_LN_BWD_WARP_BLOCK, WN_LN_FINALIZE_COLS, WN_LN_FINALIZE_LANES,
     WN_LN_FWD_THREAD_ELEMS, WN_LN_FWD_THREAD_ELEMS_SCALAR, WN_LN_MAX_BLOCK, WN_LN_WARP_BLOCK,
 };
 use crate::buffers::check_alignment;
@@ -127,10 +127,15 @@ fn vec_width(dtype: DType, vec: bool) -> u64 {
     }
 }
 
-fn thread_elems(dir: Direction, vec: bool) -> u64 {
+/// Elements per thread of a kernel variant, as cuda/layer_norm.cu instantiates it for the
+/// device's architecture.
+fn thread_elems(dir: Direction, vec: bool, props: &DeviceProps) -> u64 {
     (match (dir, vec) {
         (Direction::Forward, true) => WN_LN_FWD_THREAD_ELEMS,
         (Direction::Forward, false) => WN_LN_FWD_THREAD_ELEMS_SCALAR,
+        (Direction::Backward, true) if props.compute_capability.0 >= 12 => {
+            WN_LN_BWD_THREAD_ELEMS_CC12
+        }
         (Direction::Backward, true) => WN_LN_BWD_THREAD_ELEMS,
         (Direction::Backward, false) => WN_LN_BWD_THREAD_ELEMS_SCALAR,
     }) as u64
@@ -152,7 +157,7 @@ pub fn geometry(
     let v = vec_width(desc.dtype, vec);
     let extra = u64::from(vec && !rows_aligned);
     let packs_of = |n: u64| n.div_ceil(v) + if n > 0 { extra } else { 0 };
-    let npack = thread_elems(dir, vec) / v;
+    let npack = thread_elems(dir, vec, props) / v;
     let max_block = WN_LN_MAX_BLOCK as u64;
     let sms = props.sm_count.max(1) as u64;
     let per_sm = props.max_threads_per_sm.max(32) as u64;
