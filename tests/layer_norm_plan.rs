@@ -431,7 +431,11 @@ fn compute_capability_12_uses_the_smaller_backward_tiles() {
         ..DeviceProps::H200
     };
     let d = desc(1000, 8192, DType::F32, DType::F32, Affine::WeightBias);
-    let on = |p: &DeviceProps| geometry(&d, Direction::Backward, true, true, p).unwrap().tier;
+    let on = |p: &DeviceProps| {
+        geometry(&d, Direction::Backward, true, true, p)
+            .unwrap()
+            .tier
+    };
     assert_eq!(on(&DeviceProps::H200), Tier::Block { threads: 512 });
     assert!(matches!(on(&cc12), Tier::Split { .. }));
     let d = desc(1000, 4096, DType::F32, DType::F32, Affine::WeightBias);
