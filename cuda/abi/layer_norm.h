@@ -2,4 +2,115 @@
 #ifndef WARPNORM_ABI_LAYER_NORM_H
 #define WARPNORM_ABI_LAYER_NORM_H
 
+/** Threads per block of the warp tiers (rows handled by groups of `group` lanes). */
+#define WN_LN_WARP_BLOCK 128
+/** Threads per block of the backward warp tiers (larger blocks: fewer dgamma partial rows). */
+#define WN_LN_BWD_WARP_BLOCK 512
+/** Largest block of the one-row-per-block and split tiers. */
+#define WN_LN_MAX_BLOCK 512
+/** Row elements each thread holds in registers in the forward warp/block/split tiers. */
+#define WN_LN_FWD_THREAD_ELEMS 32
+/** Row elements each thread holds (of x and of dy) in the backward warp/block/split tiers. */
+#define WN_LN_BWD_THREAD_ELEMS 16
+/** The same for the scalar (misaligned) variants, whose per-element addresses cost registers. */
+#define WN_LN_FWD_THREAD_ELEMS_SCALAR 8
+#define WN_LN_BWD_THREAD_ELEMS_SCALAR 8
+/**
+ * Backward vector variants on compute capability 12.x and newer: ptxas for sm_120 needs a few
+ * more registers for the same code, so these hold fewer elements (no spills on any arch).
+ */
+#define WN_LN_BWD_THREAD_ELEMS_CC12 8
+/** The finalize kernel's block: columns per block (x) and partial-row lanes (y). */
+#define WN_LN_FINALIZE_COLS 32
+#define WN_LN_FINALIZE_LANES 8
+
+/**
+ * LayerNorm forward over `rows` rows of `cols` contiguous elements (row stride = cols).
+ * Every forward tier takes this struct; fields a tier does not use are 0.
+ */
+typedef struct WnLayerNormFwdArgs {
+    /** Input, activation dtype, rows * cols elements. */
+    wn_devptr x;
+    /** Output, activation dtype, rows * cols elements. */
+    wn_devptr y;
+    /** Scale (parameter dtype, cols elements), or 0 without elementwise affine. */
+    wn_devptr gamma;
+    /** Shift (parameter dtype, cols elements), or 0 without bias. */
+    wn_devptr beta;
+    /** Saved mean, f32, rows elements. */
+    wn_devptr mean;
+    /** Saved 1 / sqrt(var + eps), f32, rows elements. */
+    wn_devptr rstd;
+    /** Split tier: f32 workspace of rows * splits (mean, m2) pairs; 0 otherwise. */
+    wn_devptr partials;
+    /** Number of rows (M). */
+    int64_t rows;
+    /** Elements per row (D). */
+    int64_t cols;
+    /** Split tier: columns per chunk (a multiple of the vector width); cols otherwise. */
+    int64_t chunk;
+    /** Split tier: chunks per row (grid.y); 1 otherwise. */
+    int64_t splits;
+    /** Added to the variance inside the square root. */
+    float eps;
+    /** Warp tiers: lanes per row (a power of two <= 32); 0 otherwise. */
+    uint32_t group;
+} WnLayerNormFwdArgs;
+
+/**
+ * LayerNorm backward: dx from x, dy and the saved statistics; per-block f32 partial sums of
+ * dgamma / dbeta (reduced by the finalize kernel). Fields a tier does not use are 0.
+ */
+typedef struct WnLayerNormBwdArgs {
+    /** Forward input, activation dtype, rows * cols. */
+    wn_devptr x;
+    /** Gradient of the output, activation dtype, rows * cols. */
+    wn_devptr dy;
+    /** Gradient of the input (written), activation dtype, rows * cols. */
+    wn_devptr dx;
+    /** Scale (parameter dtype, cols), or 0 without elementwise affine. */
+    wn_devptr gamma;
+    /** Saved mean, f32, rows. */
+    wn_devptr mean;
+    /** Saved rstd, f32, rows. */
+    wn_devptr rstd;
+    /** f32 partial dgamma rows, part_rows * cols (row = blockIdx.x), or 0 without affine. */
+    wn_devptr dgamma_part;
+    /** f32 partial dbeta rows, part_rows * cols, or 0 without bias. */
+    wn_devptr dbeta_part;
+    /** Split tier: f32 workspace of rows * splits (sum g*dy, sum g*dy*xhat) pairs; else 0. */
+    wn_devptr row_sums;
+    /** Number of rows (M). */
+    int64_t rows;
+    /** Elements per row (D). */
+    int64_t cols;
+    /** Split tier: columns per chunk (a multiple of the vector width); cols otherwise. */
+    int64_t chunk;
+    /** Split tier: chunks per row (grid.y); 1 otherwise. */
+    int64_t splits;
+    /** Warp tiers: lanes per row (a power of two <= 32); 0 otherwise. */
+    uint32_t group;
+    /** Explicit padding. */
+    uint32_t _pad;
+} WnLayerNormBwdArgs;
+
+/**
+ * dgamma(c) = sum over p of dgamma_part(p * cols + c) (likewise dbeta), summed in a fixed order and
+ * rounded once to the parameter dtype. part_rows == 0 writes zeros.
+ */
+typedef struct WnLayerNormFinalizeArgs {
+    /** f32 partial rows, part_rows * cols, or 0 (then dgamma is not written). */
+    wn_devptr dgamma_part;
+    /** f32 partial rows, part_rows * cols, or 0 (then dbeta is not written). */
+    wn_devptr dbeta_part;
+    /** Output, parameter dtype, cols elements. */
+    wn_devptr dgamma;
+    /** Output, parameter dtype, cols elements. */
+    wn_devptr dbeta;
+    /** Number of partial rows. */
+    int64_t part_rows;
+    /** Elements per row (D). */
+    int64_t cols;
+} WnLayerNormFinalizeArgs;
+
 #endif

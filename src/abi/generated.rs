@@ -6,6 +6,16 @@
 
 pub const WN_VECTOR_BYTES: u32 = 16;
 pub const WN_WARP_SIZE: u32 = 32;
+pub const WN_LN_WARP_BLOCK: u32 = 128;
+pub const WN_LN_BWD_WARP_BLOCK: u32 = 512;
+pub const WN_LN_MAX_BLOCK: u32 = 512;
+pub const WN_LN_FWD_THREAD_ELEMS: u32 = 32;
+pub const WN_LN_BWD_THREAD_ELEMS: u32 = 16;
+pub const WN_LN_FWD_THREAD_ELEMS_SCALAR: u32 = 8;
+pub const WN_LN_BWD_THREAD_ELEMS_SCALAR: u32 = 8;
+pub const WN_LN_BWD_THREAD_ELEMS_CC12: u32 = 8;
+pub const WN_LN_FINALIZE_COLS: u32 = 32;
+pub const WN_LN_FINALIZE_LANES: u32 = 8;
 pub const WN_BN_BATCH_STATS: u32 = 1;
 pub const WN_BN_CUMULATIVE: u32 = 2;
 pub const WN_BN_FROZEN: u32 = 4;
@@ -32,6 +42,174 @@ const _: () = {
     ["Offset of field: WnCopyArgs::dst"][::core::mem::offset_of!(WnCopyArgs, dst) - 8usize];
     ["Offset of field: WnCopyArgs::n_bytes"]
         [::core::mem::offset_of!(WnCopyArgs, n_bytes) - 16usize];
+};
+#[doc = " LayerNorm forward over `rows` rows of `cols` contiguous elements (row stride = cols).\n Every forward tier takes this struct; fields a tier does not use are 0."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnLayerNormFwdArgs {
+    #[doc = " Input, activation dtype, rows * cols elements."]
+    pub x: wn_devptr,
+    #[doc = " Output, activation dtype, rows * cols elements."]
+    pub y: wn_devptr,
+    #[doc = " Scale (parameter dtype, cols elements), or 0 without elementwise affine."]
+    pub gamma: wn_devptr,
+    #[doc = " Shift (parameter dtype, cols elements), or 0 without bias."]
+    pub beta: wn_devptr,
+    #[doc = " Saved mean, f32, rows elements."]
+    pub mean: wn_devptr,
+    #[doc = " Saved 1 / sqrt(var + eps), f32, rows elements."]
+    pub rstd: wn_devptr,
+    #[doc = " Split tier: f32 workspace of rows * splits (mean, m2) pairs; 0 otherwise."]
+    pub partials: wn_devptr,
+    #[doc = " Number of rows (M)."]
+    pub rows: i64,
+    #[doc = " Elements per row (D)."]
+    pub cols: i64,
+    #[doc = " Split tier: columns per chunk (a multiple of the vector width); cols otherwise."]
+    pub chunk: i64,
+    #[doc = " Split tier: chunks per row (grid.y); 1 otherwise."]
+    pub splits: i64,
+    #[doc = " Added to the variance inside the square root."]
+    pub eps: f32,
+    #[doc = " Warp tiers: lanes per row (a power of two <= 32); 0 otherwise."]
+    pub group: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnLayerNormFwdArgs"][::core::mem::size_of::<WnLayerNormFwdArgs>() - 96usize];
+    ["Alignment of WnLayerNormFwdArgs"][::core::mem::align_of::<WnLayerNormFwdArgs>() - 8usize];
+    ["Offset of field: WnLayerNormFwdArgs::x"]
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, x) - 0usize];
+    ["Offset of field: WnLayerNormFwdArgs::y"]
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, y) - 8usize];
+    ["Offset of field: WnLayerNormFwdArgs::gamma"]
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, gamma) - 16usize];
+    ["Offset of field: WnLayerNormFwdArgs::beta"]
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, beta) - 24usize];
+    ["Offset of field: WnLayerNormFwdArgs::mean"]
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, mean) - 32usize];
+    ["Offset of field: WnLayerNormFwdArgs::rstd"]
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, rstd) - 40usize];
+    ["Offset of field: WnLayerNormFwdArgs::partials"]
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, partials) - 48usize];
+    ["Offset of field: WnLayerNormFwdArgs::rows"]
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, rows) - 56usize];
+    ["Offset of field: WnLayerNormFwdArgs::cols"]
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, cols) - 64usize];
+    ["Offset of field: WnLayerNormFwdArgs::chunk"]
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, chunk) - 72usize];
+    ["Offset of field: WnLayerNormFwdArgs::splits"]
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, splits) - 80usize];
+    ["Offset of field: WnLayerNormFwdArgs::eps"]
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, eps) - 88usize];
+    ["Offset of field: WnLayerNormFwdArgs::group"]
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, group) - 92usize];
+};
+#[doc = " LayerNorm backward: dx from x, dy and the saved statistics; per-block f32 partial sums of\n dgamma / dbeta (reduced by the finalize kernel). Fields a tier does not use are 0."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnLayerNormBwdArgs {
+    #[doc = " Forward input, activation dtype, rows * cols."]
+    pub x: wn_devptr,
+    #[doc = " Gradient of the output, activation dtype, rows * cols."]
+    pub dy: wn_devptr,
+    #[doc = " Gradient of the input (written), activation dtype, rows * cols."]
+    pub dx: wn_devptr,
+    #[doc = " Scale (parameter dtype, cols), or 0 without elementwise affine."]
+    pub gamma: wn_devptr,
+    #[doc = " Saved mean, f32, rows."]
+    pub mean: wn_devptr,
+    #[doc = " Saved rstd, f32, rows."]
+    pub rstd: wn_devptr,
+    #[doc = " f32 partial dgamma rows, part_rows * cols (row = blockIdx.x), or 0 without affine."]
+    pub dgamma_part: wn_devptr,
+    #[doc = " f32 partial dbeta rows, part_rows * cols, or 0 without bias."]
+    pub dbeta_part: wn_devptr,
+    #[doc = " Split tier: f32 workspace of rows * splits (sum g*dy, sum g*dy*xhat) pairs; else 0."]
+    pub row_sums: wn_devptr,
+    #[doc = " Number of rows (M)."]
+    pub rows: i64,
+    #[doc = " Elements per row (D)."]
+    pub cols: i64,
+    #[doc = " Split tier: columns per chunk (a multiple of the vector width); cols otherwise."]
+    pub chunk: i64,
+    #[doc = " Split tier: chunks per row (grid.y); 1 otherwise."]
+    pub splits: i64,
+    #[doc = " Warp tiers: lanes per row (a power of two <= 32); 0 otherwise."]
+    pub group: u32,
+    #[doc = " Explicit padding."]
+    pub _pad: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnLayerNormBwdArgs"][::core::mem::size_of::<WnLayerNormBwdArgs>() - 112usize];
+    ["Alignment of WnLayerNormBwdArgs"][::core::mem::align_of::<WnLayerNormBwdArgs>() - 8usize];
+    ["Offset of field: WnLayerNormBwdArgs::x"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, x) - 0usize];
+    ["Offset of field: WnLayerNormBwdArgs::dy"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, dy) - 8usize];
+    ["Offset of field: WnLayerNormBwdArgs::dx"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, dx) - 16usize];
+    ["Offset of field: WnLayerNormBwdArgs::gamma"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, gamma) - 24usize];
+    ["Offset of field: WnLayerNormBwdArgs::mean"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, mean) - 32usize];
+    ["Offset of field: WnLayerNormBwdArgs::rstd"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, rstd) - 40usize];
+    ["Offset of field: WnLayerNormBwdArgs::dgamma_part"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, dgamma_part) - 48usize];
+    ["Offset of field: WnLayerNormBwdArgs::dbeta_part"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, dbeta_part) - 56usize];
+    ["Offset of field: WnLayerNormBwdArgs::row_sums"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, row_sums) - 64usize];
+    ["Offset of field: WnLayerNormBwdArgs::rows"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, rows) - 72usize];
+    ["Offset of field: WnLayerNormBwdArgs::cols"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, cols) - 80usize];
+    ["Offset of field: WnLayerNormBwdArgs::chunk"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, chunk) - 88usize];
+    ["Offset of field: WnLayerNormBwdArgs::splits"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, splits) - 96usize];
+    ["Offset of field: WnLayerNormBwdArgs::group"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, group) - 104usize];
+    ["Offset of field: WnLayerNormBwdArgs::_pad"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, _pad) - 108usize];
+};
+#[doc = " dgamma(c) = sum over p of dgamma_part(p * cols + c) (likewise dbeta), summed in a fixed order and\n rounded once to the parameter dtype. part_rows == 0 writes zeros."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnLayerNormFinalizeArgs {
+    #[doc = " f32 partial rows, part_rows * cols, or 0 (then dgamma is not written)."]
+    pub dgamma_part: wn_devptr,
+    #[doc = " f32 partial rows, part_rows * cols, or 0 (then dbeta is not written)."]
+    pub dbeta_part: wn_devptr,
+    #[doc = " Output, parameter dtype, cols elements."]
+    pub dgamma: wn_devptr,
+    #[doc = " Output, parameter dtype, cols elements."]
+    pub dbeta: wn_devptr,
+    #[doc = " Number of partial rows."]
+    pub part_rows: i64,
+    #[doc = " Elements per row (D)."]
+    pub cols: i64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnLayerNormFinalizeArgs"]
+        [::core::mem::size_of::<WnLayerNormFinalizeArgs>() - 48usize];
+    ["Alignment of WnLayerNormFinalizeArgs"]
+        [::core::mem::align_of::<WnLayerNormFinalizeArgs>() - 8usize];
+    ["Offset of field: WnLayerNormFinalizeArgs::dgamma_part"]
+        [::core::mem::offset_of!(WnLayerNormFinalizeArgs, dgamma_part) - 0usize];
+    ["Offset of field: WnLayerNormFinalizeArgs::dbeta_part"]
+        [::core::mem::offset_of!(WnLayerNormFinalizeArgs, dbeta_part) - 8usize];
+    ["Offset of field: WnLayerNormFinalizeArgs::dgamma"]
+        [::core::mem::offset_of!(WnLayerNormFinalizeArgs, dgamma) - 16usize];
+    ["Offset of field: WnLayerNormFinalizeArgs::dbeta"]
+        [::core::mem::offset_of!(WnLayerNormFinalizeArgs, dbeta) - 24usize];
+    ["Offset of field: WnLayerNormFinalizeArgs::part_rows"]
+        [::core::mem::offset_of!(WnLayerNormFinalizeArgs, part_rows) - 32usize];
+    ["Offset of field: WnLayerNormFinalizeArgs::cols"]
+        [::core::mem::offset_of!(WnLayerNormFinalizeArgs, cols) - 40usize];
 };
 #[doc = " Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).\n Grid (channel tiles, splits); split k covers reduction units k * chunk up to (k + 1) * chunk (exclusive)\n where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).\n The forward statistics read x and accumulate x - shift(c), with shift(c) = the channel's\n first element (0 when not finite), which the blocks of split 0 also write to `shift` (C\n floats) for the finalize kernel: statistics of data with a large mean stay accurate. The\n backward sums read x, dy and the saved mean."]
 #[repr(C)]

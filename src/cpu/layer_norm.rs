@@ -1,1 +1,188 @@
-//! LayerNorm reference (f64 accumulation).
+//! LayerNorm reference (f64 accumulation), with the GPU ops' semantics.
+//!
+//! - mean = sum(x) / D and var = sum((x - mean)^2) / D (biased, two passes, with the
+//!   corrected two-pass residual) in f64; D == 0 gives mean 0 and rstd NaN, and a row with
+//!   an Inf gives a NaN mean, as PyTorch.
+//! - The statistics are saved in f32: a variance beyond f32's range becomes Inf, so rstd is 0
+//!   (PyTorch's f32 behaviour for rows such as [1e30, -1e30, 0, 0]); otherwise
+//!   rstd = 1 / sqrt(var + eps).
+//! - y = (x - mean) * rstd * gamma + beta in f64, rounded once to the activation dtype.
+//! - Backward uses the saved (f32) mean and rstd, like the kernels and PyTorch:
+//!   dx = rstd * (g*dy - mean(g*dy) - xhat * mean(g*dy*xhat)), dgamma = sum dy * xhat,
+//!   dbeta = sum dy, each rounded once.
+//!
+//! ```
+//! use warpnorm::cpu::layer_norm::{layer_norm_fwd, layer_norm_bwd};
+//! let x = [1.0f32, 2.0, 4.0, 7.0];
+//! let fwd = layer_norm_fwd::<f32, f32>(&x, 1, 4, None, None, 1e-5).unwrap();
+//! assert!((fwd.mean[0] - 3.5).abs() < 1e-6);
+//! let dy = [1.0f32, 0.0, 0.0, 0.0];
+//! let bwd = layer_norm_bwd::<f32, f32>(&x, &dy, &fwd.mean, &fwd.rstd, None, false, 1, 4).unwrap();
+//! assert!((bwd.dx.iter().map(|v| *v as f64).sum::<f64>()).abs() < 1e-6);
+//! ```
+
+use crate::{Element, Error, Result};
+
+/// Forward results: y (activation dtype) and the saved statistics (f32, one per row).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FwdOut<T> {
+    /// Normalized output, rows * cols.
+    pub y: Vec<T>,
+    /// Row means.
+    pub mean: Vec<f32>,
+    /// Row 1 / sqrt(var + eps).
+    pub rstd: Vec<f32>,
+}
+
+/// Backward results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BwdOut<T, P> {
+    /// Gradient of x, rows * cols.
+    pub dx: Vec<T>,
+    /// Gradient of gamma (when gamma was given).
+    pub dgamma: Option<Vec<P>>,
+    /// Gradient of beta (when `has_bias`).
+    pub dbeta: Option<Vec<P>>,
+}
+
+fn check_len(what: &str, got: usize, expected: usize) -> Result<()> {
+    if got != expected {
+        return Err(Error::Length {
+            what: what.into(),
+            expected,
+            given: got,
+        });
+    }
+    Ok(())
+}
+
+fn elements(rows: usize, cols: usize) -> Result<usize> {
+    rows.checked_mul(cols)
+        .ok_or_else(|| Error::Overflow(format!("{rows} rows x {cols} cols")))
+}
+
+/// Mean and rstd of one row, in f64, with the f32-saved-statistics semantics above.
+pub fn row_stats(row: &[f64], eps: f32) -> (f64, f64) {
+    let n = row.len();
+    if n == 0 {
+        return (0.0, f64::NAN);
+    }
+    // Corrected two-pass, as the kernels: the correction is ~0 for finite rows and makes
+    // the mean NaN for rows with an Inf (Inf - Inf), as PyTorch.
+    let mean0 = row.iter().sum::<f64>() / n as f64;
+    let sd = row.iter().map(|v| v - mean0).sum::<f64>();
+    let q = row.iter().map(|v| (v - mean0) * (v - mean0)).sum::<f64>();
+    let mean = mean0 + sd / n as f64;
+    let m2 = q - sd * sd / n as f64;
+    // Clamp rounding below zero; a NaN stays NaN (f64::max would drop it).
+    let var = if m2 < 0.0 { 0.0 } else { m2 } / n as f64;
+    let rstd = if var > f32::MAX as f64 {
+        0.0
+    } else {
+        1.0 / (var + eps as f64).sqrt()
+    };
+    (mean, rstd)
+}
+
+/// LayerNorm forward over `rows` rows of `cols` elements.
+///
+/// `beta` requires `gamma` (PyTorch has no bias-only LayerNorm). Lengths are checked.
+pub fn layer_norm_fwd<T: Element, P: Element>(
+    x: &[T],
+    rows: usize,
+    cols: usize,
+    gamma: Option<&[P]>,
+    beta: Option<&[P]>,
+    eps: f32,
+) -> Result<FwdOut<T>> {
+    check_len("x", x.len(), elements(rows, cols)?)?;
+    if let Some(g) = gamma {
+        check_len("gamma", g.len(), cols)?;
+    }
+    if let Some(b) = beta {
+        if gamma.is_none() {
+            return Err(Error::invalid("beta", "a bias needs a weight (gamma)"));
+        }
+        check_len("beta", b.len(), cols)?;
+    }
+    let mut out = FwdOut {
+        y: Vec::with_capacity(x.len()),
+        mean: Vec::with_capacity(rows),
+        rstd: Vec::with_capacity(rows),
+    };
+    let mut row = vec![0.0f64; cols];
+    for r in 0..rows {
+        for (v, e) in row.iter_mut().zip(&x[r * cols..(r + 1) * cols]) {
+            *v = e.to_f64();
+        }
+        let (mean, rstd) = row_stats(&row, eps);
+        out.mean.push(mean as f32);
+        out.rstd.push(rstd as f32);
+        for (c, v) in row.iter().enumerate() {
+            let mut y = (v - mean) * rstd;
+            if let Some(g) = gamma {
+                y *= g[c].to_f64();
+            }
+            if let Some(b) = beta {
+                y += b[c].to_f64();
+            }
+            out.y.push(T::from_f64(y));
+        }
+    }
+    Ok(out)
+}
+
+/// LayerNorm backward from the saved statistics. Returns dx, and dgamma (when `gamma` is
+/// given) and dbeta (when `has_bias`; needs `gamma`).
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_bwd<T: Element, P: Element>(
+    x: &[T],
+    dy: &[T],
+    mean: &[f32],
+    rstd: &[f32],
+    gamma: Option<&[P]>,
+    has_bias: bool,
+    rows: usize,
+    cols: usize,
+) -> Result<BwdOut<T, P>> {
+    let n = elements(rows, cols)?;
+    check_len("x", x.len(), n)?;
+    check_len("dy", dy.len(), n)?;
+    check_len("mean", mean.len(), rows)?;
+    check_len("rstd", rstd.len(), rows)?;
+    if let Some(g) = gamma {
+        check_len("gamma", g.len(), cols)?;
+    }
+    if has_bias && gamma.is_none() {
+        return Err(Error::invalid("beta", "a bias needs a weight (gamma)"));
+    }
+    let mut dx = Vec::with_capacity(n);
+    let mut dg = vec![0.0f64; cols];
+    let mut db = vec![0.0f64; cols];
+    let g = |c: usize| gamma.map_or(1.0, |g| g[c].to_f64());
+    for r in 0..rows {
+        let xs = &x[r * cols..(r + 1) * cols];
+        let dys = &dy[r * cols..(r + 1) * cols];
+        let (m, rs) = (mean[r] as f64, rstd[r] as f64);
+        let xhat = |c: usize| (xs[c].to_f64() - m) * rs;
+        let (mut sa, mut sb) = (0.0f64, 0.0f64);
+        for (c, d) in dys.iter().enumerate() {
+            let gdy = d.to_f64() * g(c);
+            sa += gdy;
+            sb += gdy * xhat(c);
+        }
+        let (c1, c2) = (sa / cols as f64, sb / cols as f64);
+        for (c, d) in dys.iter().enumerate() {
+            let d = d.to_f64();
+            let xh = xhat(c);
+            dx.push(T::from_f64((d * g(c) - c1 - xh * c2) * rs));
+            dg[c] += d * xh;
+            db[c] += d;
+        }
+    }
+    Ok(BwdOut {
+        dx,
+        dgamma: gamma.map(|_| dg.iter().map(|v| P::from_f64(*v)).collect()),
+        dbeta: has_bias.then(|| db.iter().map(|v| P::from_f64(*v)).collect()),
+    })
+}

@@ -1,0 +1,276 @@
+//! LayerNorm GPU benchmark (plain `main`, `harness = false`): `cargo bench --bench layer_norm`.
+//!
+//! For each shape and dtype pair it first checks forward and backward against the CPU
+//! reference (on the first rows of the same D), then times both with CUDA events, flushing L2
+//! between repeats, and prints GB/s of the minimum traffic (forward: read x + write y;
+//! backward: read x, dy + write dx) and the percentage of the device-to-device copy
+//! bandwidth measured in the same run (warpnorm::copy). Without a GPU it says why and exits 0.
+
+use std::sync::Arc;
+
+use cudarc::driver::{sys::CUevent_flags, CudaSlice, CudaStream};
+use half::bf16;
+use warpnorm::cpu::layer_norm::{layer_norm_bwd, layer_norm_fwd};
+use warpnorm::layer_norm::{
+    backward, backward_workspace_bytes, forward, forward_workspace_bytes, Affine, LayerNormDesc,
+};
+use warpnorm::Element;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+const REPEATS: usize = 20;
+const FLUSH_BYTES: usize = 256 << 20;
+
+struct Timer {
+    stream: Arc<CudaStream>,
+    flush: CudaSlice<u8>,
+}
+
+impl Timer {
+    /// Median milliseconds of `f` over REPEATS runs, L2 flushed before each.
+    fn time(&mut self, mut f: impl FnMut() -> Res<()>) -> Res<f64> {
+        f()?; // warm-up (module load, first-touch)
+        let mut ms = Vec::with_capacity(REPEATS);
+        for _ in 0..REPEATS {
+            self.stream.memset_zeros(&mut self.flush)?;
+            let start = self
+                .stream
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+            f()?;
+            let end = self
+                .stream
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+            ms.push(start.elapsed_ms(&end)? as f64);
+        }
+        ms.sort_by(|a, b| a.total_cmp(b));
+        Ok(ms[REPEATS / 2])
+    }
+}
+
+fn rand_vec<E: Element>(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<E> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s >> 12;
+            s ^= s << 25;
+            s ^= s >> 27;
+            let u = (s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64;
+            E::from_f64(lo + (hi - lo) * u)
+        })
+        .collect()
+}
+
+struct Bufs<T, P> {
+    desc: LayerNormDesc,
+    x: CudaSlice<T>,
+    dy: CudaSlice<T>,
+    y: CudaSlice<T>,
+    dx: CudaSlice<T>,
+    g: CudaSlice<P>,
+    b: CudaSlice<P>,
+    dg: CudaSlice<P>,
+    db: CudaSlice<P>,
+    mean: CudaSlice<f32>,
+    rstd: CudaSlice<f32>,
+    ws: CudaSlice<u8>,
+}
+
+/// Device buffers plus the host x, dy, gamma, beta they were filled from.
+type Setup<T, P> = (Bufs<T, P>, Vec<T>, Vec<T>, Vec<P>, Vec<P>);
+
+fn setup<T: Element, P: Element>(
+    s: &Arc<CudaStream>,
+    rows: usize,
+    cols: usize,
+) -> Res<Setup<T, P>> {
+    let desc = LayerNormDesc::from_rows(rows, cols, T::DTYPE, P::DTYPE, Affine::WeightBias, 1e-5)?;
+    let n = rows * cols;
+    let (hx, hdy) = (
+        rand_vec::<T>(n, 1, -3.0, 3.0),
+        rand_vec::<T>(n, 2, -1.0, 1.0),
+    );
+    let (hg, hb) = (
+        rand_vec::<P>(cols, 3, 0.5, 1.5),
+        rand_vec::<P>(cols, 4, -0.5, 0.5),
+    );
+    let ws = forward_workspace_bytes(s, &desc)?
+        .max(backward_workspace_bytes(s, &desc)?)
+        .max(16);
+    let bufs = Bufs {
+        desc,
+        x: s.clone_htod(&hx)?,
+        dy: s.clone_htod(&hdy)?,
+        y: s.clone_htod(&hx)?,
+        dx: s.clone_htod(&hx)?,
+        g: s.clone_htod(&hg)?,
+        b: s.clone_htod(&hb)?,
+        dg: s.clone_htod(&hg)?,
+        db: s.clone_htod(&hb)?,
+        mean: s.clone_htod(&vec![0.0f32; rows])?,
+        rstd: s.clone_htod(&vec![0.0f32; rows])?,
+        ws: s.clone_htod(&vec![0u8; ws])?,
+    };
+    Ok((bufs, hx, hdy, hg, hb))
+}
+
+fn run_fwd<T: Element, P: Element>(s: &Arc<CudaStream>, b: &mut Bufs<T, P>) -> Res<()> {
+    let (g, bt) = (b.g.slice(..), b.b.slice(..));
+    forward(
+        s,
+        &b.desc,
+        &b.x.slice(..),
+        Some(&g),
+        Some(&bt),
+        &mut b.y.slice_mut(..),
+        &mut b.mean.slice_mut(..),
+        &mut b.rstd.slice_mut(..),
+        Some(&mut b.ws.slice_mut(..)),
+    )?;
+    Ok(())
+}
+
+fn run_bwd<T: Element, P: Element>(s: &Arc<CudaStream>, b: &mut Bufs<T, P>) -> Res<()> {
+    let g = b.g.slice(..);
+    let mut dg = b.dg.slice_mut(..);
+    let mut db = b.db.slice_mut(..);
+    backward(
+        s,
+        &b.desc,
+        &b.x.slice(..),
+        &b.dy.slice(..),
+        &b.mean.slice(..),
+        &b.rstd.slice(..),
+        Some(&g),
+        &mut b.dx.slice_mut(..),
+        Some(&mut dg),
+        Some(&mut db),
+        Some(&mut b.ws.slice_mut(..)),
+    )?;
+    Ok(())
+}
+
+/// Forward + backward on `rows` rows against the CPU reference (max error within one
+/// rounding of the output dtype plus the f32 arithmetic, relative to the output's scale).
+fn check<T: Element, P: Element>(s: &Arc<CudaStream>, rows: usize, cols: usize) -> Res<()> {
+    let (mut b, hx, hdy, hg, hb) = setup::<T, P>(s, rows, cols)?;
+    run_fwd(s, &mut b)?;
+    run_bwd(s, &mut b)?;
+    let r = layer_norm_fwd::<T, P>(&hx, rows, cols, Some(&hg), Some(&hb), 1e-5)?;
+    let mean = s.clone_dtoh(&b.mean)?;
+    let rstd = s.clone_dtoh(&b.rstd)?;
+    let rb = layer_norm_bwd::<T, P>(&hx, &hdy, &mean, &rstd, Some(&hg), true, rows, cols)?;
+    let tol = |u: f64, scale: f64| (2.0 * u + 64.0 * 6e-8 * (cols as f64).log2()) * scale;
+    let err = |a: &[f64], r: &[f64]| {
+        a.iter()
+            .zip(r)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f64::max)
+    };
+    let scale = |r: &[f64]| r.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
+    let f = |v: Vec<T>| v.iter().map(|e| e.to_f64()).collect::<Vec<_>>();
+    let p = |v: Vec<P>| v.iter().map(|e| e.to_f64()).collect::<Vec<_>>();
+    let checks = [
+        (
+            "y",
+            f(s.clone_dtoh(&b.y)?),
+            f(r.y),
+            T::DTYPE.unit_roundoff(),
+        ),
+        (
+            "dx",
+            f(s.clone_dtoh(&b.dx)?),
+            f(rb.dx),
+            T::DTYPE.unit_roundoff(),
+        ),
+        (
+            "dgamma",
+            p(s.clone_dtoh(&b.dg)?),
+            p(rb.dgamma.unwrap_or_default()),
+            P::DTYPE.unit_roundoff() + rows as f64 * 6e-8,
+        ),
+        (
+            "dbeta",
+            p(s.clone_dtoh(&b.db)?),
+            p(rb.dbeta.unwrap_or_default()),
+            P::DTYPE.unit_roundoff() + rows as f64 * 6e-8,
+        ),
+    ];
+    for (what, got, reference, u) in checks {
+        let (e, t) = (err(&got, &reference), tol(u, scale(&reference)));
+        let ok = e <= t; // false for NaN
+        if !ok {
+            return Err(format!(
+                "{what} of {rows}x{cols} {}/{}: max error {e:e} > {t:e}",
+                T::DTYPE,
+                P::DTYPE
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+fn bench<T: Element, P: Element>(
+    s: &Arc<CudaStream>,
+    timer: &mut Timer,
+    rows: usize,
+    cols: usize,
+    copy_gbs: f64,
+) -> Res<()> {
+    check::<T, P>(s, 256, cols)?;
+    let (mut b, ..) = setup::<T, P>(s, rows, cols)?;
+    let elem = T::DTYPE.size() as f64 * (rows * cols) as f64;
+    let t_f = timer.time(|| run_fwd(s, &mut b))?;
+    let t_b = timer.time(|| run_bwd(s, &mut b))?;
+    let (gf, gb) = (2.0 * elem / t_f / 1e6, 3.0 * elem / t_b / 1e6);
+    println!(
+        "{:>5} x {:>5} {:>4}/{:<4}  fwd {:8.1} us {:7.1} GB/s {:5.1}%   bwd {:8.1} us {:7.1} GB/s {:5.1}%",
+        rows, cols, T::DTYPE, P::DTYPE, t_f * 1e3, gf, 100.0 * gf / copy_gbs, t_b * 1e3, gb, 100.0 * gb / copy_gbs
+    );
+    Ok(())
+}
+
+fn main() -> Res<()> {
+    if !warpnorm::kernels::BUILT {
+        println!(
+            "layer_norm bench skipped: kernels not built ({})",
+            warpnorm::kernels::NOT_BUILT_REASON
+        );
+        return Ok(());
+    }
+    let ctx = match warpnorm::runtime::context(0) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("layer_norm bench skipped: {e}");
+            return Ok(());
+        }
+    };
+    let s = ctx.default_stream();
+    let mut timer = Timer {
+        stream: s.clone(),
+        flush: s.alloc_zeros::<u8>(FLUSH_BYTES)?,
+    };
+    // Copy roofline: 1 GiB read + 1 GiB written.
+    let n = 1usize << 28;
+    let src = s.alloc_zeros::<f32>(n)?;
+    let mut dst = s.alloc_zeros::<f32>(n)?;
+    let t = timer.time(|| Ok(warpnorm::copy::copy(&s, &src, &mut dst)?))?;
+    let copy_gbs = 2.0 * (n * 4) as f64 / t / 1e6;
+    println!(
+        "copy roofline: {copy_gbs:.1} GB/s ({:.1} us for 2 x {} MiB)",
+        t * 1e3,
+        (n * 4) >> 20
+    );
+    drop((src, dst));
+    let rows = 32 * 512;
+    for cols in [768usize, 1024, 2048, 4096, 8192] {
+        bench::<f32, f32>(&s, &mut timer, rows, cols, copy_gbs)?;
+        bench::<bf16, bf16>(&s, &mut timer, rows, cols, copy_gbs)?;
+        bench::<bf16, f32>(&s, &mut timer, rows, cols, copy_gbs)?;
+    }
+    // Few rows with long rows (split tier) and an odd D (no D % 4 cliff).
+    bench::<bf16, f32>(&s, &mut timer, 4, 1 << 20, copy_gbs)?;
+    bench::<f32, f32>(&s, &mut timer, 4096, 2041, copy_gbs)?;
+    bench::<f32, f32>(&s, &mut timer, 4096, 2040, copy_gbs)?;
+    Ok(())
+}

@@ -1,0 +1,118 @@
+/*
+ * rowtile.cuh - a row segment held in registers by a team of threads, moved with 16-byte
+ * vectors aligned to the segment's absolute address, head and tail predicated.
+ *
+ * Layout: a team of `team` threads (a sub-warp group, a warp or a block) holds a segment of
+ * `n` contiguous elements. Thread `t` owns packs p = t + k * team for k < NPACK; pack p covers
+ * the segment columns [p * VEC - off, p * VEC - off + VEC), where `off` is the number of
+ * elements between the previous 16-byte boundary and the segment's first element. So every
+ * full pack is one aligned vector access whatever the row length, and only the (at most two)
+ * packs that straddle the segment's ends fall back to per-element accesses under a bound:
+ * no row length takes a slow path. VEC == 1 is the scalar variant (any alignment; off == 0).
+ * Columns outside [0, n) hold 0 after a load and are never stored.
+ *
+ * Nothing here accumulates; the kernels reduce the registers with reduce.cuh / welford.cuh.
+ */
+#pragma once
+
+#include "vec.cuh"
+
+namespace warpnorm {
+
+/** Where a thread's packs sit in a segment (see the header comment). */
+struct TileGeom {
+    /** Valid columns in the segment. */
+    int64_t n;
+    /** Elements between the previous 16-byte boundary and the segment start (0 for VEC 1). */
+    int off;
+    /** This thread's index in the team. */
+    int t;
+    /** Threads in the team. */
+    int team;
+
+    /** First segment column of this thread's k-th pack (may be negative for the head). */
+    template <int VEC>
+    __device__ __forceinline__ int64_t lo(int k) const {
+        return (static_cast<int64_t>(k) * team + t) * VEC - off;
+    }
+};
+
+/** Elements of T between the previous 16-byte boundary and `p` (0 when VEC == 1). */
+template <typename T, int VEC>
+__device__ __forceinline__ int head_offset(const T* p) {
+    if constexpr (VEC == 1) {
+        return 0;
+    } else {
+        return static_cast<int>((reinterpret_cast<uintptr_t>(p) / sizeof(T)) % VEC);
+    }
+}
+
+/** True when column `c` lies in the segment. */
+__device__ __forceinline__ bool in_seg(int64_t c, int64_t n) { return c >= 0 && c < n; }
+
+/** Loads this thread's packs of the segment starting at `base` as floats (0 outside). */
+template <typename T, int VEC, int NPACK>
+__device__ __forceinline__ void tile_load(const T* base, const TileGeom& g,
+                                          float (&v)[NPACK][VEC]) {
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const int64_t lo = g.lo<VEC>(k);
+        if (lo >= 0 && lo + VEC <= g.n) {
+            const Pack<T, VEC> pack = load_pack<T, VEC>(base + lo);
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) v[k][i] = to_float(pack.v[i]);
+        } else {
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) v[k][i] = in_seg(lo + i, g.n) ? to_float(base[lo + i]) : 0.0f;
+        }
+    }
+}
+
+/** Rounds and stores this thread's packs of the segment at `base` (columns in [0, n) only). */
+template <typename T, int VEC, int NPACK>
+__device__ __forceinline__ void tile_store(T* base, const TileGeom& g,
+                                           const float (&v)[NPACK][VEC]) {
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const int64_t lo = g.lo<VEC>(k);
+        if (lo >= 0 && lo + VEC <= g.n) {
+            Pack<T, VEC> pack;
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) pack.v[i] = from_float<T>(v[k][i]);
+            store_pack<T, VEC>(base + lo, pack);
+        } else {
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) {
+                if (in_seg(lo + i, g.n)) base[lo + i] = from_float<T>(v[k][i]);
+            }
+        }
+    }
+}
+
+/**
+ * Loads the parameter values of columns [lo, lo + VEC) of a length-n vector `p` as floats
+ * (`fill` outside [0, n)). Uses 16-byte loads when the whole range is in bounds, its address is
+ * 16-byte aligned and VEC elements of P span whole 16-byte vectors; per-element loads
+ * otherwise. Parameters are small and re-read per row from L1/L2, never from DRAM twice.
+ */
+template <typename P, int VEC>
+__device__ __forceinline__ void param_load(const P* p, int64_t lo, int64_t n, float (&out)[VEC],
+                                           float fill) {
+    constexpr int kBytes = VEC * static_cast<int>(sizeof(P));
+    if constexpr (kBytes >= 16 && kBytes % 16 == 0) {
+        if (lo >= 0 && lo + VEC <= n && is_vec_aligned(p + lo)) {
+            constexpr int kPer = 16 / sizeof(P);
+#pragma unroll
+            for (int j = 0; j < VEC / kPer; ++j) {
+                const Pack<P, kPer> pack = load_pack<P, kPer>(p + lo + j * kPer);
+#pragma unroll
+                for (int e = 0; e < kPer; ++e) out[j * kPer + e] = to_float(pack.v[e]);
+            }
+            return;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) out[i] = in_seg(lo + i, n) ? to_float(p[lo + i]) : fill;
+}
+
+}  // namespace warpnorm

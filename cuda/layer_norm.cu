@@ -1,0 +1,663 @@
+/*
+ * layer_norm.cu - LayerNorm forward and backward over rows of D contiguous elements.
+ *
+ * y = (x - mean) * rstd * gamma + beta, biased variance, rstd = 1 / sqrt(var + eps); x, y, dy,
+ * dx in T (f32, f16, bf16), gamma/beta in P (T or f32), saved mean/rstd in f32. Everything that
+ * accumulates is f32. Statistics come from the row held in registers: a compensated sum for
+ * the mean, then the corrected two-pass residuals (sum of x - mean0 with their exact rounding
+ * errors, and sum (x - mean0)^2) - never E[x^2] - E[x]^2; Chan's merge only combines chunk
+ * statistics in the split tier. Outputs are rounded once. No float atomics anywhere: reruns
+ * are bitwise identical.
+ *
+ * Tiers (chosen by the Rust planner, src/layer_norm/plan.rs; sizes in cuda/abi/layer_norm.h):
+ * - subwarp: groups of `group` lanes (1..32) per row, one 16-byte pack per lane. Tiny D.
+ * - warp:    a full warp per row, up to 32 (fwd) / 16 (bwd) elements per lane: f32 D <= 1024
+ *            (fwd) / 512 (bwd); 16-bit types the same element counts.
+ * - block:   a row per team of 128..512 threads, in registers, D <= 16K (fwd) / 8K (bwd)
+ *            elements; backward packs 512 / team rows per 512-thread block (blockDim.y teams)
+ *            so that the grid, hence the number of dgamma partial rows, stays ~2 blocks/SM.
+ * - split:   a row split into chunks across grid.y (longer rows, or fewer rows than SMs with
+ *            D >= 4096): fwd split_stats writes per-chunk (mean, m2), split_norm merges them
+ *            in chunk order and normalizes; bwd split_sums / split_dx likewise for the two row
+ *            sums of the dx formula.
+ * Every tier has a `vec` variant (16-byte accesses aligned to the absolute address, predicated
+ * head/tail, see common/rowtile.cuh; backward requires 16-byte aligned rows) and a `scalar`
+ * one (misaligned pointers; fewer elements per thread). Grids are persistent (grid-stride over
+ * rows); offsets are 64-bit.
+ * Backward writes dx directly and per-block f32 partial rows of dgamma/dbeta (columns owned
+ * by fixed threads, teams summed in shared memory in team order); `finalize` sums the partial
+ * rows in a fixed order and rounds to P.
+ * Bytes moved (fwd): read x + write y; (bwd) read x, dy + write dx (+ 2 * 4 * D per partial row,
+ * written and read once); split tiers read x (and dy) twice. gamma/beta are re-read per row
+ * from L1/L2. Benchmark: `cargo bench --bench layer_norm`.
+ */
+#include "abi.h"
+#include "common/reduce.cuh"
+#include "common/rowtile.cuh"
+#include "common/twosum.cuh"
+#include "common/welford.cuh"
+
+namespace warpnorm {
+namespace ln {
+
+/** A group of `g` consecutive lanes (power of two <= 32) of a warp: xor-butterfly sums. */
+struct GroupTeam {
+    int g;
+    __device__ __forceinline__ float sum(float v) const {
+        for (int m = g >> 1; m > 0; m >>= 1) v += __shfl_xor_sync(kFullMask, v, m);
+        return v;
+    }
+    __device__ __forceinline__ void sum2(float& a, float& b) const {
+        for (int m = g >> 1; m > 0; m >>= 1) {
+            a += __shfl_xor_sync(kFullMask, a, m);
+            b += __shfl_xor_sync(kFullMask, b, m);
+        }
+    }
+    __device__ __forceinline__ void sum_comp(float& hi, float& lo) const {
+        warp_allreduce_comp(hi, lo, g);
+    }
+};
+
+/** The whole block: warp sums, then warp totals re-reduced (reduce.cuh). */
+struct BlockTeam {
+    float* scratch;  // >= 64 floats of shared memory
+    __device__ __forceinline__ float sum(float v) const {
+        return block_allreduce_sum(v, scratch);
+    }
+    __device__ __forceinline__ void sum2(float& a, float& b) const {
+        block_allreduce_sum2(a, b, scratch);
+    }
+    __device__ __forceinline__ void sum_comp(float& hi, float& lo) const {
+        block_allreduce_comp(hi, lo, scratch);
+    }
+};
+
+/**
+ * One of blockDim.y teams of blockDim.x threads (a multiple of 32) in a block, each team on
+ * its own row: warp sums, then each thread adds its team's warp totals in warp order.
+ * Every team calls it together (two block barriers inside).
+ */
+struct RowTeam {
+    float* scratch;  // >= 64 * blockDim.y floats of shared memory
+    __device__ __forceinline__ void sum2(float& a, float& b) const {
+        const int lane = threadIdx.x & 31;
+        const int warp = threadIdx.x >> 5;
+        const int warps = blockDim.x >> 5;
+        warp_allreduce_sum2(a, b);
+        float* s = scratch + 64 * threadIdx.y;
+        if (lane == 0) {
+            s[warp] = a;
+            s[32 + warp] = b;
+        }
+        __syncthreads();
+        a = 0.0f;
+        b = 0.0f;
+        for (int w = 0; w < warps; ++w) {
+            a += s[w];
+            b += s[32 + w];
+        }
+        __syncthreads();
+    }
+};
+
+/**
+ * Statistics of the held segment, team-wide, by the corrected two-pass algorithm with
+ * compensated sums (twosum.cuh): mean0 = sum(x) / n; then d = x - mean0 with its exact
+ * rounding error, sd = sum of the exact residuals, q = sum(d^2); the mean is mean0 + c with
+ * c = sd / n, and m2 = q - sd * c = sum((x - mean)^2). So the saved mean is within about
+ * one rounding of the exact one, and rows with a large offset (1e4 + N(0, 1)) normalize as
+ * ((x - mean0) - c) * rstd without the f32 mean's rounding error. A row with an Inf gets a
+ * NaN mean (Inf - Inf), as PyTorch.
+ */
+template <int VEC, int NPACK, class Team>
+__device__ __forceinline__ void tile_stats(const float (&v)[NPACK][VEC], const TileGeom& g,
+                                           const Team& team, float& mean0, float& c,
+                                           float& m2) {
+    float s = 0.0f, se = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k)
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) comp_add(s, se, v[k][i]);  // 0 outside the segment
+    team.sum_comp(s, se);
+    const float n = static_cast<float>(g.n);
+    mean0 = g.n > 0 ? (s + se) / n : 0.0f;
+    float sd = 0.0f, sde = 0.0f, q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const int64_t lo = g.lo<VEC>(k);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+            if (in_seg(lo + i, g.n)) {
+                float d, de;
+                two_sum(v[k][i], -mean0, d, de);
+                comp_add(sd, sde, d);
+                sde += de;
+                q = fmaf(d, d, q);
+            }
+        }
+    }
+    team.sum_comp(sd, sde);
+    q = team.sum(q);
+    const float sdt = sd + sde;
+    c = g.n > 0 ? sdt / n : 0.0f;
+    m2 = q - sdt * c;
+    if (m2 < 0.0f) m2 = 0.0f;  // rounding only; NaN stays NaN
+}
+
+/** rstd from the biased variance; n == 0 gives NaN (0/0), as PyTorch. */
+__device__ __forceinline__ float rstd_of(float m2, int64_t n, float eps) {
+    const float var = m2 / static_cast<float>(n);
+    return 1.0f / sqrtf(var + eps);
+}
+
+/**
+ * Normalizes the held segment in place: v = ((v - mean0) - c) * rstd [* gamma + beta], with
+ * mean = mean0 + c split as tile_stats returns it. `gamma` and
+ * `beta` point at the parameter of the segment's column 0 (null when absent).
+ */
+template <typename P, int VEC, int NPACK>
+__device__ __forceinline__ void tile_normalize(float (&v)[NPACK][VEC], const TileGeom& g,
+                                               float mean0, float c, float rstd,
+                                               const P* gamma, const P* beta) {
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const int64_t lo = g.lo<VEC>(k);
+        if (lo >= g.n) continue;
+        float gm[VEC], bt[VEC];
+        if (gamma != nullptr) {
+            param_load<P, VEC>(gamma, lo, g.n, gm, 1.0f);
+        }
+        if (beta != nullptr) {
+            param_load<P, VEC>(beta, lo, g.n, bt, 0.0f);
+        }
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+            float y = ((v[k][i] - mean0) - c) * rstd;
+            if (gamma != nullptr) y *= gm[i];
+            if (beta != nullptr) y += bt[i];
+            v[k][i] = y;
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Forward
+// ------------------------------------------------------------------------------------------
+
+/** One full row held by a team: statistics, saved mean/rstd, normalized output. */
+template <typename T, typename P, int VEC, int NPACK, class Team>
+__device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row, bool active,
+                                        const Team& team, int t, int team_size) {
+    const int64_t off = row * a.cols;
+    const T* xr = reinterpret_cast<const T*>(a.x) + off;
+    const TileGeom g{active ? a.cols : 0, head_offset<T, VEC>(xr), t, team_size};
+    float v[NPACK][VEC];
+    tile_load<T, VEC, NPACK>(xr, g, v);
+    float mean0, c, m2;
+    tile_stats<VEC, NPACK>(v, g, team, mean0, c, m2);
+    if (!active) return;
+    const float rstd = rstd_of(m2, a.cols, a.eps);
+    if (t == 0) {
+        reinterpret_cast<float*>(a.mean)[row] = mean0 + c;
+        reinterpret_cast<float*>(a.rstd)[row] = rstd;
+    }
+    tile_normalize<P, VEC, NPACK>(v, g, mean0, c, rstd, reinterpret_cast<const P*>(a.gamma),
+                                  reinterpret_cast<const P*>(a.beta));
+    tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.y) + off, g, v);
+}
+
+/** subwarp / warp tiers: groups of a.group lanes per row, grid-stride over rows. */
+template <typename T, typename P, int VEC, int NPACK>
+__device__ __forceinline__ void fwd_warp(const WnLayerNormFwdArgs& a) {
+    const int g = static_cast<int>(a.group);
+    const int lane = threadIdx.x & 31;
+    const int64_t per_block = blockDim.x / g;
+    const int64_t per_warp = 32 / g;
+    const GroupTeam team{g};
+    // The loop bound is warp-uniform so that every lane takes part in every shuffle.
+    for (int64_t base = blockIdx.x * per_block + (threadIdx.x >> 5) * per_warp; base < a.rows;
+         base += static_cast<int64_t>(gridDim.x) * per_block) {
+        const int64_t row = base + lane / g;
+        fwd_row<T, P, VEC, NPACK>(a, row, row < a.rows, team, lane & (g - 1), g);
+    }
+}
+
+/** block tier: one row per block, grid-stride over rows. */
+template <typename T, typename P, int VEC, int NPACK>
+__device__ __forceinline__ void fwd_block(const WnLayerNormFwdArgs& a) {
+    __shared__ float scratch[64];
+    const BlockTeam team{scratch};
+    for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+        fwd_row<T, P, VEC, NPACK>(a, row, true, team, threadIdx.x, blockDim.x);
+    }
+}
+
+/** Columns of chunk `c` in a row of `cols` (the last chunk may be short). */
+__device__ __forceinline__ int64_t chunk_len(int64_t c, int64_t chunk, int64_t cols) {
+    const int64_t rest = cols - c * chunk;
+    return rest < chunk ? rest : chunk;
+}
+
+/** split tier, pass 1: two-pass (mean, m2) of chunk blockIdx.y of each row. */
+template <typename T, typename P, int VEC, int NPACK>
+__device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
+    __shared__ float scratch[64];
+    const BlockTeam team{scratch};
+    const int64_t c = blockIdx.y;
+    const int64_t n = chunk_len(c, a.chunk, a.cols);
+    float* part = reinterpret_cast<float*>(a.partials);
+    for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+        const T* xs = reinterpret_cast<const T*>(a.x) + row * a.cols + c * a.chunk;
+        const TileGeom g{n, head_offset<T, VEC>(xs), static_cast<int>(threadIdx.x),
+                         static_cast<int>(blockDim.x)};
+        float v[NPACK][VEC];
+        tile_load<T, VEC, NPACK>(xs, g, v);
+        float mean0, corr, m2;
+        tile_stats<VEC, NPACK>(v, g, team, mean0, corr, m2);
+        if (threadIdx.x == 0) {
+            part[2 * (row * a.splits + c)] = mean0 + corr;
+            part[2 * (row * a.splits + c) + 1] = m2;
+        }
+    }
+}
+
+/** split tier, pass 2: merge the row's chunk statistics in a fixed order, normalize a chunk. */
+template <typename T, typename P, int VEC, int NPACK>
+__device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
+    const int64_t c = blockIdx.y;
+    const int64_t n = chunk_len(c, a.chunk, a.cols);
+    const float* part = reinterpret_cast<const float*>(a.partials);
+    const P* gamma = a.gamma ? reinterpret_cast<const P*>(a.gamma) + c * a.chunk : nullptr;
+    const P* beta = a.beta ? reinterpret_cast<const P*>(a.beta) + c * a.chunk : nullptr;
+    for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+        // Every thread merges the same partials in the same order: identical bits.
+        Welford w = welford_empty();
+        for (int64_t j = 0; j < a.splits; ++j) {
+            const float* pj = part + 2 * (row * a.splits + j);
+            w = welford_merge(
+                w, Welford{static_cast<float>(chunk_len(j, a.chunk, a.cols)), pj[0], pj[1]});
+        }
+        const float mean = w.mean;
+        const float rstd = rstd_of(w.m2, a.cols, a.eps);
+        if (c == 0 && threadIdx.x == 0) {
+            reinterpret_cast<float*>(a.mean)[row] = mean;
+            reinterpret_cast<float*>(a.rstd)[row] = rstd;
+        }
+        const int64_t off = row * a.cols + c * a.chunk;
+        const T* xs = reinterpret_cast<const T*>(a.x) + off;
+        const TileGeom g{n, head_offset<T, VEC>(xs), static_cast<int>(threadIdx.x),
+                         static_cast<int>(blockDim.x)};
+        float v[NPACK][VEC];
+        tile_load<T, VEC, NPACK>(xs, g, v);
+        tile_normalize<P, VEC, NPACK>(v, g, mean, 0.0f, rstd, gamma, beta);
+        tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.y) + off, g, v);
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Backward: dx = rstd * (g*dy - mean(g*dy) - xhat * mean(g*dy*xhat)),
+//           dgamma = sum_rows dy * xhat, dbeta = sum_rows dy.
+// Vector variants are planned only when every row starts 16-byte aligned (off == 0), so a
+// thread's columns are the same in every row and dgamma/dbeta accumulate in its registers.
+// ------------------------------------------------------------------------------------------
+
+/** Per-thread accumulators of dgamma and dbeta for the thread's columns. */
+template <int VEC, int NPACK>
+struct ParamGrads {
+    float dg[NPACK][VEC];
+    float db[NPACK][VEC];
+    __device__ __forceinline__ void zero() {
+#pragma unroll
+        for (int k = 0; k < NPACK; ++k)
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) dg[k][i] = db[k][i] = 0.0f;
+    }
+};
+
+/** Local (this thread's) sums of g*dy and g*dy*xhat over the held segment. */
+template <typename P, int VEC, int NPACK>
+__device__ __forceinline__ void bwd_local_sums(const float (&x)[NPACK][VEC],
+                                               const float (&dy)[NPACK][VEC], const TileGeom& g,
+                                               float mean, float rstd, const P* gamma,
+                                               float& sa, float& sb) {
+    sa = 0.0f;
+    sb = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const int64_t lo = g.lo<VEC>(k);
+        if (lo >= g.n) continue;
+        float gm[VEC];
+        if (gamma != nullptr) param_load<P, VEC>(gamma, lo, g.n, gm, 0.0f);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+            if (in_seg(lo + i, g.n)) {
+                const float xhat = (x[k][i] - mean) * rstd;
+                const float gdy = gamma != nullptr ? dy[k][i] * gm[i] : dy[k][i];
+                sa += gdy;
+                sb = fmaf(gdy, xhat, sb);
+            }
+        }
+    }
+}
+
+/**
+ * dx of the held segment (written over `x`), given the row means c1 = mean(g*dy) and
+ * c2 = mean(g*dy*xhat); accumulates dgamma/dbeta into `acc`.
+ */
+template <typename P, int VEC, int NPACK>
+__device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)[NPACK][VEC],
+                                       const TileGeom& g, float mean, float rstd, float c1,
+                                       float c2, const P* gamma, ParamGrads<VEC, NPACK>& acc) {
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const int64_t lo = g.lo<VEC>(k);
+        if (lo >= g.n) continue;
+        float gm[VEC];
+        if (gamma != nullptr) param_load<P, VEC>(gamma, lo, g.n, gm, 0.0f);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+            if (in_seg(lo + i, g.n)) {
+                const float xhat = (x[k][i] - mean) * rstd;
+                const float gdy = gamma != nullptr ? dy[k][i] * gm[i] : dy[k][i];
+                acc.dg[k][i] = fmaf(dy[k][i], xhat, acc.dg[k][i]);
+                acc.db[k][i] += dy[k][i];
+                x[k][i] = (gdy - fmaf(xhat, c2, c1)) * rstd;
+            }
+        }
+    }
+}
+
+/** One full row held by a team: dx written, dgamma/dbeta accumulated. */
+template <typename T, typename P, int VEC, int NPACK, class Team>
+__device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row, bool active,
+                                        const Team& team, int t, int team_size,
+                                        ParamGrads<VEC, NPACK>& acc) {
+    const int64_t off = row * a.cols;
+    const TileGeom g{active ? a.cols : 0, 0, t, team_size};
+    float x[NPACK][VEC], dy[NPACK][VEC];
+    tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
+    tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
+    const float mean = active ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
+    const float rstd = active ? reinterpret_cast<const float*>(a.rstd)[row] : 0.0f;
+    const P* gamma = reinterpret_cast<const P*>(a.gamma);
+    float sa, sb;
+    bwd_local_sums<P, VEC, NPACK>(x, dy, g, mean, rstd, gamma, sa, sb);
+    team.sum2(sa, sb);
+    if (!active) return;
+    const float inv_n = 1.0f / static_cast<float>(a.cols);
+    bwd_dx<P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);
+    tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.dx) + off, g, x);
+}
+
+/** Writes the thread's dgamma/dbeta accumulators to partial row `prow` at column `col0`. */
+template <int VEC, int NPACK>
+__device__ __forceinline__ void store_param_grads(const WnLayerNormBwdArgs& a, int64_t prow,
+                                                  int64_t col0, const TileGeom& g,
+                                                  const ParamGrads<VEC, NPACK>& acc) {
+    float* dgp = reinterpret_cast<float*>(a.dgamma_part);
+    float* dbp = reinterpret_cast<float*>(a.dbeta_part);
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const int64_t lo = g.lo<VEC>(k);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+            if (in_seg(lo + i, g.n)) {
+                const int64_t idx = prow * a.cols + col0 + lo + i;
+                if (dgp != nullptr) dgp[idx] = acc.dg[k][i];
+                if (dbp != nullptr) dbp[idx] = acc.db[k][i];
+            }
+        }
+    }
+}
+
+/**
+ * The block's `owners` teams own the same columns: their dgamma/dbeta accumulators are
+ * summed team by team, in team order, in shared memory (2 * cols floats), then written as
+ * partial row blockIdx.x. Every thread of the block must call it.
+ */
+template <int VEC, int NPACK>
+__device__ __forceinline__ void store_param_grads_reduced(const WnLayerNormBwdArgs& a,
+                                                          const TileGeom& cols, int owner,
+                                                          int owners,
+                                                          const ParamGrads<VEC, NPACK>& acc,
+                                                          float* smem) {
+    if (a.dgamma_part == 0 && a.dbeta_part == 0) return;
+    for (int o = 0; o < owners; ++o) {
+        if (owner == o) {
+#pragma unroll
+            for (int k = 0; k < NPACK; ++k) {
+                const int64_t lo = cols.lo<VEC>(k);
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) {
+                    if (in_seg(lo + i, a.cols)) {
+                        float* sg = smem + lo + i;
+                        float* sbt = smem + a.cols + lo + i;
+                        *sg = o == 0 ? acc.dg[k][i] : *sg + acc.dg[k][i];
+                        *sbt = o == 0 ? acc.db[k][i] : *sbt + acc.db[k][i];
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+    float* dgp = reinterpret_cast<float*>(a.dgamma_part);
+    float* dbp = reinterpret_cast<float*>(a.dbeta_part);
+    const int nthreads = blockDim.x * blockDim.y;
+    for (int64_t c = threadIdx.y * blockDim.x + threadIdx.x; c < a.cols; c += nthreads) {
+        if (dgp != nullptr) dgp[blockIdx.x * a.cols + c] = smem[c];
+        if (dbp != nullptr) dbp[blockIdx.x * a.cols + c] = smem[a.cols + c];
+    }
+}
+
+/**
+ * subwarp / warp tiers. The groups of a block own the same columns; their accumulators are
+ * summed group by group, in group order, in shared memory (2 * cols floats), then written as
+ * partial row blockIdx.x.
+ */
+template <typename T, typename P, int VEC, int NPACK>
+__device__ __forceinline__ void bwd_warp(const WnLayerNormBwdArgs& a) {
+    extern __shared__ float smem[];
+    const int g = static_cast<int>(a.group);
+    const int lane = threadIdx.x & 31;
+    const int t = lane & (g - 1);
+    const int per_block = blockDim.x / g;
+    const int64_t per_warp = 32 / g;
+    const GroupTeam team{g};
+    ParamGrads<VEC, NPACK> acc;
+    acc.zero();
+    for (int64_t base = blockIdx.x * static_cast<int64_t>(per_block) +
+                        (threadIdx.x >> 5) * per_warp;
+         base < a.rows; base += static_cast<int64_t>(gridDim.x) * per_block) {
+        const int64_t row = base + lane / g;
+        bwd_row<T, P, VEC, NPACK>(a, row, row < a.rows, team, t, g, acc);
+    }
+    const TileGeom cols{a.cols, 0, t, g};
+    store_param_grads_reduced<VEC, NPACK>(a, cols, threadIdx.x / g, per_block, acc, smem);
+}
+
+/**
+ * block tier: blockDim.y rows at a time per block, one per team of blockDim.x threads, so
+ * that a 512-thread block covers several short rows and the grid (the number of dgamma
+ * partial rows) stays small. With one team, each column belongs to one thread and the
+ * accumulators are written directly; otherwise the teams are summed in shared memory.
+ */
+template <typename T, typename P, int VEC, int NPACK>
+__device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
+    __shared__ float scratch[64 * (WN_LN_MAX_BLOCK / 128)];
+    extern __shared__ float smem[];
+    const RowTeam team{scratch};
+    const int64_t teams = blockDim.y;
+    ParamGrads<VEC, NPACK> acc;
+    acc.zero();
+    for (int64_t base = blockIdx.x * teams; base < a.rows; base += gridDim.x * teams) {
+        const int64_t row = base + threadIdx.y;
+        bwd_row<T, P, VEC, NPACK>(a, row, row < a.rows, team, threadIdx.x, blockDim.x, acc);
+    }
+    const TileGeom g{a.cols, 0, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+    if (teams == 1) {
+        store_param_grads<VEC, NPACK>(a, blockIdx.x, 0, g, acc);
+    } else {
+        store_param_grads_reduced<VEC, NPACK>(a, g, threadIdx.y, blockDim.y, acc, smem);
+    }
+}
+
+/** split tier, pass 1: per-chunk sums of g*dy and g*dy*xhat. */
+template <typename T, typename P, int VEC, int NPACK>
+__device__ __forceinline__ void bwd_split_sums(const WnLayerNormBwdArgs& a) {
+    __shared__ float scratch[64];
+    const BlockTeam team{scratch};
+    const int64_t c = blockIdx.y;
+    const int64_t n = chunk_len(c, a.chunk, a.cols);
+    const P* gamma = a.gamma ? reinterpret_cast<const P*>(a.gamma) + c * a.chunk : nullptr;
+    float* sums = reinterpret_cast<float*>(a.row_sums);
+    const TileGeom g{n, 0, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+    for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+        const int64_t off = row * a.cols + c * a.chunk;
+        float x[NPACK][VEC], dy[NPACK][VEC];
+        tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
+        tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
+        const float mean = reinterpret_cast<const float*>(a.mean)[row];
+        const float rstd = reinterpret_cast<const float*>(a.rstd)[row];
+        float sa, sb;
+        bwd_local_sums<P, VEC, NPACK>(x, dy, g, mean, rstd, gamma, sa, sb);
+        team.sum2(sa, sb);
+        if (threadIdx.x == 0) {
+            sums[2 * (row * a.splits + c)] = sa;
+            sums[2 * (row * a.splits + c) + 1] = sb;
+        }
+    }
+}
+
+/** split tier, pass 2: row sums added in chunk order, dx of one chunk, dgamma/dbeta partials. */
+template <typename T, typename P, int VEC, int NPACK>
+__device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
+    const int64_t c = blockIdx.y;
+    const int64_t n = chunk_len(c, a.chunk, a.cols);
+    const P* gamma = a.gamma ? reinterpret_cast<const P*>(a.gamma) + c * a.chunk : nullptr;
+    const float* sums = reinterpret_cast<const float*>(a.row_sums);
+    const TileGeom g{n, 0, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+    const float inv_n = 1.0f / static_cast<float>(a.cols);
+    ParamGrads<VEC, NPACK> acc;
+    acc.zero();
+    for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+        float sa = 0.0f, sb = 0.0f;
+        for (int64_t j = 0; j < a.splits; ++j) {
+            sa += sums[2 * (row * a.splits + j)];
+            sb += sums[2 * (row * a.splits + j) + 1];
+        }
+        const int64_t off = row * a.cols + c * a.chunk;
+        float x[NPACK][VEC], dy[NPACK][VEC];
+        tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
+        tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
+        const float mean = reinterpret_cast<const float*>(a.mean)[row];
+        const float rstd = reinterpret_cast<const float*>(a.rstd)[row];
+        bwd_dx<P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);
+        tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.dx) + off, g, x);
+    }
+    store_param_grads<VEC, NPACK>(a, blockIdx.x, c * a.chunk, g, acc);
+}
+
+/**
+ * finalize: block (COLS, LANES). Lane y sums partial rows y, y + LANES, ... in order; lane 0
+ * then adds the LANES sums in order and rounds once to P. Coalesced along columns.
+ */
+template <typename P>
+__device__ __forceinline__ void finalize(const WnLayerNormFinalizeArgs& a) {
+    __shared__ float sg[WN_LN_FINALIZE_LANES][WN_LN_FINALIZE_COLS];
+    __shared__ float sb[WN_LN_FINALIZE_LANES][WN_LN_FINALIZE_COLS];
+    const int64_t col = static_cast<int64_t>(blockIdx.x) * WN_LN_FINALIZE_COLS + threadIdx.x;
+    const float* gp = reinterpret_cast<const float*>(a.dgamma_part);
+    const float* bp = reinterpret_cast<const float*>(a.dbeta_part);
+    float g = 0.0f, b = 0.0f;
+    if (col < a.cols) {
+        for (int64_t p = threadIdx.y; p < a.part_rows; p += WN_LN_FINALIZE_LANES) {
+            if (gp != nullptr) g += gp[p * a.cols + col];
+            if (bp != nullptr) b += bp[p * a.cols + col];
+        }
+    }
+    sg[threadIdx.y][threadIdx.x] = g;
+    sb[threadIdx.y][threadIdx.x] = b;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < a.cols) {
+        g = 0.0f;
+        b = 0.0f;
+#pragma unroll
+        for (int l = 0; l < WN_LN_FINALIZE_LANES; ++l) {
+            g += sg[l][threadIdx.x];
+            b += sb[l][threadIdx.x];
+        }
+        if (gp != nullptr) reinterpret_cast<P*>(a.dgamma)[col] = from_float<P>(g);
+        if (bp != nullptr) reinterpret_cast<P*>(a.dbeta)[col] = from_float<P>(b);
+    }
+}
+
+/** Packs per thread of a tier: `elems` elements per thread in VEC-wide packs. */
+template <int VEC, int ELEMS>
+constexpr int kPacks = ELEMS / VEC;
+
+}  // namespace ln
+}  // namespace warpnorm
+
+// ------------------------------------------------------------------------------------------
+// Entry points: warpnorm_layer_norm_<dir>_<T>_<P>_<tier>_<vec|scalar>, one list per dtype pair.
+// ------------------------------------------------------------------------------------------
+
+#define WN_LN_ENTRY(DIR, TN, PN, TIER, VNAME, BOUND, BODY, T, P, VEC, NPACK)                 \
+    extern "C" __global__ void __launch_bounds__(BOUND, 1)                                     \
+        warpnorm_layer_norm_##DIR##_##TN##_##PN##_##TIER##_##VNAME(                           \
+            const WnLayerNorm##DIR##Args_ a) {                                                 \
+        warpnorm::ln::BODY<T, P, VEC, NPACK>(a);                                               \
+    }
+
+using WnLayerNormfwdArgs_ = WnLayerNormFwdArgs;
+using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
+
+#define WN_LN_VARIANTS(TN, PN, T, P, VNAME, VEC, FE, BE)                                             \
+    WN_LN_ENTRY(fwd, TN, PN, subwarp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC, 1)        \
+    WN_LN_ENTRY(fwd, TN, PN, warp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC,             \
+                (warpnorm::ln::kPacks<VEC, FE>))                           \
+    WN_LN_ENTRY(fwd, TN, PN, block, VNAME, WN_LN_MAX_BLOCK, fwd_block, T, P, VEC,            \
+                (warpnorm::ln::kPacks<VEC, FE>))                           \
+    WN_LN_ENTRY(fwd, TN, PN, split_stats, VNAME, WN_LN_MAX_BLOCK, fwd_split_stats, T, P, VEC, \
+                (warpnorm::ln::kPacks<VEC, FE>))                           \
+    WN_LN_ENTRY(fwd, TN, PN, split_norm, VNAME, WN_LN_MAX_BLOCK, fwd_split_norm, T, P, VEC,   \
+                (warpnorm::ln::kPacks<VEC, FE>))                           \
+    WN_LN_ENTRY(bwd, TN, PN, subwarp, VNAME, WN_LN_BWD_WARP_BLOCK, bwd_warp, T, P, VEC, 1)        \
+    WN_LN_ENTRY(bwd, TN, PN, warp, VNAME, WN_LN_BWD_WARP_BLOCK, bwd_warp, T, P, VEC,             \
+                (warpnorm::ln::kPacks<VEC, BE>))                           \
+    WN_LN_ENTRY(bwd, TN, PN, block, VNAME, WN_LN_MAX_BLOCK, bwd_block, T, P, VEC,            \
+                (warpnorm::ln::kPacks<VEC, BE>))                           \
+    WN_LN_ENTRY(bwd, TN, PN, split_sums, VNAME, WN_LN_MAX_BLOCK, bwd_split_sums, T, P, VEC,   \
+                (warpnorm::ln::kPacks<VEC, BE>))                           \
+    WN_LN_ENTRY(bwd, TN, PN, split_dx, VNAME, WN_LN_MAX_BLOCK, bwd_split_dx, T, P, VEC,       \
+                (warpnorm::ln::kPacks<VEC, BE>))
+
+// Backward elements per thread of the vector variants; fewer on compute capability >= 12.0
+// (the planner uses the same rule, src/layer_norm/plan.rs).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#define WN_LN_BWD_ELEMS_VEC WN_LN_BWD_THREAD_ELEMS_CC12
+#else
+#define WN_LN_BWD_ELEMS_VEC WN_LN_BWD_THREAD_ELEMS
+#endif
+
+#define WN_LN_DTYPE_PAIR(TN, PN, T, P)                                                         \
+    WN_LN_VARIANTS(TN, PN, T, P, vec, warpnorm::kVec<T>, WN_LN_FWD_THREAD_ELEMS,               \
+                   WN_LN_BWD_ELEMS_VEC)                                                     \
+    WN_LN_VARIANTS(TN, PN, T, P, scalar, 1, WN_LN_FWD_THREAD_ELEMS_SCALAR,                     \
+                   WN_LN_BWD_THREAD_ELEMS_SCALAR)
+
+WN_LN_DTYPE_PAIR(f32, f32, float, float)
+WN_LN_DTYPE_PAIR(f16, f16, __half, __half)
+WN_LN_DTYPE_PAIR(f16, f32, __half, float)
+WN_LN_DTYPE_PAIR(bf16, bf16, __nv_bfloat16, __nv_bfloat16)
+WN_LN_DTYPE_PAIR(bf16, f32, __nv_bfloat16, float)
+
+#define WN_LN_FINALIZE(PN, P)                                                                  \
+    extern "C" __global__ void __launch_bounds__(WN_LN_FINALIZE_COLS * WN_LN_FINALIZE_LANES)   \
+        warpnorm_layer_norm_bwd_##PN##_finalize(const WnLayerNormFinalizeArgs a) {             \
+        warpnorm::ln::finalize<P>(a);                                                          \
+    }
+
+WN_LN_FINALIZE(f32, float)
+WN_LN_FINALIZE(f16, __half)
+WN_LN_FINALIZE(bf16, __nv_bfloat16)

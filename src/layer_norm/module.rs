@@ -1,0 +1,265 @@
+//! The `LayerNorm` module type: owns gamma/beta on the device and offers allocating
+//! forward/backward conveniences over the functional ops.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
+
+use crate::{DType, Element, Error, Result};
+
+use super::desc::{Affine, LayerNormDesc};
+use super::ops::{backward, backward_workspace_bytes, forward, forward_workspace_bytes};
+
+/// Forward results: the output and the statistics the backward pass needs.
+pub struct LayerNormOutput<T> {
+    /// y, same shape as x.
+    pub y: CudaSlice<T>,
+    /// Saved mean (f32), one per row.
+    pub mean: CudaSlice<f32>,
+    /// Saved 1 / sqrt(var + eps) (f32), one per row.
+    pub rstd: CudaSlice<f32>,
+}
+
+/// Backward results.
+pub struct LayerNormGrads<T, P> {
+    /// Gradient of x.
+    pub dx: CudaSlice<T>,
+    /// Gradient of gamma (when the module has a weight).
+    pub dgamma: Option<CudaSlice<P>>,
+    /// Gradient of beta (when the module has a bias).
+    pub dbeta: Option<CudaSlice<P>>,
+}
+
+/// A LayerNorm over the trailing dims `normalized_shape`, with parameters of type `P` on the
+/// device (gamma initialized to 1, beta to 0, as PyTorch). Inputs may be of any activation
+/// type T with P == T or P == f32.
+pub struct LayerNorm<P: Element> {
+    stream: Arc<CudaStream>,
+    normalized_shape: Vec<usize>,
+    cols: usize,
+    affine: Affine,
+    eps: f32,
+    gamma: Option<CudaSlice<P>>,
+    beta: Option<CudaSlice<P>>,
+}
+
+fn driver(during: &str) -> impl FnOnce(cudarc::driver::DriverError) -> Error + '_ {
+    move |source| Error::Driver {
+        during: during.to_string(),
+        source,
+    }
+}
+
+impl<P: Element> LayerNorm<P> {
+    /// A LayerNorm with fresh parameters (gamma = 1, beta = 0) on `stream`'s device.
+    pub fn new(
+        stream: &Arc<CudaStream>,
+        normalized_shape: &[usize],
+        affine: Affine,
+        eps: f32,
+    ) -> Result<LayerNorm<P>> {
+        // Validates normalized_shape and eps (rows = 1 is a placeholder).
+        let d = LayerNormDesc::new(
+            normalized_shape,
+            normalized_shape,
+            P::DTYPE,
+            P::DTYPE,
+            affine,
+            eps,
+        )?;
+        let upload = |v: f64, what: &str| -> Result<CudaSlice<P>> {
+            stream
+                .clone_htod(&vec![P::from_f64(v); d.cols])
+                .map_err(driver(what))
+        };
+        let gamma = if affine.has_weight() {
+            Some(upload(1.0, "uploading gamma")?)
+        } else {
+            None
+        };
+        let beta = if affine.has_bias() {
+            Some(upload(0.0, "uploading beta")?)
+        } else {
+            None
+        };
+        Ok(LayerNorm {
+            stream: stream.clone(),
+            normalized_shape: normalized_shape.to_vec(),
+            cols: d.cols,
+            affine,
+            eps,
+            gamma,
+            beta,
+        })
+    }
+
+    /// The normalized shape.
+    pub fn normalized_shape(&self) -> &[usize] {
+        &self.normalized_shape
+    }
+
+    /// Which parameters exist.
+    pub fn affine(&self) -> Affine {
+        self.affine
+    }
+
+    /// eps.
+    pub fn eps(&self) -> f32 {
+        self.eps
+    }
+
+    /// gamma, if the module has a weight.
+    pub fn gamma(&self) -> Option<&CudaSlice<P>> {
+        self.gamma.as_ref()
+    }
+
+    /// beta, if the module has a bias.
+    pub fn beta(&self) -> Option<&CudaSlice<P>> {
+        self.beta.as_ref()
+    }
+
+    /// Replaces gamma/beta from host values (lengths must equal the row size; presence must
+    /// match the module's [`Affine`]).
+    pub fn set_params(&mut self, gamma: Option<&[P]>, beta: Option<&[P]>) -> Result<()> {
+        for (what, given, exists) in [
+            ("gamma", gamma, self.affine.has_weight()),
+            ("beta", beta, self.affine.has_bias()),
+        ] {
+            if given.is_some() != exists {
+                return Err(Error::invalid(
+                    what,
+                    format!("the module's affine is {:?}", self.affine),
+                ));
+            }
+            if let Some(v) = given {
+                if v.len() != self.cols {
+                    return Err(Error::Length {
+                        what: what.into(),
+                        expected: self.cols,
+                        given: v.len(),
+                    });
+                }
+            }
+        }
+        if let (Some(dst), Some(src)) = (self.gamma.as_mut(), gamma) {
+            self.stream
+                .memcpy_htod(src, dst)
+                .map_err(driver("uploading gamma"))?;
+        }
+        if let (Some(dst), Some(src)) = (self.beta.as_mut(), beta) {
+            self.stream
+                .memcpy_htod(src, dst)
+                .map_err(driver("uploading beta"))?;
+        }
+        Ok(())
+    }
+
+    /// The problem description for an input of shape `x_shape` and activation type T.
+    pub fn desc<T: Element>(&self, x_shape: &[usize]) -> Result<LayerNormDesc> {
+        LayerNormDesc::new(
+            x_shape,
+            &self.normalized_shape,
+            T::DTYPE,
+            P::DTYPE,
+            self.affine,
+            self.eps,
+        )
+    }
+
+    fn workspace(&self, bytes: usize) -> Result<Option<CudaSlice<u8>>> {
+        if bytes == 0 {
+            return Ok(None);
+        }
+        self.stream
+            .alloc_zeros::<u8>(bytes)
+            .map(Some)
+            .map_err(driver("allocating the workspace"))
+    }
+
+    fn alloc<E: Element>(&self, n: usize, what: &str) -> Result<CudaSlice<E>> {
+        // SAFETY: every element is written by the kernels before it can be read (outputs
+        // cover exactly the problem's elements).
+        unsafe { self.stream.alloc::<E>(n) }.map_err(driver(what))
+    }
+
+    /// Forward on `x` (shape `x_shape`), allocating y, mean, rstd and the workspace on the
+    /// module's stream. Asynchronous.
+    pub fn forward<T: Element>(
+        &self,
+        x: &CudaView<'_, T>,
+        x_shape: &[usize],
+    ) -> Result<LayerNormOutput<T>> {
+        let d = self.desc::<T>(x_shape)?;
+        if P::DTYPE != T::DTYPE && P::DTYPE != DType::F32 {
+            return Err(Error::DType {
+                what: "LayerNorm parameters".into(),
+                expected: format!("{} or f32", T::DTYPE),
+                given: P::DTYPE.to_string(),
+            });
+        }
+        let n = d.elements()?;
+        let ws_bytes = forward_workspace_bytes(&self.stream, &d)?;
+        let mut y = self.alloc::<T>(n, "allocating y")?;
+        let mut mean = self.alloc::<f32>(d.rows, "allocating mean")?;
+        let mut rstd = self.alloc::<f32>(d.rows, "allocating rstd")?;
+        let mut ws = self.workspace(ws_bytes)?;
+        let gamma = self.gamma.as_ref().map(|g| g.as_view());
+        let beta = self.beta.as_ref().map(|b| b.as_view());
+        let mut wsv: Option<CudaViewMut<'_, u8>> = ws.as_mut().map(|w| w.as_view_mut());
+        forward(
+            &self.stream,
+            &d,
+            x,
+            gamma.as_ref(),
+            beta.as_ref(),
+            &mut y.as_view_mut(),
+            &mut mean.as_view_mut(),
+            &mut rstd.as_view_mut(),
+            wsv.as_mut(),
+        )?;
+        Ok(LayerNormOutput { y, mean, rstd })
+    }
+
+    /// Backward from the forward's input `x`, the output gradient `dy` and the saved
+    /// statistics, allocating dx, dgamma, dbeta and the workspace. Asynchronous.
+    pub fn backward<T: Element>(
+        &self,
+        x: &CudaView<'_, T>,
+        x_shape: &[usize],
+        dy: &CudaView<'_, T>,
+        mean: &CudaView<'_, f32>,
+        rstd: &CudaView<'_, f32>,
+    ) -> Result<LayerNormGrads<T, P>> {
+        let d = self.desc::<T>(x_shape)?;
+        let n = d.elements()?;
+        let ws_bytes = backward_workspace_bytes(&self.stream, &d)?;
+        let mut dx = self.alloc::<T>(n, "allocating dx")?;
+        let mut dgamma = match self.affine.has_weight() {
+            true => Some(self.alloc::<P>(self.cols, "allocating dgamma")?),
+            false => None,
+        };
+        let mut dbeta = match self.affine.has_bias() {
+            true => Some(self.alloc::<P>(self.cols, "allocating dbeta")?),
+            false => None,
+        };
+        let mut ws = self.workspace(ws_bytes)?;
+        let gamma = self.gamma.as_ref().map(|g| g.as_view());
+        let mut dgv = dgamma.as_mut().map(|g| g.as_view_mut());
+        let mut dbv = dbeta.as_mut().map(|b| b.as_view_mut());
+        let mut wsv = ws.as_mut().map(|w| w.as_view_mut());
+        backward(
+            &self.stream,
+            &d,
+            x,
+            dy,
+            mean,
+            rstd,
+            gamma.as_ref(),
+            &mut dx.as_view_mut(),
+            dgv.as_mut(),
+            dbv.as_mut(),
+            wsv.as_mut(),
+        )?;
+        Ok(LayerNormGrads { dx, dgamma, dbeta })
+    }
+}

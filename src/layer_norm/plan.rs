@@ -1,0 +1,621 @@
+//! LayerNorm launch planning: validation of every pointer and size, tier choice, and the
+//! launches (kernel, grid, block, shared memory, argument struct) as data.
+//!
+//! Tiers, for a row of D elements held as 16-byte packs (VEC = 16 / element size; 1 for the
+//! scalar variant) and `packs` = ceil(D / VEC) (+1 when rows do not start 16-byte aligned):
+//!
+//! | tier | when | layout |
+//! |---|---|---|
+//! | `subwarp` | packs <= 32 | 1..32 lanes per row, one pack per lane, 128 (fwd) / 512 (bwd) threads |
+//! | `warp` | packs <= 32 * elems / VEC | a warp per row, up to `elems` elements per lane |
+//! | `block` | packs <= 512 * elems / VEC | a row per team of 128..512 threads, in registers (backward: 512 / team rows per block) |
+//! | `split` | longer rows, or fewer rows than SMs with D >= 4096 | chunks of a row on grid.y |
+//!
+//! `elems` (elements per thread) is 32 forward and 16 backward (8 for the scalar variants,
+//! and 8 backward on compute capability >= 12.0, where ptxas needs more registers), so in f32 the warp tier covers D <= 1024 (fwd) / 512 (bwd) and the block tier
+//! D <= 16384 / 8192. Forward vector variants need only x and y congruent mod 16 bytes
+//! (per-row heads are predicated); backward vector variants need every row of x, dy, dx
+//! 16-byte aligned (so that each thread's dgamma columns are fixed), else the scalar variant.
+//! Grids are persistent: at most as many blocks as fit on the GPU at once (forward), and
+//! at most ~1024 threads per SM backward (fewer dgamma/dbeta partial rows to reduce).
+
+use crate::abi::{
+    WnLayerNormBwdArgs, WnLayerNormFinalizeArgs, WnLayerNormFwdArgs, WN_LN_BWD_THREAD_ELEMS,
+    WN_LN_BWD_THREAD_ELEMS_CC12, WN_LN_BWD_THREAD_ELEMS_SCALAR, WN_LN_BWD_WARP_BLOCK,
+    WN_LN_FINALIZE_COLS, WN_LN_FINALIZE_LANES, WN_LN_FWD_THREAD_ELEMS,
+    WN_LN_FWD_THREAD_ELEMS_SCALAR, WN_LN_MAX_BLOCK, WN_LN_WARP_BLOCK,
+};
+use crate::buffers::check_alignment;
+use crate::device::DeviceProps;
+use crate::plan::{grid_dim, Launch, Plan};
+use crate::{DType, Error, Result};
+
+use super::desc::LayerNormDesc;
+
+crate::abi::abi_args!(
+    WnLayerNormFwdArgs,
+    WnLayerNormBwdArgs,
+    WnLayerNormFinalizeArgs
+);
+
+/// Rows shorter than this are never split across blocks to fill the GPU.
+pub const SPLIT_MIN_COLS: usize = 4096;
+/// Smallest chunk (elements) when splitting rows only to fill the GPU.
+pub const SPLIT_MIN_CHUNK: usize = 2048;
+/// Alignment (bytes) the planner requires of the workspace.
+pub const WORKSPACE_ALIGN: u64 = 16;
+
+/// Direction of a LayerNorm pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// Forward: y, mean, rstd from x.
+    Forward,
+    /// Backward: dx (and dgamma/dbeta) from x, dy, mean, rstd.
+    Backward,
+}
+
+/// The kernel tier a plan uses (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tier {
+    /// `group` lanes per row, one pack each.
+    Subwarp {
+        /// Lanes per row (power of two, 1..=32).
+        group: u32,
+    },
+    /// One warp per row, several packs per lane.
+    Warp,
+    /// One row per block of `threads` threads.
+    Block {
+        /// Threads per block.
+        threads: u32,
+    },
+    /// Rows split into `splits` chunks of `chunk` columns, blocks of `threads`.
+    Split {
+        /// Threads per block.
+        threads: u32,
+        /// Columns per chunk (a multiple of the vector width).
+        chunk: u64,
+        /// Chunks per row.
+        splits: u64,
+    },
+}
+
+impl Tier {
+    /// The tier's name in kernel names (`split` tiers have two kernels, see the plan).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Tier::Subwarp { .. } => "subwarp",
+            Tier::Warp => "warp",
+            Tier::Block { .. } => "block",
+            Tier::Split { .. } => "split",
+        }
+    }
+}
+
+/// A tier choice plus the derived launch geometry, before any pointer is involved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// The tier.
+    pub tier: Tier,
+    /// True for 16-byte vector kernels, false for the scalar variant.
+    pub vec: bool,
+    /// Threads per block in x (per row team).
+    pub threads: u32,
+    /// Rows processed at once per block (block.y; backward `block` tier only, else 1).
+    pub rows_per_block: u32,
+    /// Blocks in grid.x (rows are grid-strided over them); the backward partial rows.
+    pub grid_x: u64,
+    /// Blocks in grid.y (chunks per row in the split tier, else 1).
+    pub grid_y: u64,
+    /// Workspace bytes this geometry needs.
+    pub workspace_bytes: u64,
+}
+
+fn next_pow2(v: u64) -> u64 {
+    v.max(1).next_power_of_two()
+}
+
+fn round_up(v: u64, m: u64) -> u64 {
+    v.div_ceil(m) * m
+}
+
+/// Elements per 16-byte vector of `dtype` (1 for the scalar variant).
+fn vec_width(dtype: DType, vec: bool) -> u64 {
+    if vec {
+        16 / dtype.size() as u64
+    } else {
+        1
+    }
+}
+
+/// Elements per thread of a kernel variant, as cuda/layer_norm.cu instantiates it for the
+/// device's architecture.
+fn thread_elems(dir: Direction, vec: bool, props: &DeviceProps) -> u64 {
+    (match (dir, vec) {
+        (Direction::Forward, true) => WN_LN_FWD_THREAD_ELEMS,
+        (Direction::Forward, false) => WN_LN_FWD_THREAD_ELEMS_SCALAR,
+        (Direction::Backward, true) if props.compute_capability.0 >= 12 => {
+            WN_LN_BWD_THREAD_ELEMS_CC12
+        }
+        (Direction::Backward, true) => WN_LN_BWD_THREAD_ELEMS,
+        (Direction::Backward, false) => WN_LN_BWD_THREAD_ELEMS_SCALAR,
+    }) as u64
+}
+
+/// Chooses the tier and launch geometry for `desc` in direction `dir`.
+///
+/// `vec` selects the vector variant; `rows_aligned` says every row starts 16-byte aligned
+/// (x aligned and D * size a multiple of 16), which saves the head pack.
+pub fn geometry(
+    desc: &LayerNormDesc,
+    dir: Direction,
+    vec: bool,
+    rows_aligned: bool,
+    props: &DeviceProps,
+) -> Result<Geometry> {
+    let rows = desc.rows as u64;
+    let cols = desc.cols as u64;
+    let v = vec_width(desc.dtype, vec);
+    let extra = u64::from(vec && !rows_aligned);
+    let packs_of = |n: u64| n.div_ceil(v) + if n > 0 { extra } else { 0 };
+    let npack = thread_elems(dir, vec, props) / v;
+    let max_block = WN_LN_MAX_BLOCK as u64;
+    let sms = props.sm_count.max(1) as u64;
+    let per_sm = props.max_threads_per_sm.max(32) as u64;
+    let packs = packs_of(cols);
+    let fwd = dir == Direction::Forward;
+    let warp_block = if fwd {
+        WN_LN_WARP_BLOCK
+    } else {
+        WN_LN_BWD_WARP_BLOCK
+    } as u64;
+    // Persistent grids: forward fills the GPU; backward keeps ~1024 threads per SM, which
+    // hides latency with 16 elements of x and dy in flight per thread, and bounds the
+    // number of dgamma/dbeta partial rows.
+    let cap = |threads: u64| {
+        if fwd {
+            sms * (per_sm / threads).max(1)
+        } else {
+            sms * (1024 / threads).max(1)
+        }
+    };
+    let block_threads = |p: u64| {
+        let t = if fwd { p.div_ceil(npack) } else { p };
+        next_pow2(t).clamp(128, max_block)
+    };
+    let few_rows = rows < sms && cols as usize >= SPLIT_MIN_COLS;
+    let mut rows_per_block = 1u64;
+    let fits_block = packs <= max_block * npack;
+    let (tier, threads, grid_x, grid_y) = if packs <= 32 {
+        let group = next_pow2(packs);
+        let per_block = warp_block / group;
+        let g = rows.div_ceil(per_block).min(cap(warp_block));
+        (
+            Tier::Subwarp {
+                group: group as u32,
+            },
+            warp_block,
+            g,
+            1,
+        )
+    } else if packs <= 32 * npack {
+        let per_block = warp_block / 32;
+        let g = rows.div_ceil(per_block).min(cap(warp_block));
+        (Tier::Warp, warp_block, g, 1)
+    } else if fits_block && !few_rows {
+        let t = block_threads(packs);
+        // Backward: several rows per 512-thread block when rows are short, so that the
+        // grid - the number of dgamma/dbeta partial rows - stays at ~2 blocks per SM.
+        let r = if fwd { 1 } else { max_block / t };
+        let g = rows.div_ceil(r).min(cap(t * r));
+        rows_per_block = r;
+        (Tier::Block { threads: t as u32 }, t, g, 1)
+    } else {
+        // Split: enough chunks that each fits a block, and (for few rows) enough blocks to
+        // fill the GPU, but chunks of at least SPLIT_MIN_CHUNK elements.
+        let max_chunk = (max_block * npack - extra) * v;
+        let s_min = cols.div_ceil(max_chunk);
+        let s_fill = (2 * sms)
+            .div_ceil(rows.max(1))
+            .min(cols / SPLIT_MIN_CHUNK as u64);
+        let s = s_min.max(s_fill).max(1);
+        let chunk = round_up(cols.div_ceil(s), v).min(max_chunk);
+        let splits = cols.div_ceil(chunk);
+        if splits > props.max_grid_yz as u64 {
+            return Err(Error::Overflow(format!(
+                "a row of {cols} elements needs {splits} chunks, more than the grid's {} in y",
+                props.max_grid_yz
+            )));
+        }
+        let t = block_threads(packs_of(chunk));
+        let g = rows.min((cap(t) / splits).max(1));
+        (
+            Tier::Split {
+                threads: t as u32,
+                chunk,
+                splits,
+            },
+            t,
+            g,
+            splits,
+        )
+    };
+    let grid_x = grid_x.max(1);
+    let f32b = 4u64;
+    let mut ws = 0u64;
+    if let Tier::Split { splits, .. } = tier {
+        ws += round_up(rows * splits * 2 * f32b, WORKSPACE_ALIGN);
+    }
+    if !fwd {
+        let part = round_up(grid_x * cols * f32b, WORKSPACE_ALIGN);
+        ws += part * (u64::from(desc.affine.has_weight()) + u64::from(desc.affine.has_bias()));
+    }
+    Ok(Geometry {
+        tier,
+        vec,
+        threads: threads as u32,
+        rows_per_block: rows_per_block as u32,
+        grid_x,
+        grid_y,
+        workspace_bytes: ws,
+    })
+}
+
+/// Workspace bytes a plan for `desc` may need on `props` (the maximum over the aligned and
+/// misaligned variants, so that it does not depend on the buffers' addresses). 0 when none.
+pub fn workspace_bytes(desc: &LayerNormDesc, dir: Direction, props: &DeviceProps) -> Result<usize> {
+    desc.validate()?;
+    if desc.rows == 0 || desc.cols == 0 {
+        return Ok(0);
+    }
+    let mut max = 0u64;
+    for (vec, aligned) in [(true, true), (true, false), (false, true)] {
+        max = max.max(geometry(desc, dir, vec, aligned, props)?.workspace_bytes);
+    }
+    usize::try_from(max).map_err(|_| Error::Overflow(format!("workspace of {max} bytes")))
+}
+
+/// Device addresses of a forward call (0 allowed only for empty buffers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FwdPtrs {
+    /// Input, rows * cols activation elements.
+    pub x: u64,
+    /// Output, rows * cols activation elements.
+    pub y: u64,
+    /// Scale, cols parameter elements (Some exactly when the desc has a weight).
+    pub gamma: Option<u64>,
+    /// Shift, cols parameter elements (Some exactly when the desc has a bias).
+    pub beta: Option<u64>,
+    /// Saved mean, rows f32.
+    pub mean: u64,
+    /// Saved rstd, rows f32.
+    pub rstd: u64,
+    /// Workspace (16-byte aligned).
+    pub workspace: u64,
+    /// Workspace size in bytes.
+    pub workspace_bytes: u64,
+}
+
+/// Device addresses of a backward call (0 allowed only for empty buffers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BwdPtrs {
+    /// Forward input, rows * cols.
+    pub x: u64,
+    /// Output gradient, rows * cols.
+    pub dy: u64,
+    /// Input gradient (written), rows * cols.
+    pub dx: u64,
+    /// Scale, cols (Some exactly when the desc has a weight).
+    pub gamma: Option<u64>,
+    /// Saved mean, rows f32.
+    pub mean: u64,
+    /// Saved rstd, rows f32.
+    pub rstd: u64,
+    /// Gradient of gamma (written), cols (Some exactly when the desc has a weight).
+    pub dgamma: Option<u64>,
+    /// Gradient of beta (written), cols (Some exactly when the desc has a bias).
+    pub dbeta: Option<u64>,
+    /// Workspace (16-byte aligned).
+    pub workspace: u64,
+    /// Workspace size in bytes.
+    pub workspace_bytes: u64,
+}
+
+fn check_ptr(what: &str, ptr: u64, elems: u64, elem_size: u64) -> Result<()> {
+    let bytes = elems
+        .checked_mul(elem_size)
+        .ok_or_else(|| Error::Overflow(format!("{what}: {elems} elements in bytes")))?;
+    if bytes == 0 {
+        return Ok(());
+    }
+    if ptr == 0 {
+        return Err(Error::invalid(
+            what,
+            "null device address for a non-empty buffer",
+        ));
+    }
+    check_alignment(what, ptr, elem_size)?;
+    ptr.checked_add(bytes)
+        .ok_or_else(|| Error::Overflow(format!("{what}: address {ptr:#x} + {bytes} bytes")))?;
+    Ok(())
+}
+
+fn check_presence(what: &str, given: bool, expected: bool) -> Result<()> {
+    if given != expected {
+        let msg = if expected {
+            "the LayerNorm has this parameter but none was given"
+        } else {
+            "the LayerNorm has no such parameter (see LayerNormDesc::affine) but one was given"
+        };
+        return Err(Error::invalid(what, msg));
+    }
+    Ok(())
+}
+
+fn check_workspace(ptr: u64, given: u64, needed: u64) -> Result<()> {
+    if given < needed {
+        return Err(Error::Length {
+            what: "workspace (bytes)".into(),
+            expected: needed as usize,
+            given: given as usize,
+        });
+    }
+    if needed > 0 {
+        check_ptr("workspace", ptr, needed, 1)?;
+        check_alignment("workspace", ptr, WORKSPACE_ALIGN)?;
+    }
+    Ok(())
+}
+
+fn kernel(dir: &str, desc: &LayerNormDesc, tier: &str, vec: bool) -> String {
+    format!(
+        "warpnorm_layer_norm_{dir}_{}_{}_{tier}_{}",
+        desc.dtype.name(),
+        desc.param_dtype.name(),
+        if vec { "vec" } else { "scalar" }
+    )
+}
+
+/// Validates a forward call and plans its launches.
+///
+/// Checks the desc, every pointer (non-null when non-empty, aligned to its element size, no
+/// address overflow), parameter presence against `desc.affine`, and the workspace (size and
+/// 16-byte alignment). An empty input (rows == 0) gives an empty plan; cols == 0 writes
+/// mean = 0 and rstd = NaN per row, as PyTorch.
+pub fn plan_fwd(desc: &LayerNormDesc, p: &FwdPtrs, props: &DeviceProps) -> Result<Plan> {
+    desc.validate()?;
+    let n = desc.elements()? as u64;
+    let (rows, cols) = (desc.rows as u64, desc.cols as u64);
+    let (s, ps) = (desc.dtype.size() as u64, desc.param_dtype.size() as u64);
+    check_ptr("x", p.x, n, s)?;
+    check_ptr("y", p.y, n, s)?;
+    check_presence("gamma", p.gamma.is_some(), desc.affine.has_weight())?;
+    check_presence("beta", p.beta.is_some(), desc.affine.has_bias())?;
+    if let Some(g) = p.gamma {
+        check_ptr("gamma", g, cols, ps)?;
+    }
+    if let Some(b) = p.beta {
+        check_ptr("beta", b, cols, ps)?;
+    }
+    check_ptr("mean", p.mean, rows, 4)?;
+    check_ptr("rstd", p.rstd, rows, 4)?;
+    if rows == 0 {
+        check_workspace(p.workspace, p.workspace_bytes, 0)?;
+        return Ok(Plan::empty());
+    }
+    let vec = p.x % 16 == p.y % 16;
+    let rows_aligned = p.x % 16 == 0 && (cols * s) % 16 == 0;
+    let geo = geometry(desc, Direction::Forward, vec, rows_aligned, props)?;
+    check_workspace(p.workspace, p.workspace_bytes, geo.workspace_bytes)?;
+    let mut args = WnLayerNormFwdArgs {
+        x: p.x,
+        y: p.y,
+        gamma: p.gamma.unwrap_or(0),
+        beta: p.beta.unwrap_or(0),
+        mean: p.mean,
+        rstd: p.rstd,
+        partials: 0,
+        rows: rows as i64,
+        cols: cols as i64,
+        chunk: cols as i64,
+        splits: 1,
+        eps: desc.eps,
+        group: 0,
+    };
+    let block = [geo.threads, 1, 1];
+    let mut plan = Plan::empty();
+    match geo.tier {
+        Tier::Subwarp { .. } | Tier::Warp | Tier::Block { .. } => {
+            args.group = match geo.tier {
+                Tier::Subwarp { group } => group,
+                Tier::Warp => 32,
+                _ => 0,
+            };
+            let name = kernel("fwd", desc, geo.tier.name(), vec);
+            let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
+            plan.push(Launch::new(name, grid, block, 0, &args));
+        }
+        Tier::Split { chunk, splits, .. } => {
+            args.partials = p.workspace;
+            args.chunk = chunk as i64;
+            args.splits = splits as i64;
+            for pass in ["split_stats", "split_norm"] {
+                let name = kernel("fwd", desc, pass, vec);
+                let grid = [
+                    grid_dim(geo.grid_x, &name)?,
+                    grid_dim(geo.grid_y, &name)?,
+                    1,
+                ];
+                plan.push(Launch::new(name, grid, block, 0, &args));
+            }
+        }
+    }
+    plan.check(props)?;
+    Ok(plan)
+}
+
+/// Validates a backward call and plans its launches (dx, then the dgamma/dbeta finalize).
+///
+/// Same checks as [`plan_fwd`], plus dgamma/dbeta presence against `desc.affine`. rows == 0
+/// writes zero dgamma/dbeta; cols == 0 gives an empty plan.
+pub fn plan_bwd(desc: &LayerNormDesc, p: &BwdPtrs, props: &DeviceProps) -> Result<Plan> {
+    desc.validate()?;
+    let n = desc.elements()? as u64;
+    let (rows, cols) = (desc.rows as u64, desc.cols as u64);
+    let (s, ps) = (desc.dtype.size() as u64, desc.param_dtype.size() as u64);
+    check_ptr("x", p.x, n, s)?;
+    check_ptr("dy", p.dy, n, s)?;
+    check_ptr("dx", p.dx, n, s)?;
+    check_presence("gamma", p.gamma.is_some(), desc.affine.has_weight())?;
+    check_presence("dgamma", p.dgamma.is_some(), desc.affine.has_weight())?;
+    check_presence("dbeta", p.dbeta.is_some(), desc.affine.has_bias())?;
+    for (what, ptr) in [("gamma", p.gamma), ("dgamma", p.dgamma), ("dbeta", p.dbeta)] {
+        if let Some(ptr) = ptr {
+            check_ptr(what, ptr, cols, ps)?;
+        }
+    }
+    check_ptr("mean", p.mean, rows, 4)?;
+    check_ptr("rstd", p.rstd, rows, 4)?;
+    let mut plan = Plan::empty();
+    if cols == 0 {
+        check_workspace(p.workspace, p.workspace_bytes, 0)?;
+        return Ok(plan);
+    }
+    let finalize = |plan: &mut Plan, part_rows: u64, dg: u64, db: u64| -> Result<()> {
+        if !desc.affine.has_weight() {
+            return Ok(());
+        }
+        let name = format!(
+            "warpnorm_layer_norm_bwd_{}_finalize",
+            desc.param_dtype.name()
+        );
+        let args = WnLayerNormFinalizeArgs {
+            dgamma_part: dg,
+            dbeta_part: db,
+            dgamma: p.dgamma.unwrap_or(0),
+            dbeta: p.dbeta.unwrap_or(0),
+            part_rows: part_rows as i64,
+            cols: cols as i64,
+        };
+        let grid = [
+            grid_dim(cols.div_ceil(WN_LN_FINALIZE_COLS as u64), &name)?,
+            1,
+            1,
+        ];
+        let block = [WN_LN_FINALIZE_COLS, WN_LN_FINALIZE_LANES, 1];
+        plan.push(Launch::new(name, grid, block, 0, &args));
+        Ok(())
+    };
+    if rows == 0 {
+        check_workspace(p.workspace, p.workspace_bytes, 0)?;
+        // No rows: the finalize kernel writes zeros (dgamma_part/dbeta_part are only
+        // non-null to say which outputs to write; nothing is read with 0 partial rows).
+        let dg = u64::from(desc.affine.has_weight());
+        let db = u64::from(desc.affine.has_bias());
+        finalize(&mut plan, 0, dg, db)?;
+        plan.check(props)?;
+        return Ok(plan);
+    }
+    let vec = [p.x, p.dy, p.dx].iter().all(|a| a % 16 == 0) && (cols * s) % 16 == 0;
+    let geo = geometry(desc, Direction::Backward, vec, true, props)?;
+    check_workspace(p.workspace, p.workspace_bytes, geo.workspace_bytes)?;
+    let part = round_up(geo.grid_x * cols * 4, WORKSPACE_ALIGN);
+    let mut next = p.workspace;
+    let mut take = |bytes: u64| {
+        let at = next;
+        next += bytes;
+        at
+    };
+    let dgamma_part = if desc.affine.has_weight() {
+        take(part)
+    } else {
+        0
+    };
+    let dbeta_part = if desc.affine.has_bias() {
+        take(part)
+    } else {
+        0
+    };
+    let row_sums = match geo.tier {
+        Tier::Split { splits, .. } => take(round_up(rows * splits * 8, WORKSPACE_ALIGN)),
+        _ => 0,
+    };
+    let mut args = WnLayerNormBwdArgs {
+        x: p.x,
+        dy: p.dy,
+        dx: p.dx,
+        gamma: p.gamma.unwrap_or(0),
+        mean: p.mean,
+        rstd: p.rstd,
+        dgamma_part,
+        dbeta_part,
+        row_sums,
+        rows: rows as i64,
+        cols: cols as i64,
+        chunk: cols as i64,
+        splits: 1,
+        group: 0,
+        _pad: 0,
+    };
+    let block = [geo.threads, 1, 1];
+    match geo.tier {
+        Tier::Subwarp { group } => {
+            args.group = group;
+            push_bwd_warp(&mut plan, desc, "subwarp", vec, &geo, &args)?;
+        }
+        Tier::Warp => {
+            args.group = 32;
+            push_bwd_warp(&mut plan, desc, "warp", vec, &geo, &args)?;
+        }
+        Tier::Block { .. } => {
+            let name = kernel("bwd", desc, "block", vec);
+            let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
+            // Several row teams sum their dgamma/dbeta in shared memory (2 * cols floats).
+            let smem = if geo.rows_per_block > 1 && desc.affine.has_weight() {
+                u32::try_from(2 * desc.cols * 4)
+                    .map_err(|_| Error::Overflow("backward shared memory".into()))?
+            } else {
+                0
+            };
+            let block = [geo.threads, geo.rows_per_block, 1];
+            plan.push(Launch::new(name, grid, block, smem, &args));
+        }
+        Tier::Split { chunk, splits, .. } => {
+            args.chunk = chunk as i64;
+            args.splits = splits as i64;
+            for pass in ["split_sums", "split_dx"] {
+                let name = kernel("bwd", desc, pass, vec);
+                let grid = [
+                    grid_dim(geo.grid_x, &name)?,
+                    grid_dim(geo.grid_y, &name)?,
+                    1,
+                ];
+                plan.push(Launch::new(name, grid, block, 0, &args));
+            }
+        }
+    }
+    finalize(&mut plan, geo.grid_x, dgamma_part, dbeta_part)?;
+    plan.check(props)?;
+    Ok(plan)
+}
+
+fn push_bwd_warp(
+    plan: &mut Plan,
+    desc: &LayerNormDesc,
+    tier: &str,
+    vec: bool,
+    geo: &Geometry,
+    args: &WnLayerNormBwdArgs,
+) -> Result<()> {
+    let name = kernel("bwd", desc, tier, vec);
+    // The groups' dgamma/dbeta accumulators are summed in shared memory (2 * cols floats).
+    let smem = if desc.affine.has_weight() {
+        u32::try_from(2 * desc.cols * 4)
+            .map_err(|_| Error::Overflow("backward shared memory".into()))?
+    } else {
+        0
+    };
+    let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
+    plan.push(Launch::new(name, grid, [geo.threads, 1, 1], smem, args));
+    Ok(())
+}

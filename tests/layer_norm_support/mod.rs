@@ -1,0 +1,540 @@
+//! Shared support of the LayerNorm tests: deterministic data, the CPU oracle, tolerances, and
+//! one function that runs a case's forward and backward plans on ptxsim and compares every
+//! output with `warpnorm::cpu::layer_norm`.
+#![allow(dead_code)]
+
+use warpnorm::cpu::layer_norm::{layer_norm_bwd, layer_norm_fwd};
+use warpnorm::layer_norm::{
+    plan_bwd, plan_fwd, workspace_bytes, Affine, BwdPtrs, Direction, FwdPtrs, LayerNormDesc,
+};
+use warpnorm::{DType, DeviceProps, Element, Plan};
+
+use crate::common::sim::Sim;
+
+/// xorshift64*: deterministic test data without a dependency.
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed (any value).
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Uniform in [lo, hi).
+    pub fn range(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.unit()
+    }
+    /// n values uniform in [lo, hi), rounded to E.
+    pub fn vec<E: Element>(&mut self, n: usize, lo: f64, hi: f64) -> Vec<E> {
+        (0..n).map(|_| E::from_f64(self.range(lo, hi))).collect()
+    }
+}
+
+/// How the activation buffers sit in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Views {
+    /// Every buffer 256-byte aligned.
+    Aligned,
+    /// Every activation and parameter buffer one element past an aligned address.
+    Offset1,
+    /// Only the inputs (x, dy) offset by one element: forward and backward take the scalar
+    /// variant.
+    InputOffset1,
+}
+
+/// One LayerNorm test problem.
+#[derive(Clone, Copy, Debug)]
+pub struct Case {
+    /// M.
+    pub rows: usize,
+    /// D.
+    pub cols: usize,
+    /// Activation dtype.
+    pub dtype: DType,
+    /// Parameter dtype.
+    pub param_dtype: DType,
+    /// Parameters present.
+    pub affine: Affine,
+    /// Buffer placement.
+    pub views: Views,
+    /// Seed of the data.
+    pub seed: u64,
+    /// Mean added to x (large values test the two-pass variance).
+    pub x_offset: f64,
+}
+
+impl Case {
+    /// The problem description.
+    pub fn desc(&self) -> LayerNormDesc {
+        LayerNormDesc::from_rows(
+            self.rows,
+            self.cols,
+            self.dtype,
+            self.param_dtype,
+            self.affine,
+            1e-5,
+        )
+        .expect("valid test desc")
+    }
+}
+
+/// Tolerance factors, in one place. Every check is |got - ref| <= tol with
+/// tol = K_ROUND * u(dtype) * |ref| + tiny(dtype) + K_F32 * u32 * scale, where `scale` is the
+/// first-order magnitude of the f32 rounding errors of that output (computed per element in
+/// [`run_case`] from the f64 values of the terms the kernel adds up):
+///
+/// - `K_ROUND = 2`: an output rounded once to its dtype differs from the rounded f64
+///   reference by at most one ulp = 2 u; `tiny` is the dtype's subnormal spacing.
+/// - `K_F32 = 64`: the f32 arithmetic. Each thread sums at most 32 elements sequentially and
+///   partial sums meet in a tree of depth <= 14, so a sum carries an error of at most ~46 u32
+///   times the sum of its terms' magnitudes; a few more roundings follow (rstd, normalize,
+///   the backward's row sums). The mean's error (<= 46 u32 max|x|) shifts every x - mean of
+///   the row, which is why the scales carry rstd * max|x| terms ("X" below).
+pub const K_ROUND: f64 = 2.0;
+/// See [`K_ROUND`].
+pub const K_F32: f64 = 64.0;
+/// Unit roundoff of f32.
+pub const U32: f64 = 5.960464477539063e-8;
+
+/// Spacing of the dtype's subnormals (the absolute rounding error floor).
+pub fn tiny(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 2f64.powi(-149),
+        DType::F16 => 2f64.powi(-24),
+        DType::BF16 => 2f64.powi(-133),
+    }
+}
+
+/// Compares `got` with `reference` elementwise: |g - r| <= tol(i); NaN must match NaN.
+pub fn compare(
+    what: &str,
+    got: &[f64],
+    reference: &[f64],
+    tol: impl Fn(usize) -> f64,
+) -> Result<(), String> {
+    if got.len() != reference.len() {
+        return Err(format!(
+            "{what}: {} values, expected {}",
+            got.len(),
+            reference.len()
+        ));
+    }
+    let mut worst: Option<(usize, f64, f64)> = None;
+    for (i, (&g, &r)) in got.iter().zip(reference).enumerate() {
+        let ok = if r.is_nan() {
+            g.is_nan()
+        } else if r.is_infinite() {
+            g == r
+        } else {
+            (g - r).abs() <= tol(i)
+        };
+        if !ok {
+            let e = if g.is_finite() {
+                (g - r).abs()
+            } else {
+                f64::INFINITY
+            };
+            if worst.is_none_or(|(_, we, _)| e > we) {
+                worst = Some((i, e, tol(i)));
+            }
+        }
+    }
+    match worst {
+        None => Ok(()),
+        Some((i, e, t)) => Err(format!(
+            "{what}: index {i}: got {} expected {} (error {e:e} > tolerance {t:e})",
+            got[i], reference[i]
+        )),
+    }
+}
+
+/// Widens to f64.
+pub fn to_f64<E: Element>(v: &[E]) -> Vec<f64> {
+    v.iter().map(|e| e.to_f64()).collect()
+}
+
+fn max_abs(v: &[f64]) -> f64 {
+    v.iter()
+        .filter(|x| x.is_finite())
+        .fold(0.0, |m, x| m.max(x.abs()))
+}
+
+/// The plans a case ran (for tier-coverage checks).
+pub struct Ran {
+    /// Forward plan.
+    pub fwd: Plan,
+    /// Backward plan.
+    pub bwd: Plan,
+}
+
+fn offsets(views: Views) -> (usize, usize) {
+    match views {
+        Views::Aligned => (0, 0),
+        Views::Offset1 => (1, 1),
+        Views::InputOffset1 => (1, 0),
+    }
+}
+
+/// A case's inputs.
+pub struct Data<T, P> {
+    /// x, rows * cols.
+    pub x: Vec<T>,
+    /// dy, rows * cols.
+    pub dy: Vec<T>,
+    /// gamma (when the case has a weight).
+    pub gamma: Option<Vec<P>>,
+    /// beta (when the case has a bias).
+    pub beta: Option<Vec<P>>,
+}
+
+/// Deterministic inputs of `case`: x uniform in x_offset +- 2, dy in +-1, gamma in [0.5, 1.5),
+/// beta in +-0.5, all rounded to their dtypes.
+pub fn make_data<T: Element, P: Element>(case: &Case) -> Data<T, P> {
+    let (d, n) = (case.cols, case.rows * case.cols);
+    let mut rng = Rng::new(case.seed);
+    let x = rng.vec(n, case.x_offset - 2.0, case.x_offset + 2.0);
+    let dy = rng.vec(n, -1.0, 1.0);
+    let gamma = case.affine.has_weight().then(|| rng.vec(d, 0.5, 1.5));
+    let beta = case.affine.has_bias().then(|| rng.vec(d, -0.5, 0.5));
+    Data { x, dy, gamma, beta }
+}
+
+/// Checks a backend's outputs for `case` against the CPU reference. `got.y/mean/rstd` come
+/// from the backend's forward; `got.dx/dgamma/dbeta` from its backward run on the
+/// reference's saved statistics (so both sides use the same ones). `plans` is printed on
+/// failure.
+pub fn check_outputs<T: Element, P: Element>(
+    case: &Case,
+    data: &Data<T, P>,
+    got: &Outputs,
+    plans: &str,
+) -> Result<(), String> {
+    let desc = case.desc();
+    let (m, d) = (case.rows, case.cols);
+    let (x, dy) = (&data.x, &data.dy);
+    let (gamma, beta) = (data.gamma.as_deref(), data.beta.as_deref());
+    let r = layer_norm_fwd::<T, P>(x, m, d, gamma, beta, desc.eps).map_err(|e| e.to_string())?;
+    let ctx = |what: &str| format!("{what} [{case:?}]\n{plans}");
+    let (u_t, u_p) = (case.dtype.unit_roundoff(), case.param_dtype.unit_roundoff());
+    let (tiny_t, tiny_p) = (tiny(case.dtype), tiny(case.param_dtype));
+    let xf = to_f64(x);
+    let gf = gamma.map(to_f64);
+    let bf = beta.map(to_f64);
+    let gam = |c: usize| gf.as_ref().map_or(1.0, |g| g[c]);
+    let bet = |c: usize| bf.as_ref().map_or(0.0, |b| b[c]);
+    // Per row: max |x| and X = rstd * max |x|.
+    let xrow: Vec<f64> = (0..m).map(|i| max_abs(&xf[i * d..(i + 1) * d])).collect();
+    let big_x: Vec<f64> = (0..m).map(|i| r.rstd[i] as f64 * xrow[i]).collect();
+    let ry = to_f64(&r.y);
+    // y = (x - mean) * rstd * g + b: scale = rstd |g| (|x - mean| + max|x|) + |b|.
+    let y_scale = |i: usize| {
+        let (row, c) = (i / d.max(1), i % d.max(1));
+        let (mu, rs) = (r.mean[row] as f64, r.rstd[row] as f64);
+        rs * gam(c).abs() * ((xf[i] - mu).abs() + xrow[row]) + bet(c).abs()
+    };
+    compare(&ctx("y"), &got.y, &ry, |i| {
+        K_ROUND * u_t * ry[i].abs() + tiny_t + K_F32 * U32 * y_scale(i)
+    })?;
+    compare(&ctx("mean"), &got.mean, &to_f64(&r.mean), |i| {
+        K_F32 * U32 * xrow[i]
+    })?;
+    let rr = to_f64(&r.rstd);
+    compare(&ctx("rstd"), &got.rstd, &rr, |i| K_F32 * U32 * rr[i].abs())?;
+
+    let rb = layer_norm_bwd::<T, P>(x, dy, &r.mean, &r.rstd, gamma, beta.is_some(), m, d)
+        .map_err(|e| e.to_string())?;
+    let dyf = to_f64(dy);
+    // Per row: A = mean |g dy|, B = mean |g dy xhat|; per element
+    // dx scale = rstd (|g dy| + A + |xhat| B + X (B + |xhat| A)).
+    let xhat = |i: usize| {
+        let row = i / d.max(1);
+        (xf[i] - r.mean[row] as f64) * r.rstd[row] as f64
+    };
+    let mut a_row = vec![0.0f64; m];
+    let mut b_row = vec![0.0f64; m];
+    for (i, dyv) in dyf.iter().enumerate() {
+        let row = i / d;
+        let gdy = (dyv * gam(i % d)).abs();
+        a_row[row] += gdy / d as f64;
+        b_row[row] += gdy * xhat(i).abs() / d as f64;
+    }
+    let rdx = to_f64(&rb.dx);
+    compare(&ctx("dx"), &got.dx, &rdx, |i| {
+        let (row, c) = (i / d, i % d);
+        let (xh, rs) = (xhat(i).abs(), r.rstd[row] as f64);
+        let scale = rs
+            * ((dyf[i] * gam(c)).abs()
+                + a_row[row]
+                + xh * b_row[row]
+                + big_x[row] * (b_row[row] + xh * a_row[row]));
+        K_ROUND * u_t * rdx[i].abs() + tiny_t + K_F32 * U32 * scale
+    })?;
+    // dgamma = sum dy xhat: scale = sum |dy| (|xhat| + X); dbeta: scale = sum |dy|.
+    let (mut sg, mut sb) = (vec![0.0f64; d], vec![0.0f64; d]);
+    for (i, dyv) in dyf.iter().enumerate() {
+        let (row, c) = (i / d, i % d);
+        sg[c] += dyv.abs() * (xhat(i).abs() + big_x[row]);
+        sb[c] += dyv.abs();
+    }
+    let rg = rb.dgamma.as_deref().map_or(Vec::new(), to_f64);
+    compare(&ctx("dgamma"), &got.dgamma, &rg, |c| {
+        K_ROUND * u_p * rg[c].abs() + tiny_p + K_F32 * U32 * sg[c]
+    })?;
+    let rbt = rb.dbeta.as_deref().map_or(Vec::new(), to_f64);
+    compare(&ctx("dbeta"), &got.dbeta, &rbt, |c| {
+        K_ROUND * u_p * rbt[c].abs() + tiny_p + K_F32 * U32 * sb[c]
+    })?;
+    Ok(())
+}
+
+/// Runs forward and backward of `case` on `sim` (buffers placed as `case.views` says) and
+/// checks them against the CPU reference.
+pub fn run_case<T: Element + Default, P: Element + Default>(
+    sim: &mut Sim,
+    case: &Case,
+    props: &DeviceProps,
+) -> Result<Ran, String> {
+    let desc = case.desc();
+    let (m, d) = (case.rows, case.cols);
+    let n = m * d;
+    let data: Data<T, P> = make_data(case);
+    let (oin, oout) = offsets(case.views);
+    let poff = if case.views == Views::Offset1 { 1 } else { 0 };
+
+    let px = sim.upload(&data.x, oin);
+    let py = sim.alloc::<T>(n, oout);
+    let pg = data.gamma.as_ref().map(|g| sim.upload(g, poff));
+    let pb = data.beta.as_ref().map(|b| sim.upload(b, poff));
+    let pmean = sim.alloc::<f32>(m, 0);
+    let prstd = sim.alloc::<f32>(m, 0);
+    let wsf = workspace_bytes(&desc, Direction::Forward, props).map_err(|e| e.to_string())?;
+    let pwf = sim.alloc::<f32>(wsf.div_ceil(4), 0);
+    let fwd_ptrs = FwdPtrs {
+        x: px,
+        y: py,
+        gamma: pg,
+        beta: pb,
+        mean: pmean,
+        rstd: prstd,
+        workspace: pwf,
+        workspace_bytes: wsf as u64,
+    };
+    let fwd = plan_fwd(&desc, &fwd_ptrs, props).map_err(|e| format!("plan_fwd: {e}"))?;
+    sim.run(&fwd)
+        .map_err(|e| format!("forward on ptxsim: {e}\n{fwd}"))?;
+
+    // Backward from the reference's saved statistics.
+    let r = layer_norm_fwd::<T, P>(
+        &data.x,
+        m,
+        d,
+        data.gamma.as_deref(),
+        data.beta.as_deref(),
+        desc.eps,
+    )
+    .map_err(|e| e.to_string())?;
+    let pdy = sim.upload(&data.dy, oin);
+    let pdx = sim.alloc::<T>(n, oout);
+    let pmean2 = sim.upload(&r.mean, 0);
+    let prstd2 = sim.upload(&r.rstd, 0);
+    let pdg = data.gamma.as_ref().map(|_| sim.alloc::<P>(d, poff));
+    let pdb = data.beta.as_ref().map(|_| sim.alloc::<P>(d, poff));
+    let wsb = workspace_bytes(&desc, Direction::Backward, props).map_err(|e| e.to_string())?;
+    let pwb = sim.alloc::<f32>(wsb.div_ceil(4), 0);
+    let bwd_ptrs = BwdPtrs {
+        x: px,
+        dy: pdy,
+        dx: pdx,
+        gamma: pg,
+        mean: pmean2,
+        rstd: prstd2,
+        dgamma: pdg,
+        dbeta: pdb,
+        workspace: pwb,
+        workspace_bytes: wsb as u64,
+    };
+    let bwd = plan_bwd(&desc, &bwd_ptrs, props).map_err(|e| format!("plan_bwd: {e}"))?;
+    sim.run(&bwd)
+        .map_err(|e| format!("backward on ptxsim: {e}\n{bwd}"))?;
+    let got = Outputs {
+        y: to_f64(&sim.download::<T>(py, n)),
+        mean: to_f64(&sim.download::<f32>(pmean, m)),
+        rstd: to_f64(&sim.download::<f32>(prstd, m)),
+        dx: to_f64(&sim.download::<T>(pdx, n)),
+        dgamma: pdg.map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
+        dbeta: pdb.map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
+    };
+    check_outputs(case, &data, &got, &format!("{fwd}{bwd}"))?;
+    Ok(Ran { fwd, bwd })
+}
+
+/// Every (activation, parameter) dtype pair warpnorm supports.
+pub const DTYPE_PAIRS: [(DType, DType); 5] = [
+    (DType::F32, DType::F32),
+    (DType::F16, DType::F16),
+    (DType::F16, DType::F32),
+    (DType::BF16, DType::BF16),
+    (DType::BF16, DType::F32),
+];
+
+/// [`run_case`] with the Rust types chosen from the case's dtypes.
+pub fn run_case_dyn(sim: &mut Sim, case: &Case, props: &DeviceProps) -> Result<Ran, String> {
+    use half::{bf16, f16};
+    match (case.dtype, case.param_dtype) {
+        (DType::F32, DType::F32) => run_case::<f32, f32>(sim, case, props),
+        (DType::F16, DType::F16) => run_case::<f16, f16>(sim, case, props),
+        (DType::F16, DType::F32) => run_case::<f16, f32>(sim, case, props),
+        (DType::BF16, DType::BF16) => run_case::<bf16, bf16>(sim, case, props),
+        (DType::BF16, DType::F32) => run_case::<bf16, f32>(sim, case, props),
+        (t, p) => Err(format!("unsupported dtype pair {t}/{p}")),
+    }
+}
+
+/// Everything a forward + backward pair produces, widened to f64.
+#[derive(Clone, Debug, Default)]
+pub struct Outputs {
+    /// y.
+    pub y: Vec<f64>,
+    /// Saved mean.
+    pub mean: Vec<f64>,
+    /// Saved rstd.
+    pub rstd: Vec<f64>,
+    /// dx.
+    pub dx: Vec<f64>,
+    /// dgamma (empty without a weight).
+    pub dgamma: Vec<f64>,
+    /// dbeta (empty without a bias).
+    pub dbeta: Vec<f64>,
+}
+
+/// Runs forward, then backward from the forward's own statistics, on ptxsim (aligned
+/// buffers), returning every output. Simulator faults are errors.
+pub fn sim_fwd_bwd<T: Element + Default, P: Element + Default>(
+    sim: &mut Sim,
+    desc: &LayerNormDesc,
+    x: &[T],
+    gamma: Option<&[P]>,
+    beta: Option<&[P]>,
+    dy: &[T],
+    props: &DeviceProps,
+) -> Result<Outputs, String> {
+    let (m, d) = (desc.rows, desc.cols);
+    let n = m * d;
+    let px = sim.upload(x, 0);
+    let py = sim.alloc::<T>(n, 0);
+    let pg = gamma.map(|g| sim.upload(g, 0));
+    let pb = beta.map(|b| sim.upload(b, 0));
+    let pmean = sim.alloc::<f32>(m, 0);
+    let prstd = sim.alloc::<f32>(m, 0);
+    let wsf = workspace_bytes(desc, Direction::Forward, props).map_err(|e| e.to_string())?;
+    let pwf = sim.alloc::<f32>(wsf.div_ceil(4), 0);
+    let fwd = plan_fwd(
+        desc,
+        &FwdPtrs {
+            x: px,
+            y: py,
+            gamma: pg,
+            beta: pb,
+            mean: pmean,
+            rstd: prstd,
+            workspace: pwf,
+            workspace_bytes: wsf as u64,
+        },
+        props,
+    )
+    .map_err(|e| format!("plan_fwd: {e}"))?;
+    sim.run(&fwd).map_err(|e| format!("forward: {e}\n{fwd}"))?;
+    let pdy = sim.upload(dy, 0);
+    let pdx = sim.alloc::<T>(n, 0);
+    let pdg = gamma.map(|_| sim.alloc::<P>(d, 0));
+    let pdb = beta.map(|_| sim.alloc::<P>(d, 0));
+    let wsb = workspace_bytes(desc, Direction::Backward, props).map_err(|e| e.to_string())?;
+    let pwb = sim.alloc::<f32>(wsb.div_ceil(4), 0);
+    let bwd = plan_bwd(
+        desc,
+        &BwdPtrs {
+            x: px,
+            dy: pdy,
+            dx: pdx,
+            gamma: pg,
+            mean: pmean,
+            rstd: prstd,
+            dgamma: pdg,
+            dbeta: pdb,
+            workspace: pwb,
+            workspace_bytes: wsb as u64,
+        },
+        props,
+    )
+    .map_err(|e| format!("plan_bwd: {e}"))?;
+    sim.run(&bwd).map_err(|e| format!("backward: {e}\n{bwd}"))?;
+    Ok(Outputs {
+        y: to_f64(&sim.download::<T>(py, n)),
+        mean: to_f64(&sim.download::<f32>(pmean, m)),
+        rstd: to_f64(&sim.download::<f32>(prstd, m)),
+        dx: to_f64(&sim.download::<T>(pdx, n)),
+        dgamma: pdg.map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
+        dbeta: pdb.map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
+    })
+}
+
+/// The CPU reference's forward + backward (backward from its own saved statistics).
+pub fn cpu_fwd_bwd<T: Element, P: Element>(
+    desc: &LayerNormDesc,
+    x: &[T],
+    gamma: Option<&[P]>,
+    beta: Option<&[P]>,
+    dy: &[T],
+) -> Result<Outputs, String> {
+    let (m, d) = (desc.rows, desc.cols);
+    let f = layer_norm_fwd::<T, P>(x, m, d, gamma, beta, desc.eps).map_err(|e| e.to_string())?;
+    let b = layer_norm_bwd::<T, P>(x, dy, &f.mean, &f.rstd, gamma, beta.is_some(), m, d)
+        .map_err(|e| e.to_string())?;
+    Ok(Outputs {
+        y: to_f64(&f.y),
+        mean: to_f64(&f.mean),
+        rstd: to_f64(&f.rstd),
+        dx: to_f64(&b.dx),
+        dgamma: b.dgamma.map_or(Vec::new(), |v| to_f64(&v)),
+        dbeta: b.dbeta.map_or(Vec::new(), |v| to_f64(&v)),
+    })
+}
+
+/// Largest |got - ref| over finite references; a NaN/Inf reference must be matched exactly
+/// (NaN for NaN, the same infinity), else the error is infinite. Length mismatch: infinite.
+pub fn max_err(got: &[f64], reference: &[f64]) -> f64 {
+    if got.len() != reference.len() {
+        return f64::INFINITY;
+    }
+    got.iter().zip(reference).fold(0.0f64, |m, (&g, &r)| {
+        let e = if r.is_nan() {
+            if g.is_nan() {
+                0.0
+            } else {
+                f64::INFINITY
+            }
+        } else if r.is_infinite() {
+            if g == r {
+                0.0
+            } else {
+                f64::INFINITY
+            }
+        } else if g.is_finite() {
+            (g - r).abs()
+        } else {
+            f64::INFINITY
+        };
+        m.max(e)
+    })
+}
+
+/// Largest finite |v|.
+pub fn max_finite(v: &[f64]) -> f64 {
+    max_abs(v)
+}
