@@ -9,7 +9,6 @@
 //! Run with `bash scripts/demo.sh` (installs nvcc if missing).
 
 #[path = "../tests/common/sim.rs"]
-#[allow(dead_code)]
 mod sim;
 
 use half::bf16;

@@ -161,7 +161,7 @@ mod tests {
             let mid = (lo + hi) / 2.0;
             let ulp = (hi - lo) * 2f64.powi(-30);
             for v in [mid - ulp, mid, mid + ulp, lo + ulp, hi - ulp] {
-                let want = rne(v, lo, hi, bits % 2 == 0);
+                let want = rne(v, lo, hi, bits.is_multiple_of(2));
                 let got = <f16 as Element>::from_f64(v).to_f64();
                 assert_eq!(got, want, "f16 bits {bits:#x} v {v:e}");
                 let got = <f16 as Element>::from_f64(-v).to_f64();
@@ -180,7 +180,7 @@ mod tests {
             let mid = (lo + hi) / 2.0;
             let ulp = (hi - lo) * 2f64.powi(-30);
             for v in [mid - ulp, mid, mid + ulp] {
-                let want = rne(v, lo, hi, bits % 2 == 0);
+                let want = rne(v, lo, hi, bits.is_multiple_of(2));
                 assert_eq!(
                     <bf16 as Element>::from_f64(v).to_f64(),
                     want,

@@ -404,7 +404,7 @@ pub fn plan_fwd(desc: &LayerNormDesc, p: &FwdPtrs, props: &DeviceProps) -> Resul
         return Ok(Plan::empty());
     }
     let vec = p.x % 16 == p.y % 16;
-    let rows_aligned = p.x % 16 == 0 && (cols * s) % 16 == 0;
+    let rows_aligned = p.x.is_multiple_of(16) && (cols * s).is_multiple_of(16);
     let geo = geometry(desc, Direction::Forward, vec, rows_aligned, props)?;
     check_workspace(p.workspace, p.workspace_bytes, geo.workspace_bytes)?;
     let mut args = WnLayerNormFwdArgs {
@@ -516,7 +516,8 @@ pub fn plan_bwd(desc: &LayerNormDesc, p: &BwdPtrs, props: &DeviceProps) -> Resul
         plan.check(props)?;
         return Ok(plan);
     }
-    let vec = [p.x, p.dy, p.dx].iter().all(|a| a % 16 == 0) && (cols * s) % 16 == 0;
+    let vec =
+        [p.x, p.dy, p.dx].iter().all(|a| a.is_multiple_of(16)) && (cols * s).is_multiple_of(16);
     let geo = geometry(desc, Direction::Backward, vec, true, props)?;
     check_workspace(p.workspace, p.workspace_bytes, geo.workspace_bytes)?;
     let part = round_up(geo.grid_x * cols * 4, WORKSPACE_ALIGN);

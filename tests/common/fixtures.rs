@@ -136,7 +136,7 @@ pub fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
         }
     }
     let h = hex.as_bytes();
-    if h.len() % 2 != 0 {
+    if !h.len().is_multiple_of(2) {
         return Err(format!("hex string has odd length {}", h.len()));
     }
     h.chunks_exact(2)
