@@ -60,3 +60,8 @@ pub use device::DeviceProps;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use plan::{Executor, Launch, Plan};
+
+/// The README's code blocks, compiled as doctests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
