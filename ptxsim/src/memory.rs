@@ -66,23 +66,42 @@ pub(crate) struct Alloc {
     init: Box<[AtomicU64]>,
 }
 
+/// `n` zeroed atomics from the allocator's zeroed memory (pages the host maps lazily), or
+/// `None` when the host cannot provide them - never an abort, whatever `n` is.
+fn zeroed_atomics(n: usize) -> Option<Box<[AtomicU64]>> {
+    if n == 0 {
+        return Some(Box::new([]));
+    }
+    let layout = std::alloc::Layout::array::<AtomicU64>(n).ok()?;
+    // SAFETY: `layout` has a non-zero size; all-zero bytes are a valid `AtomicU64` (0); the
+    // pointer comes from the global allocator with exactly the layout `Box<[AtomicU64]>` of
+    // length `n` frees it with.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout) as *mut AtomicU64;
+        if p.is_null() {
+            return None;
+        }
+        Some(Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)))
+    }
+}
+
 impl Alloc {
     /// A new allocation, or `None` if the host cannot provide the memory.
     fn new(base: u64, size: usize, init: bool) -> Option<Alloc> {
         let nw = size.div_ceil(8);
         let ni = size.div_ceil(64);
-        let fill = if init { u64::MAX } else { 0 };
-        let mut words = Vec::new();
-        words.try_reserve_exact(nw).ok()?;
-        words.extend((0..nw).map(|_| AtomicU64::new(0)));
-        let mut bits = Vec::new();
-        bits.try_reserve_exact(ni).ok()?;
-        bits.extend((0..ni).map(|_| AtomicU64::new(fill)));
+        let words = zeroed_atomics(nw)?;
+        let bits = zeroed_atomics(ni)?;
+        if init {
+            for b in bits.iter() {
+                b.store(u64::MAX, Relaxed);
+            }
+        }
         Some(Alloc {
             base,
             size,
-            words: words.into_boxed_slice(),
-            init: bits.into_boxed_slice(),
+            words,
+            init: bits,
         })
     }
 

@@ -531,3 +531,25 @@ fn declarations_beyond_hardware_limits_are_errors() {
         assert!(r.is_err(), "{what}: expected an error, got {r:?}");
     }
 }
+
+#[test]
+fn absurd_declarations_are_errors_not_aborts() {
+    let regs = ".version 9.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n.reg .b32 %r<100000000>;\nret;\n}\n";
+    match ptxsim::Module::parse(regs) {
+        Err(ptxsim::SimError::Unsupported { line, .. }) => assert_eq!(line, 6),
+        other => panic!("expected Unsupported at line 6, got {other:?}"),
+    }
+    let global = ".version 9.0\n.target sm_80\n.address_size 64\n.global .align 8 .b8 g[40000000000];\n.visible .entry k()\n{\nret;\n}\n";
+    if let Ok(m) = ptxsim::Module::parse(global) {
+        let mut dev = ptxsim::Device::new();
+        let cfg = ptxsim::LaunchConfig {
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            shared_mem_bytes: 0,
+        };
+        assert!(
+            dev.launch(&m, "k", cfg, &[]).is_err(),
+            "a 40 GB module variable must be an error"
+        );
+    }
+}

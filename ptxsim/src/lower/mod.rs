@@ -220,7 +220,16 @@ pub(crate) fn lower_globals(m: &ast::Module) -> R<(Vec<GlobalVar>, HashMap<Strin
     {
         let idx = map[&v.name] as usize;
         let el = v.ty.bytes() as usize;
-        let mut bytes = vec![0u8; v.size() as usize];
+        // Only the initialized prefix is materialized here; the device zero-fills the rest,
+        // so a huge uninitialized `.global` array costs nothing until it is allocated.
+        let init_bytes = v.init.as_ref().map_or(0, |i| i.len().saturating_mul(el));
+        if init_bytes as u64 > v.size() {
+            return Err(SimError::Parse {
+                line: v.line,
+                message: format!("too many initializers for `{}`", v.name),
+            });
+        }
+        let mut bytes = vec![0u8; init_bytes];
         if let Some(init) = &v.init {
             for (k, iv) in init.iter().enumerate() {
                 let off = k * el;

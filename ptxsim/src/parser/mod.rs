@@ -8,6 +8,9 @@ use crate::types::{Space, Ty};
 use ast::*;
 use lexer::{Tok, Token};
 
+/// Largest register count one `.reg` declaration may give (`%r<N>`).
+const MAX_REGS_PER_DECL: u64 = 1 << 16;
+
 struct P<'a> {
     t: Vec<Token<'a>>,
     i: usize,
@@ -482,7 +485,19 @@ fn parse_func(p: &mut P<'_>) -> R<Func> {
                     let n = p.ident()?.to_string();
                     let mut cnt = None;
                     if p.eat_p('<') {
-                        cnt = Some(p.uint()? as u32);
+                        let c = p.uint()?;
+                        // Real kernels declare at most a few thousand virtual registers; a huge
+                        // count would make the per-warp register file unallocatable.
+                        if c > MAX_REGS_PER_DECL {
+                            return Err(SimError::Unsupported {
+                                line,
+                                what: format!(
+                                    ".reg declaration of {c} registers (ptxsim allows at most \
+                                     {MAX_REGS_PER_DECL} per declaration)"
+                                ),
+                            });
+                        }
+                        cnt = Some(c as u32);
                         p.expect_p('>')?;
                     }
                     names.push((n, cnt));
