@@ -85,7 +85,7 @@ impl Default for Options {
             threads: 0,
             racecheck: true,
             initcheck: true,
-            metrics: false,
+            metrics: true,
             max_warp_steps: 50_000_000,
         }
     }
@@ -299,15 +299,18 @@ impl Device {
         let geo = Geometry {
             grid: cfg.grid,
             block: cfg.block,
-            shared_bytes: (k.dyn_shared_offset + cfg.shared_mem_bytes as u64) as usize,
+            shared_bytes: (k.dyn_shared_offset + cfg.shared_mem_bytes as u64).max(k.static_shared)
+                as usize,
         };
         let checks = LaunchChecks::for_kernel(cc, geo, &k.code);
         let factory = || Some(checks.receiver());
         let mut stats = self.launch_with(module, entry, cfg, args, &factory)?;
+        let finish = std::time::Instant::now();
         let out = checks.finish();
         stats.metrics = out.metrics;
         stats.reports = out.reports;
         stats.reports_omitted = out.reports_omitted;
+        stats.wall += finish.elapsed();
         Ok(stats)
     }
 

@@ -200,6 +200,23 @@ fn transpose_bank_conflicts() {
 }
 
 #[test]
+fn constant_loads_are_not_global_traffic() {
+    for_archs(|arch, ptx, m| {
+        let x = input(1024);
+        let (mt, out) = run(ptx, m, "const_read", cfg1(8, 128), &x, 1024);
+        assert_eq!(out, vec![1.0f32; 1024], "const_read ({arch})");
+        // 8 blocks x 4 warps store 128 bytes each; the table reads are not requests.
+        assert_eq!(mt.global_load_requests, 0, "{arch}\n{mt}");
+        assert_eq!(
+            (mt.global_store_requests, mt.global_store_sectors),
+            (32, 128)
+        );
+        assert_eq!(mt.unique_bytes, 4096, "{arch}\n{mt}");
+        assert!(mt.instructions(InstrClass::ParamLoad) >= 32, "{arch}\n{mt}");
+    });
+}
+
+#[test]
 fn metrics_table_and_switch() {
     for_archs(|arch, ptx, m| {
         let x = input(1024);

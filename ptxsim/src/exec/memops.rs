@@ -97,6 +97,8 @@ impl Block<'_, '_> {
                 strong,
             } => {
                 let (sz, n) = (*sz as usize, *n as usize);
+                // Constant-bank loads are neither checked nor counted as global traffic.
+                let rec = rec && *sp != Space::Const;
                 for l in lanes(em) {
                     let addr = rd(&w.regs, syms, a, l).wrapping_add(*off as u64);
                     let loc = self.loc(*sp, addr);

@@ -43,3 +43,11 @@ extern "C" __global__ void copy_f32x4(const float4* in, float4* out, int n4) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n4) out[i] = in[i];
 }
+
+// Reads a __constant__ table (zero-filled by the simulator): constant-bank loads are not
+// global traffic, so only the stores count.
+__constant__ float k_table[32];
+extern "C" __global__ void const_read(const float* in, float* out, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = k_table[threadIdx.x & 31] + 1.0f;
+}
