@@ -19,9 +19,10 @@ struct Loaded {
     props: DeviceProps,
 }
 
-/// Keyed by the context handle. Modules stay loaded while the process runs (like candle's
-/// per-device kernel cache); a context that is destroyed and recreated at the same address
-/// gets a fresh entry because the entry also holds the `Arc<CudaContext>` it was built for.
+/// One entry per context, matched by `Arc::ptr_eq`. Each entry holds its `Arc<CudaContext>`,
+/// so a context that has used warpnorm stays alive, with its modules loaded, until the process
+/// exits (like candle's per-device kernel cache); its address can therefore never be reused by
+/// another context while the entry exists.
 type Cache = Mutex<Vec<(Arc<CudaContext>, Arc<Loaded>)>>;
 
 fn cache() -> &'static Cache {
