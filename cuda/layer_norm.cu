@@ -6,8 +6,9 @@
  * accumulates is f32. Statistics come from the row held in registers: a compensated sum for
  * the mean, then the corrected two-pass residuals (sum of x - mean0 with their exact rounding
  * errors, and sum (x - mean0)^2) - never E[x^2] - E[x]^2; Chan's merge only combines chunk
- * statistics in the split tier. Outputs are rounded once. No float atomics anywhere: reruns
- * are bitwise identical.
+ * statistics in the split tier, with chunk means kept as compensated pairs. Finite rows whose
+ * f32 sums overflow are redone on x * 2^-80 (tile_stats). Outputs are rounded once. No float
+ * atomics anywhere: reruns are bitwise identical.
  *
  * Tiers (chosen by the Rust planner, src/layer_norm/plan.rs; sizes in cuda/abi/layer_norm.h):
  * - subwarp: groups of `group` lanes (1..32) per row, one 16-byte pack per lane. Tiny D.
@@ -17,9 +18,9 @@
  *            elements; backward packs 512 / team rows per 512-thread block (blockDim.y teams)
  *            so that the grid, hence the number of dgamma partial rows, stays ~2 blocks/SM.
  * - split:   a row split into chunks across grid.y (longer rows, or fewer rows than SMs with
- *            D >= 4096): fwd split_stats writes per-chunk (mean, m2), split_norm merges them
- *            in chunk order and normalizes; bwd split_sums / split_dx likewise for the two row
- *            sums of the dx formula.
+ *            D >= 4096): fwd split_stats writes per-chunk (mean hi, mean lo, m2 / D),
+ *            split_norm merges them in chunk order and normalizes; bwd split_sums /
+ *            split_dx likewise for the two row sums of the dx formula.
  * Every tier has a `vec` variant (16-byte accesses aligned to the absolute address, predicated
  * head/tail, see common/rowtile.cuh; backward requires 16-byte aligned rows) and a `scalar`
  * one (misaligned pointers; fewer elements per thread). Grids are persistent (grid-stride over
@@ -35,7 +36,6 @@
 #include "common/reduce.cuh"
 #include "common/rowtile.cuh"
 #include "common/twosum.cuh"
-#include "common/welford.cuh"
 
 namespace warpnorm {
 namespace ln {
@@ -56,6 +56,8 @@ struct GroupTeam {
     __device__ __forceinline__ void sum_comp(float& hi, float& lo) const {
         warp_allreduce_comp(hi, lo, g);
     }
+    /** True when `p` (uniform over each group) holds in any group of the warp. */
+    __device__ __forceinline__ bool any(bool p) const { return __any_sync(kFullMask, p) != 0; }
 };
 
 /** The whole block: warp sums, then warp totals re-reduced (reduce.cuh). */
@@ -70,6 +72,8 @@ struct BlockTeam {
     __device__ __forceinline__ void sum_comp(float& hi, float& lo) const {
         block_allreduce_comp(hi, lo, scratch);
     }
+    /** `p` itself: callers pass block-uniform values (computed from all-reduced sums). */
+    __device__ __forceinline__ bool any(bool p) const { return p; }
 };
 
 /**
@@ -101,23 +105,21 @@ struct RowTeam {
 };
 
 /**
- * Statistics of the held segment, team-wide, by the corrected two-pass algorithm with
- * compensated sums (twosum.cuh): mean0 = sum(x) / n; then d = x - mean0 with its exact
- * rounding error, sd = sum of the exact residuals, q = sum(d^2); the mean is mean0 + c with
- * c = sd / n, and m2 = q - sd * c = sum((x - mean)^2). So the saved mean is within about
- * one rounding of the exact one, and rows with a large offset (1e4 + N(0, 1)) normalize as
- * ((x - mean0) - c) * rstd without the f32 mean's rounding error. A row with an Inf gets a
- * NaN mean (Inf - Inf), as PyTorch.
+ * Moments of the held segment scaled by `scale` (x * scale), team-wide, by the corrected
+ * two-pass algorithm with compensated sums (twosum.cuh): mean0 = sum(x) / n; then d = x - mean0
+ * with its exact rounding error, sd = sum of the exact residuals, q = sum(d^2); the mean is
+ * mean0 + c with c = sd / n, and m2 = q - sd * c = sum((x - mean)^2), not clamped. A literal
+ * scale of 1 folds away.
  */
 template <int VEC, int NPACK, class Team>
-__device__ __forceinline__ void tile_stats(const float (&v)[NPACK][VEC], const TileGeom& g,
-                                           const Team& team, float& mean0, float& c,
-                                           float& m2) {
+__device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const TileGeom& g,
+                                             const Team& team, float scale, float& mean0,
+                                             float& c, float& m2) {
     float s = 0.0f, se = 0.0f;
 #pragma unroll
     for (int k = 0; k < NPACK; ++k)
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) comp_add(s, se, v[k][i]);  // 0 outside the segment
+        for (int i = 0; i < VEC; ++i) comp_add(s, se, v[k][i] * scale);  // 0 outside the segment
     team.sum_comp(s, se);
     const float n = static_cast<float>(g.n);
     mean0 = g.n > 0 ? (s + se) / n : 0.0f;
@@ -129,7 +131,7 @@ __device__ __forceinline__ void tile_stats(const float (&v)[NPACK][VEC], const T
         for (int i = 0; i < VEC; ++i) {
             if (in_seg(lo + i, g.n)) {
                 float d, de;
-                two_sum(v[k][i], -mean0, d, de);
+                two_sum(v[k][i] * scale, -mean0, d, de);
                 comp_add(sd, sde, d);
                 sde += de;
                 q = fmaf(d, d, q);
@@ -141,23 +143,78 @@ __device__ __forceinline__ void tile_stats(const float (&v)[NPACK][VEC], const T
     const float sdt = sd + sde;
     c = g.n > 0 ? sdt / n : 0.0f;
     m2 = q - sdt * c;
-    if (m2 < 0.0f) m2 = 0.0f;  // rounding only; NaN stays NaN
 }
 
-/** rstd from the biased variance; n == 0 gives NaN (0/0), as PyTorch. */
-__device__ __forceinline__ float rstd_of(float m2, int64_t n, float eps) {
-    const float var = m2 / static_cast<float>(n);
+/**
+ * Scale of the overflow path: for any finite x (|x| < 2^128) and a tile of n <= 2^14
+ * elements, |x * 2^-80| < 2^48, |d| < 2^49 and sum(d^2) < 2^112 stay finite; the scaled
+ * mean and correction are exact multiples, and values below 2^-69 that flush change the
+ * moments by far less than their rounding.
+ */
+constexpr float kStatsDown = 0x1p-80f;
+constexpr float kStatsUp = 0x1p80f;
+
+/**
+ * Statistics of a tile: mean = (mean0 + c) * unscale; normalize as
+ * ((x * scale - mean0) - c) * rstd * unscale. `var` is m2 / denom in x's units (Inf when
+ * beyond f32's range, so rstd is 0).
+ */
+struct TileStats {
+    float scale;
+    float unscale;
+    float mean0;
+    float c;
+    float var;
+};
+
+/**
+ * Statistics of the held segment, team-wide (tile_moments): the saved mean is within about
+ * one rounding of the exact one, and rows with a large offset (1e4 + N(0, 1)) normalize as
+ * ((x - mean0) - c) * rstd without the f32 mean's rounding error.
+ *
+ * Overflow: when m2 is not finite - a finite row whose f32 sum or sum of squares overflows
+ * (|x| ~ 1e37, or a spread of ~1e19), or a row with an Inf or NaN - the group recomputes the
+ * moments of x * 2^-80 and scales them back exactly (the variance as (m2 / denom) * 2^160,
+ * which may overflow to Inf legitimately: rstd 0, y = beta, as the f64 reference). A row with
+ * an Inf or NaN stays NaN (Inf - Inf), as PyTorch. The common path costs one uniform branch
+ * (a warp vote for sub-warp groups, where the groups that are fine keep their first result:
+ * a row's bits never depend on its neighbours).
+ */
+template <int VEC, int NPACK, class Team>
+__device__ __forceinline__ TileStats tile_stats(const float (&v)[NPACK][VEC], const TileGeom& g,
+                                                const Team& team, float denom) {
+    TileStats st{1.0f, 1.0f, 0.0f, 0.0f, 0.0f};
+    float m2;
+    tile_moments<VEC, NPACK>(v, g, team, 1.0f, st.mean0, st.c, m2);
+    const bool over = !isfinite(m2);
+    if (team.any(over)) {
+        float mean0, c, m2s;
+        tile_moments<VEC, NPACK>(v, g, team, over ? kStatsDown : 1.0f, mean0, c, m2s);
+        if (over) {
+            st = TileStats{kStatsDown, kStatsUp, mean0, c, 0.0f};
+            m2 = m2s;
+        }
+    }
+    if (m2 < 0.0f) m2 = 0.0f;  // rounding only; NaN stays NaN
+    st.var = m2 / denom;
+    if (st.scale != 1.0f) st.var = (st.var * kStatsUp) * kStatsUp;
+    return st;
+}
+
+/** rstd from the biased variance; var = 0/0 (D == 0) gives NaN, as PyTorch. */
+__device__ __forceinline__ float rstd_of(float var, float eps) {
     return 1.0f / sqrtf(var + eps);
 }
 
 /**
- * Normalizes the held segment in place: v = ((v - mean0) - c) * rstd [* gamma + beta], with
- * mean = mean0 + c split as tile_stats returns it. `gamma` and
- * `beta` point at the parameter of the segment's column 0 (null when absent).
+ * Normalizes the held segment in place: v = ((v * scale - mean0) - c) * rstd [* gamma + beta],
+ * with the mean split as mean0 + c in units of x * scale (scale 1 except on overflow paths;
+ * fmaf(v, 1, -mean0) rounds as v - mean0). `gamma` and `beta` point at the parameter of the
+ * segment's column 0 (null when absent).
  */
 template <typename P, int VEC, int NPACK>
 __device__ __forceinline__ void tile_normalize(float (&v)[NPACK][VEC], const TileGeom& g,
-                                               float mean0, float c, float rstd,
+                                               float scale, float mean0, float c, float rstd,
                                                const P* gamma, const P* beta) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
@@ -172,7 +229,7 @@ __device__ __forceinline__ void tile_normalize(float (&v)[NPACK][VEC], const Til
         }
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
-            float y = ((v[k][i] - mean0) - c) * rstd;
+            float y = (fmaf(v[k][i], scale, -mean0) - c) * rstd;
             if (gamma != nullptr) y *= gm[i];
             if (beta != nullptr) y += bt[i];
             v[k][i] = y;
@@ -193,15 +250,15 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
     const TileGeom g{active ? a.cols : 0, head_offset<T, VEC>(xr), t, team_size};
     float v[NPACK][VEC];
     tile_load<T, VEC, NPACK>(xr, g, v);
-    float mean0, c, m2;
-    tile_stats<VEC, NPACK>(v, g, team, mean0, c, m2);
+    const TileStats st = tile_stats<VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
     if (!active) return;
-    const float rstd = rstd_of(m2, a.cols, a.eps);
+    const float rstd = rstd_of(st.var, a.eps);
     if (t == 0) {
-        reinterpret_cast<float*>(a.mean)[row] = mean0 + c;
+        reinterpret_cast<float*>(a.mean)[row] = (st.mean0 + st.c) * st.unscale;
         reinterpret_cast<float*>(a.rstd)[row] = rstd;
     }
-    tile_normalize<P, VEC, NPACK>(v, g, mean0, c, rstd, reinterpret_cast<const P*>(a.gamma),
+    tile_normalize<P, VEC, NPACK>(v, g, st.scale, st.mean0, st.c, rstd * st.unscale,
+                                  reinterpret_cast<const P*>(a.gamma),
                                   reinterpret_cast<const P*>(a.beta));
     tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.y) + off, g, v);
 }
@@ -238,26 +295,62 @@ __device__ __forceinline__ int64_t chunk_len(int64_t c, int64_t chunk, int64_t c
     return rest < chunk ? rest : chunk;
 }
 
-/** split tier, pass 1: two-pass (mean, m2) of chunk blockIdx.y of each row. */
+/**
+ * split tier, pass 1: statistics of chunk blockIdx.y of each row (tile_stats), stored as the
+ * float4 (mean hi, mean lo, m2 / D, 0): the chunk mean as an unevaluated pair, and the chunk's
+ * share of the row variance (finite whenever the row variance is).
+ */
 template <typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
     __shared__ float scratch[64];
     const BlockTeam team{scratch};
     const int64_t c = blockIdx.y;
     const int64_t n = chunk_len(c, a.chunk, a.cols);
-    float* part = reinterpret_cast<float*>(a.partials);
+    float4* part = reinterpret_cast<float4*>(a.partials);
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
         const T* xs = reinterpret_cast<const T*>(a.x) + row * a.cols + c * a.chunk;
         const TileGeom g{n, head_offset<T, VEC>(xs), static_cast<int>(threadIdx.x),
                          static_cast<int>(blockDim.x)};
         float v[NPACK][VEC];
         tile_load<T, VEC, NPACK>(xs, g, v);
-        float mean0, corr, m2;
-        tile_stats<VEC, NPACK>(v, g, team, mean0, corr, m2);
+        const TileStats st = tile_stats<VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
         if (threadIdx.x == 0) {
-            part[2 * (row * a.splits + c)] = mean0 + corr;
-            part[2 * (row * a.splits + c) + 1] = m2;
+            float hi, lo;
+            two_sum(st.mean0, st.c, hi, lo);
+            part[row * a.splits + c] = make_float4(hi * st.unscale, lo * st.unscale, st.var, 0.0f);
         }
+    }
+}
+
+/**
+ * Merges a row's chunk partials (fwd_split_stats) in chunk order: the mean, as the pair
+ * (mh, ml) in half units, and the variance. With w_j = n_j / D and the chunk means m_j:
+ * mean = m_0 + sum_{j>0} w_j (m_j - m_0), and var = sum_j (m2_j / D + w_j (m_j - mean)^2)
+ * (Chan's merge of all chunks at once). The differences of pairs are exact up to one rounding
+ * (pair_sub), so the mean keeps the chunks' compensated accuracy and an offset row's variance
+ * does not see its chunk means' roundings. Halving the means makes every difference finite.
+ */
+__device__ __forceinline__ void merge_chunks(const float4* part, int64_t splits, int64_t chunk,
+                                             int64_t cols, float& mh, float& ml, float& var) {
+    const float n = static_cast<float>(cols);
+    const float4 p0 = part[0];
+    const float h0 = 0.5f * p0.x, l0 = 0.5f * p0.y;
+    float dsum = 0.0f;
+    for (int64_t j = 1; j < splits; ++j) {
+        const float4 pj = part[j];
+        const float w = static_cast<float>(chunk_len(j, chunk, cols)) / n;
+        dsum = fmaf(w, pair_sub(0.5f * pj.x, 0.5f * pj.y, h0, l0), dsum);
+    }
+    float e;
+    two_sum(h0, dsum, mh, e);
+    two_sum(mh, e + l0, mh, ml);
+    var = 0.0f;
+    for (int64_t j = 0; j < splits; ++j) {
+        const float4 pj = part[j];
+        const float w = static_cast<float>(chunk_len(j, chunk, cols)) / n;
+        const float dm = pair_sub(0.5f * pj.x, 0.5f * pj.y, mh, ml);
+        var += pj.z;
+        var = fmaf(4.0f * w * dm, dm, var);
     }
 }
 
@@ -266,30 +359,31 @@ template <typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
     const int64_t c = blockIdx.y;
     const int64_t n = chunk_len(c, a.chunk, a.cols);
-    const float* part = reinterpret_cast<const float*>(a.partials);
+    const float4* part = reinterpret_cast<const float4*>(a.partials);
     const P* gamma = a.gamma ? reinterpret_cast<const P*>(a.gamma) + c * a.chunk : nullptr;
     const P* beta = a.beta ? reinterpret_cast<const P*>(a.beta) + c * a.chunk : nullptr;
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
         // Every thread merges the same partials in the same order: identical bits.
-        Welford w = welford_empty();
-        for (int64_t j = 0; j < a.splits; ++j) {
-            const float* pj = part + 2 * (row * a.splits + j);
-            w = welford_merge(
-                w, Welford{static_cast<float>(chunk_len(j, a.chunk, a.cols)), pj[0], pj[1]});
-        }
-        const float mean = w.mean;
-        const float rstd = rstd_of(w.m2, a.cols, a.eps);
+        float mh, ml, var;
+        merge_chunks(part + row * a.splits, a.splits, a.chunk, a.cols, mh, ml, var);
+        const float rstd = rstd_of(var, a.eps);
         if (c == 0 && threadIdx.x == 0) {
-            reinterpret_cast<float*>(a.mean)[row] = mean;
+            reinterpret_cast<float*>(a.mean)[row] = 2.0f * mh;
             reinterpret_cast<float*>(a.rstd)[row] = rstd;
         }
+        // A variance beyond f32 (rstd 0): normalize in half units, where no x - mean
+        // overflows, so that y = 0 * gamma + beta as in the other tiers.
+        const bool halve = rstd == 0.0f;
+        const float scale = halve ? 0.5f : 1.0f;
+        const float mean0 = halve ? mh : 2.0f * mh;
+        const float corr = halve ? ml : 2.0f * ml;
         const int64_t off = row * a.cols + c * a.chunk;
         const T* xs = reinterpret_cast<const T*>(a.x) + off;
         const TileGeom g{n, head_offset<T, VEC>(xs), static_cast<int>(threadIdx.x),
                          static_cast<int>(blockDim.x)};
         float v[NPACK][VEC];
         tile_load<T, VEC, NPACK>(xs, g, v);
-        tile_normalize<P, VEC, NPACK>(v, g, mean, 0.0f, rstd, gamma, beta);
+        tile_normalize<P, VEC, NPACK>(v, g, scale, mean0, corr, rstd, gamma, beta);
         tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.y) + off, g, v);
     }
 }

@@ -41,7 +41,7 @@ typedef struct WnLayerNormFwdArgs {
     wn_devptr mean;
     /** Saved 1 / sqrt(var + eps), f32, rows elements. */
     wn_devptr rstd;
-    /** Split tier: f32 workspace of rows * splits (mean, m2) pairs; 0 otherwise. */
+    /** Split tier: rows * splits float4 (mean hi, mean lo, m2 / cols, 0), 16-byte aligned; else 0. */
     wn_devptr partials;
     /** Number of rows (M). */
     int64_t rows;

@@ -23,6 +23,17 @@ __device__ __forceinline__ void two_sum(float a, float b, float& s, float& e) {
     e = (a - (s - bp)) + (b - bp);
 }
 
+/**
+ * (ah + al) - (bh + bl) for two unevaluated pairs, with one rounding of the result plus the
+ * pairs' own lo-part errors: the hi parts are subtracted exactly (TwoSum), so the difference of
+ * two close means keeps its full precision.
+ */
+__device__ __forceinline__ float pair_sub(float ah, float al, float bh, float bl) {
+    float s, e;
+    two_sum(ah, -bh, s, e);
+    return s + (e + (al - bl));
+}
+
 /** hi + lo += v, keeping the rounding error of the addition in lo. */
 __device__ __forceinline__ void comp_add(float& hi, float& lo, float v) {
     float s, e;

@@ -59,7 +59,7 @@ pub struct WnLayerNormFwdArgs {
     pub mean: wn_devptr,
     #[doc = " Saved 1 / sqrt(var + eps), f32, rows elements."]
     pub rstd: wn_devptr,
-    #[doc = " Split tier: f32 workspace of rows * splits (mean, m2) pairs; 0 otherwise."]
+    #[doc = " Split tier: rows * splits float4 (mean hi, mean lo, m2 / cols, 0), 16-byte aligned; else 0."]
     pub partials: wn_devptr,
     #[doc = " Number of rows (M)."]
     pub rows: i64,

@@ -244,7 +244,9 @@ pub fn geometry(
     let f32b = 4u64;
     let mut ws = 0u64;
     if let Tier::Split { splits, .. } = tier {
-        ws += round_up(rows * splits * 2 * f32b, WORKSPACE_ALIGN);
+        // Per chunk: forward (mean hi, mean lo, m2 / D, pad), backward two row sums.
+        let per_chunk = if fwd { 4 } else { 2 };
+        ws += round_up(rows * splits * per_chunk * f32b, WORKSPACE_ALIGN);
     }
     if !fwd {
         let part = round_up(grid_x * cols * f32b, WORKSPACE_ALIGN);
