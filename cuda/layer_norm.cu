@@ -105,21 +105,20 @@ struct RowTeam {
 };
 
 /**
- * Moments of the held segment scaled by `scale` (x * scale), team-wide, by the corrected
- * two-pass algorithm with compensated sums (twosum.cuh): mean0 = sum(x) / n; then d = x - mean0
- * with its exact rounding error, sd = sum of the exact residuals, q = sum(d^2); the mean is
- * mean0 + c with c = sd / n, and m2 = q - sd * c = sum((x - mean)^2), not clamped. A literal
- * scale of 1 folds away.
+ * Moments of the held segment, team-wide, by the corrected two-pass algorithm with
+ * compensated sums (twosum.cuh): mean0 = sum(x) / n; then d = x - mean0 with its exact
+ * rounding error, sd = sum of the exact residuals, q = sum(d^2); the mean is mean0 + c with
+ * c = sd / n, and m2 = q - sd * c = sum((x - mean)^2), not clamped.
  */
 template <int VEC, int NPACK, class Team>
 __device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const TileGeom& g,
-                                             const Team& team, float scale, float& mean0,
-                                             float& c, float& m2) {
+                                             const Team& team, float& mean0, float& c,
+                                             float& m2) {
     float s = 0.0f, se = 0.0f;
 #pragma unroll
     for (int k = 0; k < NPACK; ++k)
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) comp_add(s, se, v[k][i] * scale);  // 0 outside the segment
+        for (int i = 0; i < VEC; ++i) comp_add(s, se, v[k][i]);  // 0 outside the segment
     team.sum_comp(s, se);
     const float n = static_cast<float>(g.n);
     mean0 = g.n > 0 ? (s + se) / n : 0.0f;
@@ -131,7 +130,7 @@ __device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const
         for (int i = 0; i < VEC; ++i) {
             if (in_seg(lo + i, g.n)) {
                 float d, de;
-                two_sum(v[k][i] * scale, -mean0, d, de);
+                two_sum(v[k][i], -mean0, d, de);
                 comp_add(sd, sde, d);
                 sde += de;
                 q = fmaf(d, d, q);
@@ -147,20 +146,18 @@ __device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const
 
 /**
  * Scale of the overflow path: for any finite x (|x| < 2^128) and a tile of n <= 2^14
- * elements, |x * 2^-80| < 2^48, |d| < 2^49 and sum(d^2) < 2^112 stay finite; the scaled
- * mean and correction are exact multiples, and values below 2^-69 that flush change the
- * moments by far less than their rounding.
+ * elements, |x * 2^-80| < 2^48, |x - mean| < 2^49 and sum (x - mean)^2 < 2^112 stay finite.
+ * Values below 2^-69 lose bits, far below the rounding of such a row's statistics.
  */
 constexpr float kStatsDown = 0x1p-80f;
 constexpr float kStatsUp = 0x1p80f;
 
 /**
- * Statistics of a tile: mean = (mean0 + c) * unscale; normalize as
- * ((x * scale - mean0) - c) * rstd * unscale. `var` is m2 / denom in x's units (Inf when
- * beyond f32's range, so rstd is 0).
+ * Statistics of a tile in the units of the held values: mean = (mean0 + c) * unscale, and
+ * y = ((v - mean0) - c) * (rstd * unscale); `var` is m2 / denom in x's units (Inf beyond
+ * f32's range, so that rstd is 0).
  */
 struct TileStats {
-    float scale;
     float unscale;
     float mean0;
     float c;
@@ -173,31 +170,34 @@ struct TileStats {
  * ((x - mean0) - c) * rstd without the f32 mean's rounding error.
  *
  * Overflow: when m2 is not finite - a finite row whose f32 sum or sum of squares overflows
- * (|x| ~ 1e37, or a spread of ~1e19), or a row with an Inf or NaN - the group recomputes the
- * moments of x * 2^-80 and scales them back exactly (the variance as (m2 / denom) * 2^160,
- * which may overflow to Inf legitimately: rstd 0, y = beta, as the f64 reference). A row with
- * an Inf or NaN stays NaN (Inf - Inf), as PyTorch. The common path costs one uniform branch
- * (a warp vote for sub-warp groups, where the groups that are fine keep their first result:
- * a row's bits never depend on its neighbours).
+ * (|x| ~ 1e37, or a spread of ~1e19), or a row with an Inf or NaN - the held values are
+ * scaled in place by 2^-80 and the moments recomputed; `unscale` = 2^80 takes them
+ * back, the variance as (m2 / denom) * 2^160, which overflows to Inf only when the variance
+ * is beyond f32 (rstd 0, y = beta, as the f64 reference). A row with an Inf or NaN stays NaN
+ * (Inf - Inf), as PyTorch. The common path costs one uniform branch (a warp vote for
+ * sub-warp groups; groups that were fine recompute the same bits, so a row's result never
+ * depends on its neighbours).
  */
 template <int VEC, int NPACK, class Team>
-__device__ __forceinline__ TileStats tile_stats(const float (&v)[NPACK][VEC], const TileGeom& g,
+__device__ __forceinline__ TileStats tile_stats(float (&v)[NPACK][VEC], const TileGeom& g,
                                                 const Team& team, float denom) {
-    TileStats st{1.0f, 1.0f, 0.0f, 0.0f, 0.0f};
+    TileStats st{1.0f, 0.0f, 0.0f, 0.0f};
     float m2;
-    tile_moments<VEC, NPACK>(v, g, team, 1.0f, st.mean0, st.c, m2);
-    const bool over = !isfinite(m2);
-    if (team.any(over)) {
-        float mean0, c, m2s;
-        tile_moments<VEC, NPACK>(v, g, team, over ? kStatsDown : 1.0f, mean0, c, m2s);
+    for (;;) {
+        tile_moments<VEC, NPACK>(v, g, team, st.mean0, st.c, m2);
+        const bool over = st.unscale == 1.0f && !isfinite(m2);
+        if (!team.any(over)) break;
         if (over) {
-            st = TileStats{kStatsDown, kStatsUp, mean0, c, 0.0f};
-            m2 = m2s;
+            st.unscale = kStatsUp;
+#pragma unroll
+            for (int k = 0; k < NPACK; ++k)
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) v[k][i] *= kStatsDown;
         }
     }
     if (m2 < 0.0f) m2 = 0.0f;  // rounding only; NaN stays NaN
     st.var = m2 / denom;
-    if (st.scale != 1.0f) st.var = (st.var * kStatsUp) * kStatsUp;
+    if (st.unscale != 1.0f) st.var = (st.var * kStatsUp) * kStatsUp;
     return st;
 }
 
@@ -207,14 +207,13 @@ __device__ __forceinline__ float rstd_of(float var, float eps) {
 }
 
 /**
- * Normalizes the held segment in place: v = ((v * scale - mean0) - c) * rstd [* gamma + beta],
- * with the mean split as mean0 + c in units of x * scale (scale 1 except on overflow paths;
- * fmaf(v, 1, -mean0) rounds as v - mean0). `gamma` and `beta` point at the parameter of the
+ * Normalizes the held segment in place: v = ((v - mean0) - c) * rstd [* gamma + beta], with
+ * the mean split as mean0 + c (tile_stats). `gamma` and `beta` point at the parameter of the
  * segment's column 0 (null when absent).
  */
 template <typename P, int VEC, int NPACK>
 __device__ __forceinline__ void tile_normalize(float (&v)[NPACK][VEC], const TileGeom& g,
-                                               float scale, float mean0, float c, float rstd,
+                                               float mean0, float c, float rstd,
                                                const P* gamma, const P* beta) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
@@ -229,7 +228,7 @@ __device__ __forceinline__ void tile_normalize(float (&v)[NPACK][VEC], const Til
         }
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
-            float y = (fmaf(v[k][i], scale, -mean0) - c) * rstd;
+            float y = ((v[k][i] - mean0) - c) * rstd;
             if (gamma != nullptr) y *= gm[i];
             if (beta != nullptr) y += bt[i];
             v[k][i] = y;
@@ -257,7 +256,7 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
         reinterpret_cast<float*>(a.mean)[row] = (st.mean0 + st.c) * st.unscale;
         reinterpret_cast<float*>(a.rstd)[row] = rstd;
     }
-    tile_normalize<P, VEC, NPACK>(v, g, st.scale, st.mean0, st.c, rstd * st.unscale,
+    tile_normalize<P, VEC, NPACK>(v, g, st.mean0, st.c, rstd * st.unscale,
                                   reinterpret_cast<const P*>(a.gamma),
                                   reinterpret_cast<const P*>(a.beta));
     tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.y) + off, g, v);
@@ -332,22 +331,27 @@ __device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
  */
 __device__ __forceinline__ void merge_chunks(const float4* part, int64_t splits, int64_t chunk,
                                              int64_t cols, float& mh, float& ml, float& var) {
+    // Every chunk but the last has `chunk` columns.
     const float n = static_cast<float>(cols);
+    const float w_full = static_cast<float>(chunk) / n;
+    const float w_last = static_cast<float>(chunk_len(splits - 1, chunk, cols)) / n;
     const float4 p0 = part[0];
     const float h0 = 0.5f * p0.x, l0 = 0.5f * p0.y;
     float dsum = 0.0f;
+#pragma unroll 1
     for (int64_t j = 1; j < splits; ++j) {
         const float4 pj = part[j];
-        const float w = static_cast<float>(chunk_len(j, chunk, cols)) / n;
+        const float w = j + 1 < splits ? w_full : w_last;
         dsum = fmaf(w, pair_sub(0.5f * pj.x, 0.5f * pj.y, h0, l0), dsum);
     }
     float e;
     two_sum(h0, dsum, mh, e);
     two_sum(mh, e + l0, mh, ml);
     var = 0.0f;
+#pragma unroll 1
     for (int64_t j = 0; j < splits; ++j) {
         const float4 pj = part[j];
-        const float w = static_cast<float>(chunk_len(j, chunk, cols)) / n;
+        const float w = j + 1 < splits ? w_full : w_last;
         const float dm = pair_sub(0.5f * pj.x, 0.5f * pj.y, mh, ml);
         var += pj.z;
         var = fmaf(4.0f * w * dm, dm, var);
@@ -371,19 +375,18 @@ __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
             reinterpret_cast<float*>(a.mean)[row] = 2.0f * mh;
             reinterpret_cast<float*>(a.rstd)[row] = rstd;
         }
-        // A variance beyond f32 (rstd 0): normalize in half units, where no x - mean
-        // overflows, so that y = 0 * gamma + beta as in the other tiers.
-        const bool halve = rstd == 0.0f;
-        const float scale = halve ? 0.5f : 1.0f;
-        const float mean0 = halve ? mh : 2.0f * mh;
-        const float corr = halve ? ml : 2.0f * ml;
         const int64_t off = row * a.cols + c * a.chunk;
         const T* xs = reinterpret_cast<const T*>(a.x) + off;
         const TileGeom g{n, head_offset<T, VEC>(xs), static_cast<int>(threadIdx.x),
                          static_cast<int>(blockDim.x)};
         float v[NPACK][VEC];
         tile_load<T, VEC, NPACK>(xs, g, v);
-        tile_normalize<P, VEC, NPACK>(v, g, scale, mean0, corr, rstd, gamma, beta);
+        // rstd 0 means a variance beyond f32 of a row without Inf or NaN (those give NaN):
+        // y = x * 0 * gamma + beta, without forming x - mean, which may overflow.
+        const bool zero = rstd == 0.0f;
+        const float mean0 = zero ? 0.0f : 2.0f * mh;
+        const float corr = zero ? 0.0f : 2.0f * ml;
+        tile_normalize<P, VEC, NPACK>(v, g, mean0, corr, rstd, gamma, beta);
         tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.y) + off, g, v);
     }
 }
