@@ -44,6 +44,13 @@ fn check_dtypes<T: Element, P: Element>(desc: &LayerNormDesc) -> Result<()> {
     Ok(())
 }
 
+/// Validates `desc` and the element types; returns the number of activation elements.
+fn check_call<T: Element, P: Element>(desc: &LayerNormDesc) -> Result<usize> {
+    desc.validate()?;
+    check_dtypes::<T, P>(desc)?;
+    desc.elements()
+}
+
 fn check_buf<T, B: DeviceSlice<T> + ?Sized>(
     what: &str,
     buf: &B,
@@ -52,6 +59,24 @@ fn check_buf<T, B: DeviceSlice<T> + ?Sized>(
 ) -> Result<()> {
     check_context(what, buf, stream)?;
     check_len(what, buf, len)
+}
+
+/// [`check_buf`] for an optional buffer (nothing to check when it is absent).
+fn check_opt_buf<T, B: DeviceSlice<T> + ?Sized>(
+    what: &str,
+    buf: Option<&B>,
+    len: usize,
+    stream: &Arc<CudaStream>,
+) -> Result<()> {
+    buf.map_or(Ok(()), |b| check_buf(what, b, len, stream))
+}
+
+/// The workspace, when given, must live in the stream's context (its size is the plan's check).
+fn check_workspace(
+    workspace: Option<&CudaViewMut<'_, u8>>,
+    stream: &Arc<CudaStream>,
+) -> Result<()> {
+    workspace.map_or(Ok(()), |w| check_context("workspace", w, stream))
 }
 
 /// LayerNorm forward: writes `y`, and the saved statistics `mean` and `rstd` (f32, one per
@@ -72,22 +97,14 @@ pub fn forward<T: Element, P: Element>(
     rstd: &mut CudaViewMut<'_, f32>,
     workspace: Option<&mut CudaViewMut<'_, u8>>,
 ) -> Result<()> {
-    desc.validate()?;
-    check_dtypes::<T, P>(desc)?;
-    let n = desc.elements()?;
+    let n = check_call::<T, P>(desc)?;
     check_buf("x", x, n, stream)?;
     check_buf("y", y, n, stream)?;
-    if let Some(g) = gamma {
-        check_buf("gamma", g, desc.cols, stream)?;
-    }
-    if let Some(b) = beta {
-        check_buf("beta", b, desc.cols, stream)?;
-    }
+    check_opt_buf("gamma", gamma, desc.cols, stream)?;
+    check_opt_buf("beta", beta, desc.cols, stream)?;
     check_buf("mean", mean, desc.rows, stream)?;
     check_buf("rstd", rstd, desc.rows, stream)?;
-    if let Some(w) = workspace.as_deref() {
-        check_context("workspace", w, stream)?;
-    }
+    check_workspace(workspace.as_deref(), stream)?;
     let props = device_props(stream)?;
     let (px, _gx) = x.device_ptr(stream);
     let (py, _gy) = y.device_ptr_mut(stream);
@@ -131,26 +148,16 @@ pub fn backward<T: Element, P: Element>(
     dbeta: Option<&mut CudaViewMut<'_, P>>,
     workspace: Option<&mut CudaViewMut<'_, u8>>,
 ) -> Result<()> {
-    desc.validate()?;
-    check_dtypes::<T, P>(desc)?;
-    let n = desc.elements()?;
+    let n = check_call::<T, P>(desc)?;
     check_buf("x", x, n, stream)?;
     check_buf("dy", dy, n, stream)?;
     check_buf("dx", dx, n, stream)?;
     check_buf("mean", mean, desc.rows, stream)?;
     check_buf("rstd", rstd, desc.rows, stream)?;
-    if let Some(g) = gamma {
-        check_buf("gamma", g, desc.cols, stream)?;
-    }
-    if let Some(g) = dgamma.as_deref() {
-        check_buf("dgamma", g, desc.cols, stream)?;
-    }
-    if let Some(b) = dbeta.as_deref() {
-        check_buf("dbeta", b, desc.cols, stream)?;
-    }
-    if let Some(w) = workspace.as_deref() {
-        check_context("workspace", w, stream)?;
-    }
+    check_opt_buf("gamma", gamma, desc.cols, stream)?;
+    check_opt_buf("dgamma", dgamma.as_deref(), desc.cols, stream)?;
+    check_opt_buf("dbeta", dbeta.as_deref(), desc.cols, stream)?;
+    check_workspace(workspace.as_deref(), stream)?;
     let props = device_props(stream)?;
     let (px, _gx) = x.device_ptr(stream);
     let (pdy, _gdy) = dy.device_ptr(stream);
