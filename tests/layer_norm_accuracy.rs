@@ -281,7 +281,7 @@ fn huge_value(kind: usize, c: usize, rng: &mut Rng) -> f64 {
         2 => {
             if c % 5 == 4 {
                 rng.range(-1.0, 1.0)
-            } else if c % 2 == 0 {
+            } else if c.is_multiple_of(2) {
                 3e38
             } else {
                 -3e38
