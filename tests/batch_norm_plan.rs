@@ -86,7 +86,9 @@ fn h200_batchnorm1d_few_channels_large_batch_is_split_across_the_gpu() {
     let r: WnBatchNormReduceArgs = s.args.get().unwrap();
     // chunk = ceil(2^20 / 1056) = 993 rows; the last split is shorter.
     assert_eq!(r.chunk, 993);
-    assert_eq!(p.launches[1].grid, [2, 1, 1]);
+    // Finalize: one block of 8 channels x 16 rows of splits.
+    assert_eq!(p.launches[1].grid, [1, 1, 1]);
+    assert_eq!(p.launches[1].block, [8, 16, 1]);
     let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
     assert_eq!(f.splits, 1056);
     assert_eq!(f.count, 65536 * 16);
