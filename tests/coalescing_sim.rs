@@ -2,8 +2,8 @@
 //! measured by ptxsim (`Metrics::uncoalesced_requests`: a request is uncoalesced when it
 //! touches more 32-byte sectors than `ceil(distinct bytes its active lanes access / 32)`).
 //!
-//! # Aligned shapes
-//! A shape is *aligned* for activation type `T` when every request a well-written kernel makes
+//! # Aligned shapes (BatchNorm)
+//! A BatchNorm shape is *aligned* for activation type `T` when every request a well-written kernel makes
 //! can consist of whole 32-byte sectors:
 //! - every buffer (activations, parameters, statistics, workspace) starts on a 32-byte
 //!   boundary (the simulator allocates at 256 bytes; buffers are used without offsets);
@@ -209,7 +209,7 @@ mod bn {
             case(vec![2, 16, e], Co),
             // channels-last, split: C = 2e (one tile), 512 rows.
             case(vec![8, 2 * e, 8, 8], Cl),
-            // channels-last, fused: C = 8e (8 tiles of 2 vectors... on SIM), 64 rows.
+            // channels-last, fused: C = 8e = 16 vectors (8 tiles of 2 on SIM's 4 SMs), 64 rows.
             case(vec![4, 8 * e, 4, 4], Cl),
             // (N, C): 1024 rows of C = e.
             case(vec![1024, e.max(8)], Co),
@@ -221,7 +221,7 @@ mod bn {
 
 /// Every BatchNorm launch of the training and eval forward and backward on aligned shapes, for
 /// f32, bf16 and f16 activations with f32 and activation-typed parameters, on compute_90; one
-/// case per dtype also on compute_75 and compute_80.
+/// case per dtype pair also on compute_75 and compute_80.
 #[test]
 fn batch_norm_aligned_shapes_are_fully_coalesced() {
     if skip_without_kernels("batch_norm_aligned_shapes_are_fully_coalesced") {
@@ -233,6 +233,7 @@ fn batch_norm_aligned_shapes_are_fully_coalesced() {
         (DType::BF16, DType::F32),
         (DType::BF16, DType::BF16),
         (DType::F16, DType::F32),
+        (DType::F16, DType::F16),
     ] {
         let mut pair = Findings::default();
         for (i, case) in bn::cases(dt, pt).iter().enumerate() {
