@@ -13,8 +13,8 @@
  *       precision), merged with Chan's formula in a fixed order (warp shfl tree, then warps in
  *       order); one (count, mean, m2) partial per (split, channel). Few channels still fill the
  *       GPU: the planner splits the reduction until there are about 8 blocks per SM.
- *   fwd_<P>params_finalize  one warp per channel merges the splits in lane-strided order plus a
- *       fixed shfl tree; mean, invstd = 1 / sqrt(var + eps); running stats with the unbiased
+ *   fwd_<P>params_finalize  block (channels, split rows): each thread merges a strided set of
+ *       splits of its channel, then the rows merge in a fixed order (column_merge); mean, invstd = 1 / sqrt(var + eps); running stats with the unbiased
  *       variance (momentum or 1 / num_batches_tracked read on the device); coefficients.
  *   fwd_<T>_apply_<layout>_<access>  y = ((x - shift) - (mean - shift)) * (gamma * invstd) + beta;
  *       nchw: grid-stride over packs, channel tracked incrementally; nhwc: 2-D grid, each
@@ -33,7 +33,15 @@
  *
  * Access variants: "vec" moves 16-byte packs (nchw needs S % V == 0, nhwc needs C % V == 0, and
  * 16-byte aligned pointers; V = 16 / sizeof(T)); "scalar" moves single elements (any size and
- * alignment), still coalesced. All offsets are 64-bit. No float atomics anywhere: reruns are
+ * alignment), still coalesced. All offsets are 64-bit.
+ *
+ * Coalescing: on aligned shapes (32-byte aligned buffers, S * sizeof(T) (nchw) or
+ * C * sizeof(T) (nhwc) a multiple of 32, C a multiple of 8) every global request is fully
+ * coalesced (tests/coalescing_sim.rs): per-channel f32 rows of the nhwc kernels move through
+ * warp_load_row / warp_store_row (16-byte pieces consecutive across lanes, also for 8 channels
+ * per thread), the fused kernels finish one channel per thread, the partials are laid out so
+ * that both their writers and the finalize kernels touch consecutive channels, and nchw splits
+ * start on a sector. No float atomics anywhere: reruns are
  * bitwise identical. Benchmark: `cargo bench --bench batch_norm` (GB/s, % of copy).
  */
 #include "abi.h"
@@ -42,23 +50,6 @@
 
 namespace warpnorm {
 namespace bn {
-
-/** Loads V f32 coefficients (16-byte vectors when V % 4 == 0; p is then 16-byte aligned). */
-template <int V> __device__ __forceinline__ void load_coef(const float* p, float (&out)[V]) {
-    if constexpr (V % 4 == 0) {
-#pragma unroll
-        for (int i = 0; i < V; i += 4) {
-            const float4 q = *reinterpret_cast<const float4*>(p + i);
-            out[i] = q.x;
-            out[i + 1] = q.y;
-            out[i + 2] = q.z;
-            out[i + 3] = q.w;
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < V; ++i) out[i] = p[i];
-    }
-}
 
 /** Loads each thread keeps in flight in the streaming loops. */
 constexpr int kUnroll = 4;
@@ -155,9 +146,11 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
         }
     }
     if (column_merge(acc, smem)) {
-        float* p = reinterpret_cast<float*>(a.partials) +
-                   (static_cast<int64_t>(blockIdx.y) * a.c + c) * Acc::kPartial;
-        acc.write_partial(p, 0);
+        // One thread: field f of split k at (f * splits + k) * C + c (see the ABI header).
+        float* p = reinterpret_cast<float*>(a.partials) + static_cast<int64_t>(blockIdx.y) * a.c + c;
+        const int64_t field_stride = static_cast<int64_t>(gridDim.y) * a.c;
+#pragma unroll
+        for (int f = 0; f < Acc::kPartial; ++f) p[f * field_stride] = acc.partial(f, 0);
     }
 }
 
@@ -171,6 +164,10 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
     __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
     const int64_t cv = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     const bool active = cv * V < a.c;
+    // The block's channels: [c0, c0 + valid).
+    const int64_t c0 = static_cast<int64_t>(blockIdx.x) * blockDim.x * V;
+    const int valid = static_cast<int>(min(static_cast<int64_t>(blockDim.x) * V, a.c - c0));
+    const bool warp0 = threadIdx.y * blockDim.x + threadIdx.x < 32;  // warp-uniform
     const int64_t rows = a.n * a.s;
     const int64_t begin = static_cast<int64_t>(blockIdx.y) * a.chunk;
     const int64_t end = min(begin + a.chunk, rows);
@@ -178,19 +175,21 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
     const T* dy = reinterpret_cast<const T*>(a.dy) + cv * V;
     Acc acc;
     acc.init();
-    if (active) {
-        float mean[V];  // GRAD: the saved means; statistics: the shifts
-        if constexpr (GRAD) {
-            load_coef<V>(reinterpret_cast<const float*>(a.mean) + cv * V, mean);
-        } else {
-            load_floats<T, V>(x, V, mean);
+    float mean[V];  // GRAD: the saved means; statistics: the shifts
+    if constexpr (GRAD) {
+        warp_load_row<V>(reinterpret_cast<const float*>(a.mean) + c0, valid, mean);
+    } else {
 #pragma unroll
-            for (int i = 0; i < V; ++i) {
-                if (!isfinite(mean[i])) mean[i] = 0.0f;
-                if (blockIdx.y == 0 && threadIdx.y == 0)
-                    reinterpret_cast<float*>(a.shift)[cv * V + i] = mean[i];
-            }
+        for (int i = 0; i < V; ++i) mean[i] = 0.0f;
+        if (active) load_floats<T, V>(x, V, mean);
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+            if (!isfinite(mean[i])) mean[i] = 0.0f;
         }
+        if (blockIdx.y == 0 && warp0)
+            warp_store_row<V>(reinterpret_cast<float*>(a.shift) + c0, valid, mean);
+    }
+    if (active) {
         const int64_t by = blockDim.y;
         for (int64_t r = begin + threadIdx.y; r < end; r += kUnroll * by) {
             // kUnroll rows in flight before the dependent updates.
@@ -219,11 +218,19 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
             }
         }
     }
-    if (column_merge(acc, smem) && active) {
-        float* p = reinterpret_cast<float*>(a.partials) +
-                   (static_cast<int64_t>(blockIdx.y) * a.c + cv * V) * Acc::kPartial;
+    column_merge(acc, smem);
+    if (warp0) {
+        // Threads (x, 0) = lanes x of warp 0 hold the results; field f of split k goes to
+        // (f * splits + k) * C + c (see the ABI header), one coalesced row per field.
+        float* p = reinterpret_cast<float*>(a.partials) + static_cast<int64_t>(blockIdx.y) * a.c + c0;
+        const int64_t field_stride = static_cast<int64_t>(gridDim.y) * a.c;
 #pragma unroll
-        for (int i = 0; i < V; ++i) acc.write_partial(p + i * Acc::kPartial, i);
+        for (int f = 0; f < Acc::kPartial; ++f) {
+            float v[V];
+#pragma unroll
+            for (int i = 0; i < V; ++i) v[i] = acc.partial(f, i);
+            warp_store_row<V>(p + f * field_stride, valid, v);
+        }
     }
 }
 
@@ -233,30 +240,44 @@ template <typename P> __device__ __forceinline__ float param(wn_devptr p, int64_
     return p != 0 ? to_float(reinterpret_cast<const P*>(p)[c]) : dflt;
 }
 
-/** Forward finalize: one warp per channel (see WnBatchNormFinalizeArgs). */
+/**
+ * Merges the partials of channel column threadIdx.x over the splits: thread (x, y) merges
+ * splits y, y + by, ... in order, then column_merge() merges the rows in a fixed order. Reads
+ * field f of split k at (f * splits + k) * C + c: a warp reads consecutive channels of
+ * consecutive splits. Returns true in thread (x, 0). Every thread must call it.
+ */
+template <class Acc>
+__device__ __forceinline__ bool merge_splits(Acc& acc, const float* part, int64_t splits,
+                                             int64_t channels, int64_t c, float* smem) {
+    acc.init();
+    if (c < channels) {
+        for (int64_t k = threadIdx.y; k < splits; k += blockDim.y) {
+            Acc o;
+            o.from_partial(part + k * channels + c, splits * channels);
+            acc.merge(o);
+        }
+    }
+    return column_merge(acc, smem);
+}
+
+/**
+ * Forward finalize (see WnBatchNormFinalizeArgs): block (bx, by), thread (x, y) handles
+ * channel blockIdx.x * bx + x and splits y, y + by, ...; thread (x, 0) finishes the channel, so
+ * the per-channel reads and writes of a warp are consecutive.
+ */
 template <typename P> __device__ __forceinline__ void finalize_fwd(const WnBatchNormFinalizeArgs& a) {
+    __shared__ float smem[MergeSmem<StatsAcc<1>::kFloats>::kFloats];
     bump(a.counter_bump);
-    const int lane = threadIdx.x & 31;
-    const int64_t c = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (c >= a.c || a.count == 0) return;  // whole warps leave together
+    const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (a.count == 0) return;  // the whole grid (a counter bump only)
     float* coef = reinterpret_cast<float*>(a.coef);
     const int64_t st = a.coef_stride;
     float shift, dmean, invstd;  // mean = shift + dmean
     if (a.flags & WN_BN_BATCH_STATS) {
-        const float* part = reinterpret_cast<const float*>(a.partials);
         StatsAcc<1> w;
-        w.init();
-        for (int64_t k = lane; k < a.splits; k += 32) {
-            StatsAcc<1> o;
-            o.from_floats(part + (k * a.c + c) * 3);
-            w.merge(o);
-        }
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) {
-            const StatsAcc<1> o = w.shfl_down(off);
-            if (lane + off < 32) w.merge(o);
-        }
-        if (lane != 0) return;
+        const bool head = merge_splits(w, reinterpret_cast<const float*>(a.partials), a.splits,
+                                       a.c, c, smem);
+        if (!head || c >= a.c) return;
         const float n = static_cast<float>(a.count);
         shift = coef[c];
         dmean = w.mean[0];
@@ -276,7 +297,7 @@ template <typename P> __device__ __forceinline__ void finalize_fwd(const WnBatch
             rv[c] = from_float<P>((1.0f - f) * to_float(rv[c]) + f * unbiased);
         }
     } else {
-        if (lane != 0) return;
+        if (threadIdx.y != 0 || c >= a.c) return;
         shift = param<P>(a.running_mean, c, 0.0f);
         dmean = 0.0f;
         invstd = 1.0f / sqrtf(param<P>(a.running_var, c, 1.0f) + a.eps);
@@ -289,19 +310,15 @@ template <typename P> __device__ __forceinline__ void finalize_fwd(const WnBatch
     coef[3 * st + c] = param<P>(a.beta, c, 0.0f);
 }
 
-/** Backward finalize: one warp per channel (see WnBatchNormBwdFinalizeArgs). */
+/** Backward finalize (see WnBatchNormBwdFinalizeArgs), threads as in finalize_fwd. */
 template <typename P> __device__ __forceinline__ void finalize_bwd(const WnBatchNormBwdFinalizeArgs& a) {
-    const int lane = threadIdx.x & 31;
-    const int64_t c = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (c >= a.c) return;
-    const float* part = reinterpret_cast<const float*>(a.partials);
-    float sdy = 0.0f, sdx = 0.0f;
-    for (int64_t k = lane; k < a.splits; k += 32) {
-        sdy += part[(k * a.c + c) * 2];
-        sdx += part[(k * a.c + c) * 2 + 1];
-    }
-    warp_allreduce_sum2(sdy, sdx);
-    if (lane != 0) return;
+    __shared__ float smem[MergeSmem<GradAcc<1>::kFloats>::kFloats];
+    const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    GradAcc<1> g;
+    const bool head =
+        merge_splits(g, reinterpret_cast<const float*>(a.partials), a.splits, a.c, c, smem);
+    if (!head || c >= a.c) return;
+    const float sdy = g.sdy[0], sdx = g.sdx[0];
     if (a.count == 0) {
         if (a.dgamma != 0) reinterpret_cast<P*>(a.dgamma)[c] = from_float<P>(0.0f);
         if (a.dbeta != 0) reinterpret_cast<P*>(a.dbeta)[c] = from_float<P>(0.0f);
@@ -409,11 +426,13 @@ template <typename T, int V, bool BWD>
 __device__ __forceinline__ void apply_nhwc(const WnBatchNormApplyArgs& a) {
     bump(a.counter_bump);
     const int64_t cv = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (cv * V >= a.c) return;
+    const int64_t c0 = static_cast<int64_t>(blockIdx.x) * blockDim.x * V;
+    const int valid = static_cast<int>(min(static_cast<int64_t>(blockDim.x) * V, a.c - c0));
     const float* coef = reinterpret_cast<const float*>(a.coef);
     float k[4][V];
 #pragma unroll
-    for (int t = 0; t < 4; ++t) load_coef<V>(coef + t * a.coef_stride + cv * V, k[t]);
+    for (int t = 0; t < 4; ++t) warp_load_row<V>(coef + t * a.coef_stride + c0, valid, k[t]);
+    if (cv * V >= a.c) return;
     const int64_t rows = a.n * a.s;
     const int64_t step = static_cast<int64_t>(gridDim.y) * blockDim.y;
     const T* x = reinterpret_cast<const T*>(a.x) + cv * V;
@@ -533,21 +552,37 @@ __device__ __forceinline__ void fused_fwd(const WnBatchNormFusedFwdArgs& a) {
             }
         });
     }
-    if (column_merge(acc, smem) && active) {
+    // Thread (x, 0) holds column x's statistics: stage them per channel (shift, dmean, m2) in
+    // the merge scratch, then finish one channel per thread, so that the per-channel global
+    // reads and writes of a warp are consecutive.
+    const bool head = column_merge(acc, smem) && active;
+    __syncthreads();
+    if (head) {
+#pragma unroll
+        for (int i = 0; i < CV; ++i) {
+            const int m = tx * CV + i;
+            smem[3 * m] = shift[i];
+            smem[3 * m + 1] = acc.mean[i];
+            smem[3 * m + 2] = acc.m2[i];
+        }
+    }
+    __syncthreads();
+    {
+        const int64_t c0 = NHWC ? static_cast<int64_t>(blockIdx.x) * bx * CV : blockIdx.x;
+        const int tile = static_cast<int>(min(static_cast<int64_t>(bx) * CV, a.c - c0));
         const float n = static_cast<float>(a.n * a.s);
         float f = a.momentum;
         if ((a.flags & WN_BN_CUMULATIVE) && a.counter != 0) {
             const long long seen = *reinterpret_cast<const long long*>(a.counter);
             f = __frcp_rn(static_cast<float>(seen + 1));
         }
-#pragma unroll
-        for (int i = 0; i < CV; ++i) {
-            const int64_t ch = cv * CV + i;
-            const float dmean = acc.mean[i];
-            const float invstd = 1.0f / sqrtf(acc.m2[i] / n + a.eps);
-            const float mean = shift[i] + dmean;
+        for (int m = threadIdx.y * bx + tx; m < tile; m += bx * blockDim.y) {
+            const int64_t ch = c0 + m;
+            const float sh = smem[3 * m], dmean = smem[3 * m + 1], m2 = smem[3 * m + 2];
+            const float invstd = 1.0f / sqrtf(m2 / n + a.eps);
+            const float mean = sh + dmean;
             if (a.running_mean != 0) {
-                const float unbiased = acc.m2[i] / static_cast<float>(a.n * a.s - 1);
+                const float unbiased = m2 / static_cast<float>(a.n * a.s - 1);
                 P* rm = reinterpret_cast<P*>(a.running_mean);
                 P* rv = reinterpret_cast<P*>(a.running_var);
                 rm[ch] = from_float<P>((1.0f - f) * to_float(rm[ch]) + f * mean);
@@ -555,10 +590,11 @@ __device__ __forceinline__ void fused_fwd(const WnBatchNormFusedFwdArgs& a) {
             }
             if (a.save_mean != 0) reinterpret_cast<float*>(a.save_mean)[ch] = mean;
             if (a.save_invstd != 0) reinterpret_cast<float*>(a.save_invstd)[ch] = invstd;
-            coef_s[(tx * 4 + 0) * CV + i] = shift[i];
-            coef_s[(tx * 4 + 1) * CV + i] = dmean;
-            coef_s[(tx * 4 + 2) * CV + i] = param<P>(a.gamma, ch, 1.0f) * invstd;
-            coef_s[(tx * 4 + 3) * CV + i] = param<P>(a.beta, ch, 0.0f);
+            const int x = m / CV, i = m % CV;
+            coef_s[(x * 4 + 0) * CV + i] = sh;
+            coef_s[(x * 4 + 1) * CV + i] = dmean;
+            coef_s[(x * 4 + 2) * CV + i] = param<P>(a.gamma, ch, 1.0f) * invstd;
+            coef_s[(x * 4 + 3) * CV + i] = param<P>(a.beta, ch, 0.0f);
         }
     }
     __syncthreads();
@@ -609,11 +645,14 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
     const T* x = reinterpret_cast<const T*>(a.x);
     const T* dy = reinterpret_cast<const T*>(a.dy);
     T* dx = reinterpret_cast<T*>(a.dx);
+    // The block's channels: [c0, c0 + tile).
+    const int64_t c0 = NHWC ? static_cast<int64_t>(blockIdx.x) * bx * CV : blockIdx.x;
+    const int tile = static_cast<int>(min(static_cast<int64_t>(bx) * CV, a.c - c0));
     float mean[CV];
+    warp_load_row<CV>(reinterpret_cast<const float*>(a.mean) + c0, tile, mean);
     Acc acc;
     acc.init();
     if (active) {
-        load_coef<CV>(reinterpret_cast<const float*>(a.mean) + cv * CV, mean);
         walk.run([&](int64_t u, int64_t off) {
             const PackT px = load_pack<T, V>(x + off);
             const PackT pd = load_pack<T, V>(dy + off);
@@ -632,19 +671,35 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
             }
         });
     }
-    if (column_merge(acc, smem) && active) {
-        const float n = static_cast<float>(a.n * a.s);
+    // Thread (x, 0) holds column x's sums: stage them per channel (sum dy, sum dy * (x - mean),
+    // mean) in the merge scratch, then finish one channel per thread (consecutive per-channel
+    // reads and writes in every warp).
+    const bool head = column_merge(acc, smem) && active;
+    __syncthreads();
+    if (head) {
 #pragma unroll
         for (int i = 0; i < CV; ++i) {
-            const int64_t ch = cv * CV + i;
+            const int m = tx * CV + i;
+            smem[3 * m] = acc.sdy[i];
+            smem[3 * m + 1] = acc.sdx[i];
+            smem[3 * m + 2] = mean[i];
+        }
+    }
+    __syncthreads();
+    {
+        const float n = static_cast<float>(a.n * a.s);
+        for (int m = threadIdx.y * bx + tx; m < tile; m += bx * blockDim.y) {
+            const int64_t ch = c0 + m;
+            const float sdy = smem[3 * m], sdx = smem[3 * m + 1], mu = smem[3 * m + 2];
             const float invstd = reinterpret_cast<const float*>(a.invstd)[ch];
-            if (a.dgamma != 0) reinterpret_cast<P*>(a.dgamma)[ch] = from_float<P>(acc.sdx[i] * invstd);
-            if (a.dbeta != 0) reinterpret_cast<P*>(a.dbeta)[ch] = from_float<P>(acc.sdy[i]);
+            if (a.dgamma != 0) reinterpret_cast<P*>(a.dgamma)[ch] = from_float<P>(sdx * invstd);
+            if (a.dbeta != 0) reinterpret_cast<P*>(a.dbeta)[ch] = from_float<P>(sdy);
             const float k = param<P>(a.gamma, ch, 1.0f) * invstd;
-            coef_s[(tx * 4 + 0) * CV + i] = k;
-            coef_s[(tx * 4 + 1) * CV + i] = -k * invstd * invstd * (acc.sdx[i] / n);
-            coef_s[(tx * 4 + 2) * CV + i] = mean[i];
-            coef_s[(tx * 4 + 3) * CV + i] = -k * (acc.sdy[i] / n);
+            const int x = m / CV, i = m % CV;
+            coef_s[(x * 4 + 0) * CV + i] = k;
+            coef_s[(x * 4 + 1) * CV + i] = -k * invstd * invstd * (sdx / n);
+            coef_s[(x * 4 + 2) * CV + i] = mu;
+            coef_s[(x * 4 + 3) * CV + i] = -k * (sdy / n);
         }
     }
     __syncthreads();

@@ -1,10 +1,16 @@
 //! Memory-traffic report from ptxsim's metrics: for LayerNorm and BatchNorm plans, the unique
 //! global bytes touched (first touch of each 32-byte sector: a lower bound on DRAM traffic)
-//! against each op's minimum. (Coalescing per request is not summarized here yet: ptxsim's
-//! `Metrics` has sectors per request, but requests mix vector, scalar and broadcast accesses,
-//! so a single ratio would mislead.)
+//! against each op's minimum, and the coalescing of every global request (a request is
+//! uncoalesced when it touches more 32-byte sectors than `ceil(distinct bytes / 32)`; the
+//! offending instructions are listed after the table with their CUDA source lines).
 //!
-//! `cargo run --release --example traffic_report > reports/traffic.md` (needs the kernels built).
+//! Regenerate (needs the kernels built; `WARPNORM_CUDA_ARCHS=90` is enough):
+//! ```text
+//! { echo "Generated $(date -u +%F) at commit $(git rev-parse --short HEAD) with \
+//!   \`cargo run --release --example traffic_report\` (nvcc $(nvcc --version | \
+//!   sed -n 's/.*release \([0-9.]*\).*V\([0-9.]*\).*/\2/p'), ptxsim)."; echo; \
+//!   cargo run --release --example traffic_report; } > reports/traffic.md
+//! ```
 //!
 //! Plans are made for `DeviceProps::SIM` (4 SMs) on ~1-2 M element problems: the extra traffic
 //! of per-block partial results scales as blocks / rows, so a 4-SM device with a few thousand
@@ -14,22 +20,61 @@
 #[path = "../tests/common/sim.rs"]
 mod sim;
 
+#[path = "../tests/coalescing_support/mod.rs"]
+mod coalescing_support;
+
 use warpnorm::batch_norm::{self as bn, BatchNormDesc, ForwardMode, Layout};
 use warpnorm::layer_norm::{self as ln, Affine, Direction, LayerNormDesc};
 use warpnorm::{kernels, DType, DeviceProps, Element, Plan};
 
+/// Uncoalesced instructions listed per kernel in the notes.
+const NOTE_LINES: usize = 4;
+
+/// What one plan's launches did, summed.
 struct Traffic {
     unique: u64,
+    requests: u64,
+    uncoalesced: u64,
+    sectors: u64,
+    ideal_sectors: u64,
+    /// Launches with uncoalesced requests: kernel, and its description (PTX lines, source
+    /// lines, at most [`NOTE_LINES`] instructions).
+    notes: Vec<(String, String)>,
 }
 
 fn run(s: &mut sim::Sim, plan: &Plan) -> Traffic {
     let stats = s.run(plan).unwrap_or_else(|e| panic!("ptxsim: {e}"));
-    Traffic {
-        unique: stats
-            .iter()
-            .map(|st| st.metrics.as_ref().expect("metrics are on").unique_bytes)
-            .sum(),
+    let mut t = Traffic {
+        unique: 0,
+        requests: 0,
+        uncoalesced: 0,
+        sectors: 0,
+        ideal_sectors: 0,
+        notes: Vec::new(),
+    };
+    for (l, st) in plan.launches.iter().zip(&stats) {
+        let m = st.metrics.as_ref().expect("metrics are on");
+        t.unique += m.unique_bytes;
+        t.requests += m.global_requests();
+        t.uncoalesced += m.uncoalesced_requests();
+        t.sectors += m.global_sectors();
+        t.ideal_sectors += m.global_ideal_sectors();
+        if m.uncoalesced_requests() != 0 {
+            let full = coalescing_support::describe(&l.kernel, s.arch, m);
+            // The header line, then two lines per instruction.
+            let mut text: String = full
+                .lines()
+                .take(1 + 2 * NOTE_LINES)
+                .map(|x| format!("{x}\n"))
+                .collect();
+            if m.uncoalesced_lines.len() > NOTE_LINES {
+                let more = m.uncoalesced_lines.len() - NOTE_LINES;
+                text += &format!("    ... {more} more PTX lines\n");
+            }
+            t.notes.push((l.kernel.clone(), text));
+        }
     }
+    t
 }
 
 fn sim() -> sim::Sim {
@@ -46,16 +91,34 @@ fn fill<T: Element>(n: usize) -> Vec<T> {
         .collect()
 }
 
-fn row(op: &str, shape: &str, dt: &str, min: f64, t: &Traffic, h200: Option<f64>) {
+/// Prints one table row; keeps the coalescing note of each kernel's first launch with
+/// uncoalesced requests for after the table.
+fn row(
+    notes: &mut Vec<(String, String)>,
+    op: &str,
+    shape: &str,
+    dt: &str,
+    min: f64,
+    t: &Traffic,
+    h200: Option<f64>,
+) {
     println!(
-        "| {op} | {shape} | {dt} | {:.0} | {:.4} | {} |",
+        "| {op} | {shape} | {dt} | {:.0} | {:.4} | {} | {} / {} | {:.4} |",
         min,
         t.unique as f64 / min,
-        h200.map_or("-".into(), |r| format!("{r:.4}"))
+        h200.map_or("-".into(), |r| format!("{r:.4}")),
+        t.uncoalesced,
+        t.requests,
+        t.sectors as f64 / t.ideal_sectors.max(1) as f64
     );
+    for (kernel, n) in &t.notes {
+        if !notes.iter().any(|(k, _)| k == kernel) {
+            notes.push((kernel.clone(), format!("{op} {shape} {dt}: {n}")));
+        }
+    }
 }
 
-fn layer_norm<T: Element + Default>(cols: usize) {
+fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usize) {
     let props = DeviceProps::SIM;
     let rows = (1usize << 20) / cols;
     let s_ = T::DTYPE.size() as f64;
@@ -109,10 +172,23 @@ fn layer_norm<T: Element + Default>(cols: usize) {
     let shape = format!("{rows} x {cols}");
     let dt = format!("{}/f32", T::DTYPE);
     let fwd = run(&mut s, &ln::plan_fwd(&desc, &fp, &props).expect("plan"));
-    row("LayerNorm fwd", &shape, &dt, 2.0 * s_ * n, &fwd, None);
-    let bwd = run(&mut s, &ln::plan_bwd(&desc, &bp, &props).expect("plan"));
-    // On an H200 with 16384 rows: partial rows = the backward grid's blocks x cols x 2 f32,
-    // written once and read once by finalize.
+    row(
+        notes,
+        "LayerNorm fwd",
+        &shape,
+        &dt,
+        2.0 * s_ * n,
+        &fwd,
+        None,
+    );
+    let plan = ln::plan_bwd(&desc, &bp, &props).expect("plan");
+    let bwd = run(&mut s, &plan);
+    // Partial rows (dgamma, dbeta: 2 f32 per column per block of the backward kernel) are
+    // written and read back by the finalize kernel: one unique sector each, as counted in the
+    // simulation. The H200 ratio replaces the simulated plan's partial bytes by the H200
+    // plan's (16384 rows): (sim unique - sim partial) / sim min + H200 partial / H200 min.
+    let partial_bytes = |blocks: u64| blocks as f64 * cols as f64 * 8.0;
+    let sim_partial = partial_bytes(plan.launches[0].blocks());
     let h_desc = LayerNormDesc::new(
         &[16384, cols],
         &[cols],
@@ -128,10 +204,11 @@ fn layer_norm<T: Element + Default>(cols: usize) {
         ..bp
     };
     let h_plan = ln::plan_bwd(&h_desc, &hp, &DeviceProps::H200).unwrap();
-    let blocks = h_plan.launches[0].blocks() as f64;
     let h_min = 3.0 * s_ * 16384.0 * cols as f64;
-    let h_ratio = (h_min + 2.0 * blocks * cols as f64 * 8.0) / h_min;
+    let h_partial = partial_bytes(h_plan.launches[0].blocks());
+    let h_ratio = (bwd.unique as f64 - sim_partial) / (3.0 * s_ * n) + h_partial / h_min;
     row(
+        notes,
         "LayerNorm bwd",
         &shape,
         &dt,
@@ -141,7 +218,11 @@ fn layer_norm<T: Element + Default>(cols: usize) {
     );
 }
 
-fn batch_norm<T: Element + Default>(dims: &[usize], layout: Layout) {
+fn batch_norm<T: Element + Default>(
+    notes: &mut Vec<(String, String)>,
+    dims: &[usize],
+    layout: Layout,
+) {
     let props = DeviceProps::SIM;
     let s_ = T::DTYPE.size() as f64;
     let desc = BatchNormDesc::new(dims, layout, T::DTYPE, DType::F32);
@@ -192,17 +273,41 @@ fn batch_norm<T: Element + Default>(dims: &[usize], layout: Layout) {
         &mut s,
         &bn::plan_batch_norm_fwd(&desc, &ForwardMode::train(0.1), &fp, &props).unwrap(),
     );
-    row("BatchNorm train fwd", &shape, &dt, 3.0 * s_ * n, &t, None);
+    row(
+        notes,
+        "BatchNorm train fwd",
+        &shape,
+        &dt,
+        3.0 * s_ * n,
+        &t,
+        None,
+    );
     let t = run(
         &mut s,
         &bn::plan_batch_norm_bwd(&desc, false, &bp, &props).unwrap(),
     );
-    row("BatchNorm train bwd", &shape, &dt, 5.0 * s_ * n, &t, None);
+    row(
+        notes,
+        "BatchNorm train bwd",
+        &shape,
+        &dt,
+        5.0 * s_ * n,
+        &t,
+        None,
+    );
     let t = run(
         &mut s,
         &bn::plan_batch_norm_fwd(&desc, &ForwardMode::eval(), &fp, &props).unwrap(),
     );
-    row("BatchNorm eval fwd", &shape, &dt, 2.0 * s_ * n, &t, None);
+    row(
+        notes,
+        "BatchNorm eval fwd",
+        &shape,
+        &dt,
+        2.0 * s_ * n,
+        &t,
+        None,
+    );
 }
 
 fn main() {
@@ -216,14 +321,24 @@ fn main() {
     println!(
         "min = the op's minimum DRAM bytes (LayerNorm fwd 2s, bwd 3s; BatchNorm train fwd 3s, \
          train bwd 5s, eval fwd 2s per element, s = activation bytes). unique/min counts every \
-         32-byte sector touched once (parameters, statistics and partial results included). \
-         H200 16384 rows: the same ratio for an H200 plan with 16384 rows, from its grid.\n"
+         32-byte sector touched once (parameters, statistics and partial results included).\n\n\
+         H200 16384 rows (LayerNorm bwd): the same ratio for an H200 plan with 16384 rows. The \
+         backward's per-block partial rows (dgamma, dbeta: 8 bytes per column per block) are \
+         written once and read once by the finalize kernel, which the simulation counts as one \
+         unique sector each; so H200 ratio = (sim unique - sim partial bytes) / sim min + \
+         H200 partial bytes / H200 min, partial bytes = blocks x cols x 8 of each plan's grid.\n\n\
+         uncoalesced / requests: global requests (warp-level loads, stores, atomics) that touch \
+         more 32-byte sectors than ceil(distinct bytes / 32), of all global requests; \
+         sectors/ideal: sectors of all requests over that ideal (1 = fully coalesced).\n"
     );
-    println!("| op | shape | dtype | min bytes | unique/min | H200 16384 rows |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| op | shape | dtype | min bytes | unique/min | H200 16384 rows | uncoalesced / requests | sectors/ideal |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut notes = Vec::new();
     for cols in [768, 1024, 4096, 8192] {
-        layer_norm::<f32>(cols);
-        layer_norm::<half::bf16>(cols);
+        layer_norm::<f32>(&mut notes, cols);
+        layer_norm::<half::bf16>(&mut notes, cols);
     }
     for (dims, layout) in [
         (vec![8usize, 64, 32, 32], Layout::Contiguous),
@@ -231,7 +346,21 @@ fn main() {
         (vec![131072, 8], Layout::Contiguous),
         (vec![16, 256, 7, 7], Layout::Contiguous),
     ] {
-        batch_norm::<f32>(&dims, layout);
-        batch_norm::<half::bf16>(&dims, layout);
+        batch_norm::<f32>(&mut notes, &dims, layout);
+        batch_norm::<half::bf16>(&mut notes, &dims, layout);
+    }
+    if !notes.is_empty() {
+        println!("\n## Uncoalesced requests\n");
+        println!(
+            "Per kernel, its first launch above with uncoalesced requests: the PTX lines \
+             (compute_90) that made them, most excess sectors first (at most {NOTE_LINES}), with \
+             the instruction and its CUDA source line (`.loc`; inlined helpers name their own \
+             file).\n"
+        );
+        println!("```text");
+        for (_, n) in notes {
+            print!("{n}");
+        }
+        println!("```");
     }
 }

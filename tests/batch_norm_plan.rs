@@ -86,7 +86,9 @@ fn h200_batchnorm1d_few_channels_large_batch_is_split_across_the_gpu() {
     let r: WnBatchNormReduceArgs = s.args.get().unwrap();
     // chunk = ceil(2^20 / 1056) = 993 rows; the last split is shorter.
     assert_eq!(r.chunk, 993);
-    assert_eq!(p.launches[1].grid, [2, 1, 1]);
+    // Finalize: one block of 8 channels x 16 rows of splits.
+    assert_eq!(p.launches[1].grid, [1, 1, 1]);
+    assert_eq!(p.launches[1].block, [8, 16, 1]);
     let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
     assert_eq!(f.splits, 1056);
     assert_eq!(f.count, 65536 * 16);
@@ -573,4 +575,47 @@ fn tensors_over_2_pow_31_elements_plan_with_64_bit_sizes() {
         matches!(e, Error::Overflow(_) | Error::InvalidArgument { .. }),
         "{e}"
     );
+}
+
+/// The layout choices that keep aligned shapes coalesced (tests/coalescing_sim.rs measures the
+/// requests): nchw splits start on a 32-byte sector of each channel slice (chunk = a whole
+/// number of 32-byte pieces), the finalize blocks take up to 8 consecutive channels (one f32
+/// sector per split) and spend the rest of their 128 threads on splits, and the partials start
+/// on a sector after coefficient arrays of C rounded up to 8 floats.
+#[test]
+fn splits_and_finalize_blocks_keep_requests_on_sectors() {
+    let props = DeviceProps::H200;
+    // Expected chunks worked out from the planner's rules (1056 target blocks on H200, 4 units
+    // per thread, partials within 1% of the bytes): 12544 packs in 13 splits would be 965
+    // (odd), 7800 packs in 8 splits 975 (odd); rounded up to even.
+    for (dims, dt, chunk) in [
+        (vec![32usize, 64, 56, 56], DType::F32, 1476),
+        (vec![32, 64, 56, 56], DType::BF16, 966),
+        (vec![3, 2, 100, 104], DType::F32, 976),
+        (vec![7, 3, 40, 40], DType::F32, 934),
+    ] {
+        let d = desc(&dims, Layout::Contiguous, dt);
+        let p = plan_batch_norm_fwd(&d, &train(), &fwd_ptrs(), &props).unwrap();
+        sane(&p, &props);
+        let r: WnBatchNormReduceArgs = p.launches[0].args.get().unwrap();
+        assert!(
+            p.launches[0].kernel.ends_with("_stats_nchw_vec"),
+            "{dims:?}: {}",
+            p.launches[0].kernel
+        );
+        // Units are 16-byte packs: 2 per sector.
+        let units = (dims[0] * dims[2] * dims[3]) as i64 * dt.size() as i64 / 16;
+        assert_eq!(r.chunk, chunk, "{dims:?} {dt}");
+        let splits = p.launches[0].grid[1] as i64;
+        assert!(splits > 1, "{dims:?} {dt}: split");
+        assert!(r.chunk * (splits - 1) < units && r.chunk * splits >= units);
+        let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
+        assert_eq!(f.splits, splits);
+        let c = dims[1] as u32;
+        let bx = c.next_power_of_two().min(8);
+        assert_eq!(p.launches[1].block, [bx, 128 / bx, 1], "{dims:?}");
+        assert_eq!(p.launches[1].grid, [c.div_ceil(bx), 1, 1], "{dims:?}");
+        assert_eq!(f.coef_stride, (dims[1] as i64 + 7) / 8 * 8);
+        assert_eq!(f.partials - f.coef, 16 * f.coef_stride as u64);
+    }
 }

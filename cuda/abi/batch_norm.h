@@ -5,9 +5,12 @@
  * Channels-last ("nhwc" kernels, also used for every (N, C) input): at (n * S + s) * C + c.
  *
  * Workspace (f32, 16-byte aligned): `coef` holds per-channel coefficient arrays of
- * `coef_stride` floats each (coef_stride = C rounded up to a multiple of 4); `partials` holds
- * per-(split, channel) partial results: 3 floats (count, mean, m2) for the forward statistics,
- * 2 floats (sum dy, sum dy * (x - mean)) for the backward sums, at ((split * C) + c) * K.
+ * `coef_stride` floats each (coef_stride = C rounded up to a multiple of 8, so that each array
+ * starts on a 32-byte sector); `partials` holds per-(split, channel) partial results: K = 3
+ * fields (count, mean, m2) for the forward statistics, K = 2 (sum dy, sum dy * (x - mean)) for
+ * the backward sums, field f of split k and channel c at (f * splits + k) * C + c: a block of
+ * the reductions writes one run of consecutive channels per field, and the finalize kernels
+ * read consecutive channels of consecutive splits (coalesced on both sides).
  */
 #ifndef WARPNORM_ABI_BATCH_NORM_H
 #define WARPNORM_ABI_BATCH_NORM_H
@@ -41,7 +44,9 @@ typedef struct WnBatchNormReduceArgs {
 } WnBatchNormReduceArgs;
 
 /**
- * Forward finalize (`..._fwd_<P>params_finalize`): one warp per channel. With
+ * Forward finalize (`..._fwd_<P>params_finalize`): block (bx, by) with bx = C rounded up to a
+ * power of two, at most 8; thread (x, y) merges the splits y, y + by, ... of channel
+ * blockIdx.x * bx + x, then the rows are merged in a fixed order. With
  * WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and
  * biased variance and (when running_mean is not 0) updates the running statistics with the
  * unbiased variance; otherwise it reads the running statistics. It writes save_mean /
@@ -73,7 +78,7 @@ typedef struct WnBatchNormFinalizeArgs {
 } WnBatchNormFinalizeArgs;
 
 /**
- * Backward finalize (`..._bwd_<P>params_finalize`): one warp per channel merges `splits`
+ * Backward finalize (`..._bwd_<P>params_finalize`): threads as the forward finalize; merges `splits`
  * partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and
  * dbeta = sum(dy) (when not 0), and the dx coefficients: training, arrays 0..3 at channel c = a, b, mean,
  * d with dx = a * dy + b * (x - mean) + d; WN_BN_FROZEN, the forward layout, arrays 0..3 =

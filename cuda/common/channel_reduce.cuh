@@ -116,12 +116,17 @@ template <int V> struct StatsAcc {
         }
         return o;
     }
-    /** Partial of channel i: (count, mean, m2). */
+    /** Partial of channel i: fields (count, mean, m2). */
     static constexpr int kPartial = 3;
-    __device__ __forceinline__ void write_partial(float* p, int i) const {
-        p[0] = count;
-        p[1] = mean[i];
-        p[2] = m2[i];
+    __device__ __forceinline__ float partial(int field, int i) const {
+        return field == 0 ? count : field == 1 ? mean[i] : m2[i];
+    }
+    /** Reads a one-channel partial whose fields are `field_stride` floats apart. */
+    __device__ __forceinline__ void from_partial(const float* p, int64_t field_stride) {
+        static_assert(V == 1, "one channel");
+        count = p[0];
+        mean[0] = p[field_stride];
+        m2[0] = p[2 * field_stride];
     }
 };
 
@@ -188,11 +193,16 @@ template <int V> struct GradAcc {
         }
         return o;
     }
-    /** Partial of channel i: (sum dy, sum dy * (x - mean)). */
+    /** Partial of channel i: fields (sum dy, sum dy * (x - mean)). */
     static constexpr int kPartial = 2;
-    __device__ __forceinline__ void write_partial(float* p, int i) const {
-        p[0] = sdy[i];
-        p[1] = sdx[i];
+    __device__ __forceinline__ float partial(int field, int i) const {
+        return field == 0 ? sdy[i] : sdx[i];
+    }
+    /** Reads a one-channel partial whose fields are `field_stride` floats apart. */
+    __device__ __forceinline__ void from_partial(const float* p, int64_t field_stride) {
+        static_assert(V == 1, "one channel");
+        sdy[0] = p[0];
+        sdx[0] = p[field_stride];
     }
 };
 
@@ -223,6 +233,109 @@ __device__ __forceinline__ bool column_merge(Acc& acc, float* smem) {
         acc.merge(o);
     }
     return true;
+}
+
+/** Lane of the calling thread in its warp, for blocks of any shape. */
+__device__ __forceinline__ int lane_in_warp() {
+    return static_cast<int>((threadIdx.y * blockDim.x + threadIdx.x) & 31u);
+}
+
+/**
+ * Warp-cooperative load of per-channel f32 values: with bx = blockDim.x (a power of two <= 32),
+ * every lane gets row[(lane % bx) * V + i], i < V, of the warp's bx channel columns; entries at
+ * or past `valid` floats come back 0. Each load request reads consecutive 16-byte pieces
+ * across lanes, so it is fully coalesced even for V = 8 (a per-lane pair of float4 loads would
+ * use half of every sector). `row` is 16-byte aligned when V >= 4. V is 1, 2, 4 or 8. Every
+ * lane of the warp must call it.
+ */
+template <int V>
+__device__ __forceinline__ void warp_load_row(const float* row, int valid, float (&out)[V]) {
+    const int bx = blockDim.x;
+    const int lane = lane_in_warp();
+    const int x = lane & (bx - 1);
+    if constexpr (V <= 4) {
+#pragma unroll
+        for (int i = 0; i < V; ++i) out[i] = 0.0f;
+        if (x * V < valid) {
+            if constexpr (V == 4) {
+                const float4 q = *reinterpret_cast<const float4*>(row + x * V);
+                out[0] = q.x;
+                out[1] = q.y;
+                out[2] = q.z;
+                out[3] = q.w;
+            } else {
+#pragma unroll
+                for (int i = 0; i < V; ++i) out[i] = row[x * V + i];
+            }
+        }
+    } else {
+        static_assert(V == 8, "V is 1, 2, 4 or 8");
+        // Pieces m = 0 .. 2 bx - 1 of 4 floats; lane l loads pieces l and l + 32.
+        float q[2][4];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int m = lane + 32 * r;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (m < 2 * bx && 4 * m < valid) v = *reinterpret_cast<const float4*>(row + 4 * m);
+            q[r][0] = v.x;
+            q[r][1] = v.y;
+            q[r][2] = v.z;
+            q[r][3] = v.w;
+        }
+        // Lane x needs pieces 2x and 2x + 1: lanes (2x) % 32 and (2x + 1) % 32 of round 2x / 32.
+        const bool second = 2 * x >= 32;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int src = (2 * x + h) & 31;
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const float a = __shfl_sync(kFullMask, q[0][k], src);
+                const float b = __shfl_sync(kFullMask, q[1][k], src);
+                out[4 * h + k] = second ? b : a;
+            }
+        }
+    }
+}
+
+/**
+ * Warp-cooperative store of per-channel f32 values, the inverse of warp_load_row: lanes
+ * 0 .. bx - 1 (bx = blockDim.x, so these are the threads with threadIdx.y == 0 when called by
+ * warp 0) hold v[i] for row[lane * V + i]; entries at or past `valid` floats are not written.
+ * Each store request writes consecutive 16-byte pieces across lanes. Every lane of the warp
+ * must call it.
+ */
+template <int V>
+__device__ __forceinline__ void warp_store_row(float* row, int valid, const float (&v)[V]) {
+    const int bx = blockDim.x;
+    const int lane = lane_in_warp();
+    if constexpr (V <= 4) {
+        if (lane < bx && lane * V < valid) {
+            if constexpr (V == 4) {
+                // __stwb keeps this one 16-byte store (a plain float4 store was split in
+                // four by nvcc in one kernel).
+                __stwb(reinterpret_cast<float4*>(row + lane * V), make_float4(v[0], v[1], v[2], v[3]));
+            } else {
+#pragma unroll
+                for (int i = 0; i < V; ++i) row[lane * V + i] = v[i];
+            }
+        }
+    } else {
+        static_assert(V == 8, "V is 1, 2, 4 or 8");
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            // Piece m = lane + 32 r holds floats 4 (m % 2) .. of lane m / 2.
+            const int m = lane + 32 * r;
+            const int src = (m >> 1) & 31;
+            float w[8];
+#pragma unroll
+            for (int k = 0; k < 8; ++k) w[k] = __shfl_sync(kFullMask, v[k], src);
+            const bool hi = m & 1;
+            if (m < 2 * bx && 4 * m < valid) {
+                __stwb(reinterpret_cast<float4*>(row + 4 * m),
+                       hi ? make_float4(w[4], w[5], w[6], w[7]) : make_float4(w[0], w[1], w[2], w[3]));
+            }
+        }
+    }
 }
 
 }  // namespace warpnorm

@@ -249,7 +249,7 @@ const _: () = {
     ["Offset of field: WnBatchNormReduceArgs::chunk"]
         [::core::mem::offset_of!(WnBatchNormReduceArgs, chunk) - 64usize];
 };
-#[doc = " Forward finalize (`..._fwd_<P>params_finalize`): one warp per channel. With\n WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and\n biased variance and (when running_mean is not 0) updates the running statistics with the\n unbiased variance; otherwise it reads the running statistics. It writes save_mean /\n save_invstd (when not 0) and the coefficient arrays 1, 2, 3 (of coef_stride floats each) at\n channel c: mean - shift, gamma * invstd, beta; array 0 holds the shift (written by the\n statistics kernel; in eval the finalize writes the running mean there and 0 to array 1).\n `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented\n once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens."]
+#[doc = " Forward finalize (`..._fwd_<P>params_finalize`): block (bx, by) with bx = C rounded up to a\n power of two, at most 8; thread (x, y) merges the splits y, y + by, ... of channel\n blockIdx.x * bx + x, then the rows are merged in a fixed order. With\n WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and\n biased variance and (when running_mean is not 0) updates the running statistics with the\n unbiased variance; otherwise it reads the running statistics. It writes save_mean /\n save_invstd (when not 0) and the coefficient arrays 1, 2, 3 (of coef_stride floats each) at\n channel c: mean - shift, gamma * invstd, beta; array 0 holds the shift (written by the\n statistics kernel; in eval the finalize writes the running mean there and 0 to array 1).\n `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented\n once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormFinalizeArgs {
@@ -315,7 +315,7 @@ const _: () = {
     ["Offset of field: WnBatchNormFinalizeArgs::_pad"]
         [::core::mem::offset_of!(WnBatchNormFinalizeArgs, _pad) - 124usize];
 };
-#[doc = " Backward finalize (`..._bwd_<P>params_finalize`): one warp per channel merges `splits`\n partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and\n dbeta = sum(dy) (when not 0), and the dx coefficients: training, arrays 0..3 at channel c = a, b, mean,\n d with dx = a * dy + b * (x - mean) + d; WN_BN_FROZEN, the forward layout, arrays 0..3 =\n 0, 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel)."]
+#[doc = " Backward finalize (`..._bwd_<P>params_finalize`): threads as the forward finalize; merges `splits`\n partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and\n dbeta = sum(dy) (when not 0), and the dx coefficients: training, arrays 0..3 at channel c = a, b, mean,\n d with dx = a * dy + b * (x - mean) + d; WN_BN_FROZEN, the forward layout, arrays 0..3 =\n 0, 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel)."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormBwdFinalizeArgs {

@@ -8,7 +8,7 @@
 //! dimension - S for nchw, C for nhwc - divisible by 16 / sizeof(T), every activation pointer
 //! 16-byte aligned) or `scalar` (anything else):
 //! - `warpnorm_batch_norm_fwd_<T>_stats_<layout>_<access>`, grid (C or channel tiles, splits),
-//! - `warpnorm_batch_norm_fwd_<P>params_finalize`, one warp per channel,
+//! - `warpnorm_batch_norm_fwd_<P>params_finalize`, block (up to 32 channels, split rows),
 //! - `warpnorm_batch_norm_fwd_<T>_apply_<layout>_<access>`, grid-stride elementwise,
 //! - `warpnorm_batch_norm_bwd_<T>_reduce_<layout>_<access>`, same grid as the statistics,
 //! - `warpnorm_batch_norm_bwd_<P>params_finalize`,
@@ -48,7 +48,7 @@ pub(crate) fn check_momentum_pub(m: Momentum) -> Result<()> {
 /// Threads per block of the reduction and elementwise kernels (and the most the kernels'
 /// shared memory supports).
 pub const BLOCK: u32 = 256;
-/// Threads per block of the finalize kernels (one warp per channel).
+/// Threads per block of the finalize kernels (channels x split rows).
 pub const FINALIZE_BLOCK: u32 = 128;
 /// Most shared memory the fused backward may use per block (x and dy of its channels plus
 /// its merge scratch, all dynamic), leaving room for several resident blocks per SM.
@@ -126,9 +126,10 @@ fn vec_ok(g: &Geometry, dtype: DType, ptrs: &[u64]) -> bool {
     packed.is_multiple_of(v) && ptrs.iter().all(|p| p.is_multiple_of(16))
 }
 
-/// Channel coefficient arrays are `coef_stride` floats apart (C rounded up to 4).
+/// Channel coefficient arrays are `coef_stride` floats apart: C rounded up to 8, so that every
+/// array starts on a 32-byte sector (fully coalesced per-channel requests).
 fn coef_stride(c: u64) -> u64 {
-    c.div_ceil(4) * 4
+    c.div_ceil(8) * 8
 }
 
 /// Grid, block and split of one reduction launch.
@@ -165,7 +166,10 @@ fn reduce_geom(g: &Geometry, vec: bool, dtype: DType, props: &DeviceProps) -> Re
         .min(units.div_ceil(per_split))
         .min(traffic_cap)
         .clamp(1, props.max_grid_yz.max(1) as u64);
-    let chunk = units.div_ceil(splits).max(1);
+    // nchw: splits start on a 32-byte sector of each slice (units are packs of v elements).
+    let unit_bytes = v * dtype.size() as u64;
+    let align = if g.nhwc { 1 } else { (32 / unit_bytes).max(1) };
+    let chunk = units.div_ceil(splits).max(1).next_multiple_of(align);
     let splits = units.div_ceil(chunk).max(1);
     ReduceGeom {
         grid: [tiles, splits],
@@ -294,12 +298,24 @@ fn reduce_launch(kernel: String, rg: &ReduceGeom, args: &WnBatchNormReduceArgs) 
     ))
 }
 
-fn finalize_grid(c: u64, kernel: &str) -> Result<[u32; 3]> {
-    Ok([
-        grid_dim(c.div_ceil((FINALIZE_BLOCK / 32) as u64), kernel)?,
-        1,
-        1,
-    ])
+/// Block (channels, split rows) of the finalize kernels: up to 8 consecutive channels per
+/// block (one 32-byte sector of f32 per split, so a warp's partial reads are whole sectors),
+/// the rest of the [`FINALIZE_BLOCK`] threads over the splits.
+fn finalize_block(c: u64) -> [u32; 3] {
+    let bx = c.max(1).next_power_of_two().min(8) as u32;
+    [bx, FINALIZE_BLOCK / bx, 1]
+}
+
+/// A finalize launch over C channels.
+fn finalize_launch<T: crate::plan::AbiArgs>(kernel: &str, c: u64, args: &T) -> Result<Launch> {
+    let block = finalize_block(c);
+    Ok(Launch::new(
+        kernel.to_string(),
+        [grid_dim(c.div_ceil(block[0] as u64), kernel)?, 1, 1],
+        block,
+        0,
+        args,
+    ))
 }
 
 fn apply_launch(
@@ -338,6 +354,121 @@ fn apply_launch(
         0,
         args,
     ))
+}
+
+/// Pointers of a reduction launch (see `WnBatchNormReduceArgs`).
+struct ReduceInputs {
+    x: u64,
+    dy: u64,
+    mean: u64,
+    shift: u64,
+    partials: u64,
+}
+
+/// Pushes the per-channel reduction `warpnorm_batch_norm_<dir>_<T>_<stage>_<layout>_<access>`
+/// (vector access when `reads` allow it); returns its number of splits.
+#[allow(clippy::too_many_arguments)]
+fn push_reduce(
+    plan: &mut Plan,
+    desc: &BatchNormDesc,
+    g: &Geometry,
+    props: &DeviceProps,
+    dir: &str,
+    stage: &str,
+    reads: &[u64],
+    p: ReduceInputs,
+) -> Result<i64> {
+    let vec = vec_ok(g, desc.dtype, reads);
+    let rg = reduce_geom(g, vec, desc.dtype, props);
+    let args = WnBatchNormReduceArgs {
+        x: p.x,
+        dy: p.dy,
+        mean: p.mean,
+        shift: p.shift,
+        partials: p.partials,
+        n: g.n as i64,
+        c: g.c as i64,
+        s: g.s as i64,
+        chunk: rg.chunk as i64,
+    };
+    let access = if vec { "vec" } else { "scalar" };
+    let kernel = format!(
+        "warpnorm_batch_norm_{dir}_{}_{stage}_{}_{access}",
+        desc.dtype,
+        layout_name(g)
+    );
+    plan.push(reduce_launch(kernel, &rg, &args)?);
+    Ok(rg.splits as i64)
+}
+
+/// Pushes the fused kernel `warpnorm_batch_norm_<dir>_<T>_<P>params_fused_<layout>_<access>`
+/// with the grid, block and dynamic shared memory of `fg` (see [`fused_geom`]).
+fn push_fused<T: crate::plan::AbiArgs>(
+    plan: &mut Plan,
+    desc: &BatchNormDesc,
+    g: &Geometry,
+    dir: &str,
+    vec: bool,
+    fg: &ReduceGeom,
+    args: &T,
+) -> Result<()> {
+    let access = if vec { "vec" } else { "scalar" };
+    let kernel = format!(
+        "warpnorm_batch_norm_{dir}_{}_{}params_fused_{}_{access}",
+        desc.dtype,
+        desc.param_dtype,
+        layout_name(g)
+    );
+    plan.push(Launch::new(
+        kernel.clone(),
+        [grid_dim(fg.grid[0], &kernel)?, 1, 1],
+        [fg.block[0], fg.block[1], 1],
+        fg.chunk as u32,
+        args,
+    ));
+    Ok(())
+}
+
+/// Pointers of an elementwise launch (see `WnBatchNormApplyArgs`).
+struct ApplyInputs {
+    x: u64,
+    dy: u64,
+    out: u64,
+    coef: u64,
+    counter_bump: u64,
+}
+
+/// Pushes the elementwise pass `warpnorm_batch_norm_<dir>_<T>_apply_<layout>_<access>`
+/// (vector access when `reads` allow it).
+fn push_apply(
+    plan: &mut Plan,
+    desc: &BatchNormDesc,
+    g: &Geometry,
+    props: &DeviceProps,
+    dir: &str,
+    reads: &[u64],
+    p: ApplyInputs,
+) -> Result<()> {
+    let vec = vec_ok(g, desc.dtype, reads);
+    let args = WnBatchNormApplyArgs {
+        x: p.x,
+        dy: p.dy,
+        out: p.out,
+        coef: p.coef,
+        counter_bump: p.counter_bump,
+        n: g.n as i64,
+        c: g.c as i64,
+        s: g.s as i64,
+        coef_stride: coef_stride(g.c) as i64,
+    };
+    let access = if vec { "vec" } else { "scalar" };
+    let kernel = format!(
+        "warpnorm_batch_norm_{dir}_{}_apply_{}_{access}",
+        desc.dtype,
+        layout_name(g)
+    );
+    plan.push(apply_launch(kernel, g, vec, desc.dtype, props, &args)?);
+    Ok(())
 }
 
 /// Plans a forward call. See the module docs for the kernels.
@@ -431,25 +562,13 @@ pub fn plan_batch_norm_fwd(
         if let Some(counter) = counter {
             fin.counter_bump = counter;
             fin.c = 1;
-            plan.push(Launch::new(
-                finalize_kernel.clone(),
-                [1, 1, 1],
-                [FINALIZE_BLOCK, 1, 1],
-                0,
-                &fin,
-            ));
+            plan.push(finalize_launch(&finalize_kernel, 1, &fin)?);
         }
         return Ok(plan);
     }
-    let lname = layout_name(&g);
     if mode.batch_stats {
         let vec = vec_ok(&g, desc.dtype, &[ptrs.x, ptrs.y]);
         if let Some(fg) = fused_geom(&g, vec, desc.dtype, props, true) {
-            let access = if vec { "vec" } else { "scalar" };
-            let kernel = format!(
-                "warpnorm_batch_norm_fwd_{}_{}params_fused_{lname}_{access}",
-                desc.dtype, desc.param_dtype
-            );
             let args = WnBatchNormFusedFwdArgs {
                 x: ptrs.x,
                 y: ptrs.y,
@@ -468,77 +587,37 @@ pub fn plan_batch_norm_fwd(
                 flags: fin.flags,
                 _pad: 0,
             };
-            plan.push(Launch::new(
-                kernel.clone(),
-                [grid_dim(fg.grid[0], &kernel)?, 1, 1],
-                [fg.block[0], fg.block[1], 1],
-                fg.chunk as u32,
-                &args,
-            ));
+            push_fused(&mut plan, desc, &g, "fwd", vec, &fg, &args)?;
             // The counter is read by every block above; bump it afterwards (one thread).
             if let Some(counter) = counter {
                 fin.counter_bump = counter;
                 fin.count = 0;
                 fin.c = 1;
-                plan.push(Launch::new(
-                    finalize_kernel.clone(),
-                    [1, 1, 1],
-                    [FINALIZE_BLOCK, 1, 1],
-                    0,
-                    &fin,
-                ));
+                plan.push(finalize_launch(&finalize_kernel, 1, &fin)?);
             }
             plan.check(props)?;
             return Ok(plan);
         }
     }
     if mode.batch_stats {
-        let vec = vec_ok(&g, desc.dtype, &[ptrs.x]);
-        let rg = reduce_geom(&g, vec, desc.dtype, props);
-        let args = WnBatchNormReduceArgs {
+        let ins = ReduceInputs {
             x: ptrs.x,
             dy: 0,
             mean: 0,
             shift: ptrs.workspace,
             partials: fin.partials,
-            n: g.n as i64,
-            c: g.c as i64,
-            s: g.s as i64,
-            chunk: rg.chunk as i64,
         };
-        let access = if vec { "vec" } else { "scalar" };
-        let kernel = format!(
-            "warpnorm_batch_norm_fwd_{}_stats_{lname}_{access}",
-            desc.dtype
-        );
-        plan.push(reduce_launch(kernel, &rg, &args)?);
-        fin.splits = rg.splits as i64;
+        fin.splits = push_reduce(&mut plan, desc, &g, props, "fwd", "stats", &[ptrs.x], ins)?;
     }
-    plan.push(Launch::new(
-        finalize_kernel.clone(),
-        finalize_grid(g.c, &finalize_kernel)?,
-        [FINALIZE_BLOCK, 1, 1],
-        0,
-        &fin,
-    ));
-    let vec = vec_ok(&g, desc.dtype, &[ptrs.x, ptrs.y]);
-    let access = if vec { "vec" } else { "scalar" };
-    let args = WnBatchNormApplyArgs {
+    plan.push(finalize_launch(&finalize_kernel, g.c, &fin)?);
+    let ins = ApplyInputs {
         x: ptrs.x,
         dy: 0,
         out: ptrs.y,
         coef: ptrs.workspace,
         counter_bump: counter.unwrap_or(0),
-        n: g.n as i64,
-        c: g.c as i64,
-        s: g.s as i64,
-        coef_stride: coef_stride(g.c) as i64,
     };
-    let kernel = format!(
-        "warpnorm_batch_norm_fwd_{}_apply_{lname}_{access}",
-        desc.dtype
-    );
-    plan.push(apply_launch(kernel, &g, vec, desc.dtype, props, &args)?);
+    push_apply(&mut plan, desc, &g, props, "fwd", &[ptrs.x, ptrs.y], ins)?;
     plan.check(props)?;
     Ok(plan)
 }
@@ -588,25 +667,13 @@ pub fn plan_batch_norm_bwd(
     if g.numel == 0 {
         // Empty batch: zero parameter gradients, nothing else.
         if grads {
-            plan.push(Launch::new(
-                finalize_kernel.clone(),
-                finalize_grid(g.c, &finalize_kernel)?,
-                [FINALIZE_BLOCK, 1, 1],
-                0,
-                &fin,
-            ));
+            plan.push(finalize_launch(&finalize_kernel, g.c, &fin)?);
         }
         return Ok(plan);
     }
-    let lname = layout_name(&g);
     if !frozen {
         let vec = vec_ok(&g, desc.dtype, &[ptrs.x, ptrs.dy, ptrs.dx]);
         if let Some(fg) = fused_geom(&g, vec, desc.dtype, props, false) {
-            let access = if vec { "vec" } else { "scalar" };
-            let kernel = format!(
-                "warpnorm_batch_norm_bwd_{}_{}params_fused_{lname}_{access}",
-                desc.dtype, desc.param_dtype
-            );
             let args = WnBatchNormFusedBwdArgs {
                 x: ptrs.x,
                 dy: ptrs.dy,
@@ -620,69 +687,36 @@ pub fn plan_batch_norm_bwd(
                 c: g.c as i64,
                 s: g.s as i64,
             };
-            plan.push(Launch::new(
-                kernel.clone(),
-                [grid_dim(fg.grid[0], &kernel)?, 1, 1],
-                [fg.block[0], fg.block[1], 1],
-                fg.chunk as u32,
-                &args,
-            ));
+            push_fused(&mut plan, desc, &g, "bwd", vec, &fg, &args)?;
             plan.check(props)?;
             return Ok(plan);
         }
     }
     if grads || !frozen {
-        let vec = vec_ok(&g, desc.dtype, &[ptrs.x, ptrs.dy]);
-        let rg = reduce_geom(&g, vec, desc.dtype, props);
-        let args = WnBatchNormReduceArgs {
+        let ins = ReduceInputs {
             x: ptrs.x,
             dy: ptrs.dy,
             mean: ptrs.save_mean,
             shift: 0,
             partials: fin.partials,
-            n: g.n as i64,
-            c: g.c as i64,
-            s: g.s as i64,
-            chunk: rg.chunk as i64,
         };
-        let access = if vec { "vec" } else { "scalar" };
-        let kernel = format!(
-            "warpnorm_batch_norm_bwd_{}_reduce_{lname}_{access}",
-            desc.dtype
-        );
-        plan.push(reduce_launch(kernel, &rg, &args)?);
-        fin.splits = rg.splits as i64;
+        let reads = [ptrs.x, ptrs.dy];
+        fin.splits = push_reduce(&mut plan, desc, &g, props, "bwd", "reduce", &reads, ins)?;
     }
-    plan.push(Launch::new(
-        finalize_kernel.clone(),
-        finalize_grid(g.c, &finalize_kernel)?,
-        [FINALIZE_BLOCK, 1, 1],
-        0,
-        &fin,
-    ));
-    let args = WnBatchNormApplyArgs {
+    plan.push(finalize_launch(&finalize_kernel, g.c, &fin)?);
+    let ins = ApplyInputs {
         x: if frozen { ptrs.dy } else { ptrs.x },
         dy: ptrs.dy,
         out: ptrs.dx,
         coef: ptrs.workspace,
         counter_bump: 0,
-        n: g.n as i64,
-        c: g.c as i64,
-        s: g.s as i64,
-        coef_stride: coef_stride(g.c) as i64,
     };
-    let (dir, reads) = if frozen {
-        ("fwd", vec![ptrs.dy, ptrs.dx])
+    if frozen {
+        push_apply(&mut plan, desc, &g, props, "fwd", &[ptrs.dy, ptrs.dx], ins)?;
     } else {
-        ("bwd", vec![ptrs.x, ptrs.dy, ptrs.dx])
-    };
-    let vec = vec_ok(&g, desc.dtype, &reads);
-    let access = if vec { "vec" } else { "scalar" };
-    let kernel = format!(
-        "warpnorm_batch_norm_{dir}_{}_apply_{lname}_{access}",
-        desc.dtype
-    );
-    plan.push(apply_launch(kernel, &g, vec, desc.dtype, props, &args)?);
+        let reads = [ptrs.x, ptrs.dy, ptrs.dx];
+        push_apply(&mut plan, desc, &g, props, "bwd", &reads, ins)?;
+    }
     plan.check(props)?;
     Ok(plan)
 }
