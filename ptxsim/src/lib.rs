@@ -61,6 +61,7 @@ use numeric as num;
 
 pub use check::{
     AccessKind, AccessSite, Hazard, InstrClass, MemSpace, Metrics, Report, ReportKind,
+    UncoalescedLine,
 };
 pub use device::{Arg, Device, LaunchConfig, LaunchStats, Options, Scalar};
 pub use error::{Fault, FaultKind, SimError};

@@ -105,6 +105,10 @@ fn coalesced_copy_is_four_sectors_per_request() {
             "{arch}\n{mt}"
         );
         assert_eq!(mt.thread_instructions(InstrClass::GlobalLoad), 4096);
+        // Every request needs exactly its ideal sectors.
+        assert_eq!(mt.global_ideal_sectors(), 1024, "{arch}\n{mt}");
+        assert_eq!(mt.uncoalesced_requests(), 0, "{arch}\n{mt}");
+        assert!(mt.uncoalesced_lines.is_empty());
     });
 }
 
@@ -127,6 +131,26 @@ fn stride_32_copy_is_32_sectors_per_request() {
             "{arch}\n{mt}"
         );
         assert_eq!(mt.sectors_per_request(), 32.0);
+        // Ideal: 128 bytes = 4 sectors per request; every request is uncoalesced, on one load
+        // and one store instruction.
+        assert_eq!(
+            (mt.global_load_ideal_sectors, mt.global_store_ideal_sectors),
+            (512, 512),
+            "{arch}\n{mt}"
+        );
+        assert_eq!(
+            (mt.uncoalesced_load_requests, mt.uncoalesced_store_requests),
+            (128, 128)
+        );
+        assert_eq!(mt.excess_sectors(), 2 * (4096 - 512));
+        let lines: Vec<_> = mt
+            .uncoalesced_lines
+            .iter()
+            .map(|l| (l.kind, l.requests, l.excess_sectors()))
+            .collect();
+        assert_eq!(lines.len(), 2, "{arch}\n{mt}");
+        assert!(lines.contains(&(ptxsim::AccessKind::Load, 128, 3584)));
+        assert!(lines.contains(&(ptxsim::AccessKind::Store, 128, 3584)));
         // Same footprint as the coalesced copy: every sector is touched, just in 8x the requests.
         assert_eq!(mt.unique_bytes, 2 * 4 * n as u64, "{arch}\n{mt}");
     });
@@ -151,6 +175,8 @@ fn vector_copy_is_sixteen_sectors_per_request() {
             "{arch}\n{mt}"
         );
         assert_eq!(mt.unique_bytes, 2 * 4 * n as u64);
+        assert_eq!(mt.global_ideal_sectors(), 1024, "{arch}\n{mt}");
+        assert_eq!(mt.uncoalesced_requests(), 0, "{arch}\n{mt}");
     });
 }
 

@@ -1,8 +1,10 @@
 //! Memory-traffic metrics of a launch, as Nsight Compute would count them for convergent code:
 //! one request per warp-level execution of a memory instruction, 32-byte sectors per global
 //! request, shared-memory wavefronts per request (bank conflicts), unique bytes (first touch of
-//! each 32-byte sector, a lower bound on DRAM traffic), instruction counts by class, barriers.
+//! each 32-byte sector, a lower bound on DRAM traffic), per-request coalescing (ideal sectors,
+//! uncoalesced requests by PTX line, see `coalesce.rs`), instruction counts by class, barriers.
 
+use super::coalesce::{self, UncoalescedLine};
 use super::fasthash::FastMap;
 use super::report::{AccessKind, MemSpace};
 use super::LaneAccess;
@@ -138,6 +140,22 @@ pub struct Metrics {
     pub global_store_sectors: u64,
     /// Distinct 32-byte sectors per atomic request, summed.
     pub global_atomic_sectors: u64,
+    /// Ideal sectors of load requests: per request, `ceil(distinct bytes its active lanes
+    /// read / 32)`, summed (a broadcast counts its bytes once).
+    pub global_load_ideal_sectors: u64,
+    /// Ideal sectors of store requests, summed (as for loads).
+    pub global_store_ideal_sectors: u64,
+    /// Ideal sectors of atomic requests, summed (as for loads).
+    pub global_atomic_ideal_sectors: u64,
+    /// Load requests that touched more sectors than their ideal.
+    pub uncoalesced_load_requests: u64,
+    /// Store requests that touched more sectors than their ideal.
+    pub uncoalesced_store_requests: u64,
+    /// Atomic requests that touched more sectors than their ideal.
+    pub uncoalesced_atomic_requests: u64,
+    /// The instructions that made uncoalesced requests, one entry per PTX line, ordered by
+    /// excess sectors (most first), then by line: every such instruction of the launch.
+    pub uncoalesced_lines: Vec<UncoalescedLine>,
     /// Bytes requested by active lanes of load requests.
     pub global_load_bytes: u64,
     /// Bytes requested by active lanes of store requests.
@@ -227,8 +245,59 @@ impl Metrics {
         self.global_load_bytes + self.global_store_bytes
     }
 
+    /// Global requests: loads, stores and atomics.
+    pub fn global_requests(&self) -> u64 {
+        self.global_load_requests + self.global_store_requests + self.global_atomic_requests
+    }
+
+    /// Sectors of all global requests (loads, stores and atomics), summed per request.
+    pub fn global_sectors(&self) -> u64 {
+        self.global_load_sectors + self.global_store_sectors + self.global_atomic_sectors
+    }
+
+    /// Ideal sectors of all global requests (loads, stores and atomics).
+    pub fn global_ideal_sectors(&self) -> u64 {
+        self.global_load_ideal_sectors
+            + self.global_store_ideal_sectors
+            + self.global_atomic_ideal_sectors
+    }
+
+    /// Global requests (loads, stores and atomics) that touched more sectors than their ideal.
+    pub fn uncoalesced_requests(&self) -> u64 {
+        self.uncoalesced_load_requests
+            + self.uncoalesced_store_requests
+            + self.uncoalesced_atomic_requests
+    }
+
+    /// Sectors of global requests beyond their ideal: 0 when every request is coalesced.
+    pub fn excess_sectors(&self) -> u64 {
+        self.global_sectors() - self.global_ideal_sectors()
+    }
+
+    /// Sectors of load requests beyond their ideal.
+    pub fn excess_load_sectors(&self) -> u64 {
+        self.global_load_sectors - self.global_load_ideal_sectors
+    }
+
+    /// Sectors of store requests beyond their ideal.
+    pub fn excess_store_sectors(&self) -> u64 {
+        self.global_store_sectors - self.global_store_ideal_sectors
+    }
+
+    /// Ideal over actual sectors of all global requests: 1 when fully coalesced (and without
+    /// requests).
+    pub fn coalescing_efficiency(&self) -> f64 {
+        let s = self.global_sectors();
+        if s == 0 {
+            1.0
+        } else {
+            self.global_ideal_sectors() as f64 / s as f64
+        }
+    }
+
     /// Adds every counter of `o` (unique bytes included: callers merge them only when they
-    /// describe disjoint launches).
+    /// describe disjoint launches). `uncoalesced_lines` of both must be sorted by line and kind
+    /// (as while a launch runs); [`Metrics::finish_lines`] orders them for reading.
     pub(super) fn add(&mut self, o: &Metrics) {
         for (a, b) in self
             .instructions_by_class
@@ -250,6 +319,13 @@ impl Metrics {
         self.global_load_sectors += o.global_load_sectors;
         self.global_store_sectors += o.global_store_sectors;
         self.global_atomic_sectors += o.global_atomic_sectors;
+        self.global_load_ideal_sectors += o.global_load_ideal_sectors;
+        self.global_store_ideal_sectors += o.global_store_ideal_sectors;
+        self.global_atomic_ideal_sectors += o.global_atomic_ideal_sectors;
+        self.uncoalesced_load_requests += o.uncoalesced_load_requests;
+        self.uncoalesced_store_requests += o.uncoalesced_store_requests;
+        self.uncoalesced_atomic_requests += o.uncoalesced_atomic_requests;
+        coalesce::merge_lines(&mut self.uncoalesced_lines, &o.uncoalesced_lines);
         self.global_load_bytes += o.global_load_bytes;
         self.global_store_bytes += o.global_store_bytes;
         self.unique_load_bytes += o.unique_load_bytes;
@@ -265,12 +341,20 @@ impl Metrics {
         self.barriers += o.barriers;
     }
 
-    /// Counts one warp-level memory request; pushes the global sectors it touched (deduplicated
-    /// within the request) onto `sectors` for the unique-bytes count.
+    /// Orders `uncoalesced_lines` for reading (most excess sectors first), at launch end.
+    pub(super) fn finish_lines(&mut self) {
+        coalesce::sort_by_excess(&mut self.uncoalesced_lines);
+    }
+
+    /// Counts one warp-level memory request of the instruction at PTX `line`; pushes the global
+    /// sectors it touched (deduplicated within the request) onto `sectors` for the
+    /// unique-bytes count.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn record_access(
         &mut self,
         space: MemSpace,
         kind: AccessKind,
+        line: u32,
         size: u32,
         lanes: &[LaneAccess],
         sectors: &mut Vec<u64>,
@@ -282,24 +366,42 @@ impl Metrics {
             MemSpace::Global => {
                 let start = sectors.len();
                 push_sectors(lanes, size, sectors);
-                let n = sectors.len() - start;
+                let n = (sectors.len() - start) as u64;
                 let bytes = lanes.len() as u64 * size as u64;
-                let n = n as u64;
-                match kind {
+                let ideal = coalesce::distinct_bytes(lanes, size).div_ceil(SECTOR_BYTES);
+                let uncoalesced = n > ideal;
+                let (requests, total, ideal_total, bad) = match kind {
                     AccessKind::Load => {
-                        self.global_load_requests += 1;
-                        self.global_load_sectors += n;
                         self.global_load_bytes += bytes;
+                        (
+                            &mut self.global_load_requests,
+                            &mut self.global_load_sectors,
+                            &mut self.global_load_ideal_sectors,
+                            &mut self.uncoalesced_load_requests,
+                        )
                     }
                     AccessKind::Store => {
-                        self.global_store_requests += 1;
-                        self.global_store_sectors += n;
                         self.global_store_bytes += bytes;
+                        (
+                            &mut self.global_store_requests,
+                            &mut self.global_store_sectors,
+                            &mut self.global_store_ideal_sectors,
+                            &mut self.uncoalesced_store_requests,
+                        )
                     }
-                    AccessKind::Atomic => {
-                        self.global_atomic_requests += 1;
-                        self.global_atomic_sectors += n;
-                    }
+                    AccessKind::Atomic => (
+                        &mut self.global_atomic_requests,
+                        &mut self.global_atomic_sectors,
+                        &mut self.global_atomic_ideal_sectors,
+                        &mut self.uncoalesced_atomic_requests,
+                    ),
+                };
+                *requests += 1;
+                *total += n;
+                *ideal_total += ideal;
+                if uncoalesced {
+                    *bad += 1;
+                    coalesce::add_line(&mut self.uncoalesced_lines, line, kind, n, ideal);
                 }
             }
             MemSpace::Shared => {
@@ -518,6 +620,54 @@ impl fmt::Display for Metrics {
                 "{:<16} {r:>10} {s:>10} {:>12.2}",
                 "  atomics",
                 ratio(s, r)
+            )?;
+        }
+        writeln!(
+            f,
+            "{:<16} {:>10} {:>10} {:>12} {:>14}",
+            "coalescing", "ideal", "excess", "uncoalesced", "of requests"
+        )?;
+        let rows = [
+            (
+                "  loads",
+                self.global_load_ideal_sectors,
+                self.global_load_sectors,
+                self.uncoalesced_load_requests,
+                self.global_load_requests,
+            ),
+            (
+                "  stores",
+                self.global_store_ideal_sectors,
+                self.global_store_sectors,
+                self.uncoalesced_store_requests,
+                self.global_store_requests,
+            ),
+            (
+                "  atomics",
+                self.global_atomic_ideal_sectors,
+                self.global_atomic_sectors,
+                self.uncoalesced_atomic_requests,
+                self.global_atomic_requests,
+            ),
+        ];
+        for (name, ideal, s, u, r) in rows {
+            if r != 0 || name != "  atomics" {
+                writeln!(
+                    f,
+                    "{name:<16} {ideal:>10} {:>10} {u:>12} {r:>14}",
+                    s - ideal
+                )?;
+            }
+        }
+        const SHOWN: usize = 8;
+        for l in self.uncoalesced_lines.iter().take(SHOWN) {
+            writeln!(f, "  {l}")?;
+        }
+        if self.uncoalesced_lines.len() > SHOWN {
+            writeln!(
+                f,
+                "  ... {} more PTX lines with uncoalesced requests",
+                self.uncoalesced_lines.len() - SHOWN
             )?;
         }
         writeln!(

@@ -33,9 +33,12 @@
 //!   checked against two of them; atomics and strong accesses are never checked against plain
 //!   accesses.
 //! - Metrics: each warp-level execution of a memory instruction is one request (exact for
-//!   convergent code); `ld.const` and local/parameter accesses are not counted as traffic.
+//!   convergent code); `ld.const` and local/parameter accesses are not counted as traffic. A
+//!   global request is uncoalesced when it touches more 32-byte sectors than
+//!   `ceil(distinct bytes / 32)` (`coalesce.rs`); such requests are summed per PTX line.
 
 mod classify;
+mod coalesce;
 mod fasthash;
 mod metrics;
 mod race;
@@ -44,6 +47,7 @@ mod report;
 #[cfg(test)]
 mod tests;
 
+pub use coalesce::UncoalescedLine;
 pub use metrics::{InstrClass, Metrics};
 pub use report::{AccessKind, AccessSite, Hazard, MemSpace, Report, ReportKind};
 
@@ -233,6 +237,7 @@ impl LaunchChecks {
             m.unique_load_bytes = acc.loads.len() * SECTOR_BYTES;
             m.unique_store_bytes = acc.stores.len() * SECTOR_BYTES;
             m.unique_bytes = acc.loads.union_len(&acc.stores) * SECTOR_BYTES;
+            m.finish_lines();
             m
         });
         let (reports, reports_omitted) = acc.reports.into_sorted(MAX_REPORTS);
@@ -291,8 +296,14 @@ impl BlockChecks<'_> {
     /// One warp-level global or shared memory instruction.
     pub(crate) fn access(&mut self, ev: &WarpAccess<'_>) {
         if self.cfg.metrics {
-            self.metrics
-                .record_access(ev.space, ev.kind, ev.size, ev.lanes, &mut self.sectors);
+            self.metrics.record_access(
+                ev.space,
+                ev.kind,
+                ev.line,
+                ev.size,
+                ev.lanes,
+                &mut self.sectors,
+            );
             if !self.sectors.is_empty() {
                 let set = if ev.kind == AccessKind::Load {
                     &mut self.loads

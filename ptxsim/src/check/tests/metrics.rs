@@ -1,4 +1,5 @@
 use super::*;
+use crate::check::UncoalescedLine;
 use AccessKind::Load;
 
 fn metrics_of(block: u32, blocks: u32, body: impl FnMut(&mut BlockChecks<'_>, u32)) -> Metrics {
@@ -249,4 +250,183 @@ fn unique_bytes_merge_across_workers() {
     assert_eq!(m.unique_store_bytes, 8 * 32);
     assert_eq!(m.unique_bytes, 20 * 32);
     assert_eq!(m.global_load_requests, 4);
+}
+
+/// (sectors, ideal sectors, uncoalesced requests) of one global request of `size` bytes per
+/// lane by lanes `active` at `addr(lane)`, as a load, a store and an atomic.
+fn coalescing(
+    size: u32,
+    addr: impl Fn(u32) -> u64,
+    active: impl IntoIterator<Item = u32> + Clone,
+) -> (u64, u64, u64) {
+    let mut per_kind = Vec::new();
+    for kind in [Load, AccessKind::Store, AccessKind::Atomic] {
+        let m = metrics_of(32, 1, |b, _| {
+            access(
+                b,
+                MemSpace::Global,
+                kind,
+                7,
+                0,
+                size,
+                &lanes(active.clone(), &addr),
+            );
+        });
+        assert_eq!(m.global_requests(), 1);
+        let got = (
+            m.global_sectors(),
+            m.global_ideal_sectors(),
+            m.uncoalesced_requests(),
+        );
+        assert_eq!(m.excess_sectors(), got.0 - got.1);
+        // The line table lists the instruction exactly when the request is uncoalesced.
+        let want_lines = if got.2 == 1 {
+            vec![UncoalescedLine {
+                line: 7,
+                kind,
+                requests: 1,
+                sectors: got.0,
+                ideal_sectors: got.1,
+            }]
+        } else {
+            vec![]
+        };
+        assert_eq!(m.uncoalesced_lines, want_lines);
+        per_kind.push(got);
+    }
+    assert!(per_kind.iter().all(|k| *k == per_kind[0]), "{per_kind:?}");
+    per_kind[0]
+}
+
+#[test]
+fn coalesced_requests_need_their_ideal_sectors() {
+    // 4, 8 and 16 bytes per lane on consecutive aligned elements: 128, 256, 512 bytes.
+    assert_eq!(coalescing(4, |l| G + 4 * l as u64, 0..32), (4, 4, 0));
+    assert_eq!(coalescing(8, |l| G + 8 * l as u64, 0..32), (8, 8, 0));
+    assert_eq!(coalescing(16, |l| G + 16 * l as u64, 0..32), (16, 16, 0));
+    // 2-byte elements: 64 bytes.
+    assert_eq!(coalescing(2, |l| G + 2 * l as u64, 0..32), (2, 2, 0));
+    // Predicated partial warp: lanes 0..20 read bytes 0..80: sectors 0, 1, 2; ceil(80/32) = 3.
+    assert_eq!(coalescing(4, |l| G + 4 * l as u64, 0..20), (3, 3, 0));
+    // Only lanes 8..16 of an aligned request: bytes 32..64, one sector.
+    assert_eq!(coalescing(4, |l| G + 4 * l as u64, 8..16), (1, 1, 0));
+    // Every other lane of a 16-byte access whose lanes cover whole sectors (lanes 2k, 2k+1
+    // share a sector): even lanes only read 16 of every 32 bytes: sectors 16, ideal 8.
+    assert_eq!(
+        coalescing(16, |l| G + 16 * l as u64, (0..32).step_by(2)),
+        (16, 8, 1)
+    );
+    // Broadcast: every lane reads the same float: 4 distinct bytes, one sector.
+    assert_eq!(coalescing(4, |_| G + 60, 0..32), (1, 1, 0));
+    // Four lanes per float (8 distinct floats = 32 bytes in one sector), unsorted.
+    assert_eq!(
+        coalescing(4, |l| G + 4 * (7 - l as u64 % 8), 0..32),
+        (1, 1, 0)
+    );
+    // Reversed lane order: still 128 distinct bytes on 4 sectors.
+    assert_eq!(coalescing(4, |l| G + 4 * (31 - l) as u64, 0..32), (4, 4, 0));
+}
+
+#[test]
+fn uncoalesced_requests_are_counted_exactly() {
+    // Stride 2 floats: bytes 0..252 in 8 sectors, 128 distinct bytes: ideal 4.
+    assert_eq!(coalescing(4, |l| G + 8 * l as u64, 0..32), (8, 4, 1));
+    // 128 bytes starting 16 bytes into a sector: bytes 16..144 in sectors 0..=4: 5 vs 4.
+    assert_eq!(coalescing(4, |l| G + 16 + 4 * l as u64, 0..32), (5, 4, 1));
+    // Same with 16-byte vectors: 512 bytes at +16 touch 17 sectors, ideal 16.
+    assert_eq!(
+        coalescing(16, |l| G + 16 + 16 * l as u64, 0..32),
+        (17, 16, 1)
+    );
+    // Scattered: lane l reads float 8 * ((5 l) mod 32): one sector each, 32 vs ceil(128/32).
+    assert_eq!(
+        coalescing(4, |l| G + 32 * ((5 * l) % 32) as u64, 0..32),
+        (32, 4, 1)
+    );
+    // Partial warp straddling a sector boundary: lanes 6..14 read bytes 24..56: 32 bytes
+    // (ideal 1) in sectors 0 and 1.
+    assert_eq!(coalescing(4, |l| G + 4 * l as u64, 6..14), (2, 1, 1));
+    // Two rows of 64 bytes 128 bytes apart (16 lanes each): 4 sectors, 128 bytes: coalesced.
+    assert_eq!(
+        coalescing(
+            4,
+            |l| G + 128 * (l / 16) as u64 + 4 * (l % 16) as u64,
+            0..32
+        ),
+        (4, 4, 0)
+    );
+    // Two rows of 36 bytes (9 lanes each) 64 bytes apart: 72 bytes (ideal 3) in sectors 0, 1,
+    // 2 and 3.
+    assert_eq!(
+        coalescing(4, |l| G + 64 * (l / 9) as u64 + 4 * (l % 9) as u64, 0..18),
+        (4, 3, 1)
+    );
+}
+
+#[test]
+fn uncoalesced_lines_sum_over_blocks_and_sort_by_excess() {
+    // Per block: line 3 loads with stride 2 floats (excess 4), line 9 stores 128 bytes at +16
+    // (excess 1) twice, line 5 loads coalesced, line 4 scatters (excess 28) in block 2 only.
+    let run = |workers: u64| {
+        let lc = launch(METRICS, 4, 64, 0);
+        std::thread::scope(|s| {
+            for w in 0..workers {
+                let lc = &lc;
+                s.spawn(move || {
+                    let mut b = lc.block();
+                    for i in (w..4).step_by(workers as usize) {
+                        b.start(i, [i as u32, 0, 0]);
+                        let base = G + 4096 * i;
+                        ld_g(&mut b, 3, 0, &lanes(0..32, |l| base + 8 * l as u64));
+                        ld_g(&mut b, 5, 1, &lanes(0..32, |l| base + 4 * l as u64));
+                        for _ in 0..2 {
+                            st_g(&mut b, 9, 1, &lanes(0..32, |l| base + 16 + 4 * l as u64));
+                        }
+                        if i == 2 {
+                            ld_g(&mut b, 4, 0, &lanes(0..32, |l| base + 32 * l as u64));
+                        }
+                        b.end();
+                    }
+                });
+            }
+        });
+        lc.finish().metrics.unwrap()
+    };
+    let m = run(1);
+    assert_eq!(m, run(3), "independent of the number of workers");
+    let line = |line, kind, requests, sectors, ideal_sectors| UncoalescedLine {
+        line,
+        kind,
+        requests,
+        sectors,
+        ideal_sectors,
+    };
+    assert_eq!(
+        m.uncoalesced_lines,
+        vec![
+            line(4, Load, 1, 32, 4),
+            line(3, Load, 4, 32, 16),
+            line(9, AccessKind::Store, 8, 40, 32),
+        ]
+    );
+    assert_eq!(m.global_load_requests, 4 * 2 + 1);
+    assert_eq!(m.uncoalesced_load_requests, 5);
+    assert_eq!(m.uncoalesced_store_requests, 8);
+    assert_eq!(m.uncoalesced_requests(), 13);
+    assert_eq!(m.global_load_ideal_sectors, 4 * 4 + 4 * 4 + 4);
+    assert_eq!(m.global_store_ideal_sectors, 8 * 4);
+    assert_eq!(m.excess_load_sectors(), 16 + 28);
+    assert_eq!(m.excess_store_sectors(), 8);
+    assert_eq!(m.excess_sectors(), 16 + 28 + 8);
+    assert_eq!(m.coalescing_efficiency(), 68.0 / 120.0);
+    let t = m.to_string();
+    for w in [
+        "coalescing            ideal     excess  uncoalesced    of requests",
+        "  loads                  36         44            5              9",
+        "  stores                 32          8            8              8",
+        "  PTX line 4 (load): 1 uncoalesced requests, 32 sectors for ideal 4 (+28)",
+        "  PTX line 9 (store): 8 uncoalesced requests, 40 sectors for ideal 32 (+8)",
+    ] {
+        assert!(t.lines().any(|l| l == w), "missing line {w:?} in\n{t}");
+    }
 }
