@@ -442,7 +442,7 @@ __device__ __forceinline__ void store_team_sums(D* dst, int64_t n, int teams, co
             v.v[e] = from_float<D>(s);
         }
         if (lo >= 0 && lo + W <= n) {
-            store_pack<D, W>(dst + lo, v);
+            store_vec16<D, W>(dst + lo, v);
         } else {
 #pragma unroll
             for (int e = 0; e < W; ++e) {
