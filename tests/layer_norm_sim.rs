@@ -28,9 +28,11 @@ const DS: [usize; 27] = [
 ];
 const MS: [usize; 4] = [1, 3, 64, 257];
 /// Representatives of every tier for the sampled archs (see the module docs of
-/// `warpnorm::layer_norm::plan` for the bounds), each run with all three placements.
-const REPS: [(usize, usize); 7] = [
+/// `warpnorm::layer_norm::plan` for the bounds), each run with all three placements; (64, 257)
+/// has enough rows for several backward blocks (partial rows and the finalize kernel).
+const REPS: [(usize, usize); 8] = [
     (7, 64),
+    (64, 257),
     (128, 3),
     (512, 64),
     (768, 257),
