@@ -535,12 +535,15 @@ fn backward_grids_follow_the_rules() {
                         assert_eq!(l.shared_mem_bytes as u64, unit * seg * 4, "{ctx}");
                         // Head offsets: rows r and r + k have the same head iff k is a multiple
                         // of the period; each team's rows are r0 + j * g * unit.
-                        let period = if (cols * s) % 16 == 0 {
+                        let period = if (cols * s).is_multiple_of(16) {
                             1
                         } else {
                             v / gcd(cols, v)
                         };
-                        assert!(g * unit >= rows || (g * unit) % period == 0, "{ctx}");
+                        assert!(
+                            g * unit >= rows || (g * unit).is_multiple_of(period),
+                            "{ctx}"
+                        );
                         // One wave, unless the head rule needs a few more blocks.
                         let occ = plan
                             .launches
@@ -578,7 +581,7 @@ fn backward_grids_follow_the_rules() {
                                 .get::<warpnorm::abi::WnLayerNormFinalizeArgs>()
                                 .unwrap();
                             assert_eq!(fa.part_rows as u64, g, "{ctx}");
-                            assert_eq!(fa.part_stride as u64 % 8, 0, "{ctx}");
+                            assert!((fa.part_stride as u64).is_multiple_of(8), "{ctx}");
                             assert!(fa.part_stride as u64 >= cols, "{ctx}");
                         }
                     }
