@@ -27,7 +27,7 @@
  * Backward writes dx directly and accumulates dgamma/dbeta per thread in f32 registers for
  * the thread's columns. A row's head offset repeats every V' = VEC / gcd(D, VEC) rows and the
  * planner makes each team's grid-stride step a multiple of V' (or gives it one row), so a
- * team's columns never change (checked: a row with another head traps). At the end the
+ * team's columns never change (split_dx checks it per row and traps). At the end the
  * block's teams are summed in team order through shared memory (each team with its own head)
  * and written with coalesced 16-byte stores as partial row blockIdx.x (rows 32-byte aligned,
  * stride part_stride); `finalize` sums the partial rows in a fixed order and rounds to P. A
@@ -393,18 +393,18 @@ __device__ __forceinline__ int row_head(const WnLayerNormBwdArgs& a, int64_t row
 /**
  * One full row held by a team: dx written, dgamma/dbeta accumulated. `off` is the team's
  * head offset, the same for every row it visits (the planner makes the grid-stride step a
- * multiple of the head period, see the header); a row with another head traps instead of
- * accumulating into the wrong columns.
+ * multiple of the head period, see the header; not re-checked per row here: these kernels
+ * are at the 128-register bound on sm_100, and a check costs a spill).
  */
 template <typename T, typename P, int VEC, int NPACK, class Team>
 __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row, bool active,
                                         const Team& team, int t, int team_size, int off,
                                         ParamGrads<VEC, NPACK>& acc) {
     const int64_t base = row * a.cols;
-    if (VEC > 1 && active && row_head<T, VEC>(a, row) != off) __trap();
+    const T* xr = reinterpret_cast<const T*>(a.x) + base;
     const TileGeom g{active ? a.cols : 0, off, t, team_size};
     float x[NPACK][VEC], dy[NPACK][VEC];
-    tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + base, g, x);
+    tile_load<T, VEC, NPACK>(xr, g, x);
     tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + base, g, dy);
     const float mean = active ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
     const float rstd = active ? reinterpret_cast<const float*>(a.rstd)[row] : 0.0f;
@@ -588,7 +588,9 @@ __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
     ParamGrads<VEC, NPACK> acc;
     acc.zero();
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-        if (VEC > 1 && row_head<T, VEC>(a, row) != head) __trap();
+        if (head_offset<T, VEC>(reinterpret_cast<const T*>(a.x) + row * a.cols) != head) {
+            __trap();
+        }
         float sa = 0.0f, sb = 0.0f;
         for (int64_t j = 0; j < a.splits; ++j) {
             sa += sums[2 * (row * a.splits + j)];
