@@ -15,22 +15,28 @@
  * - warp:    a full warp per row, up to 32 (fwd) / 16 (bwd) elements per lane: f32 D <= 1024
  *            (fwd) / 512 (bwd); 16-bit types the same element counts.
  * - block:   a row per team of 128..512 threads, in registers, D <= 16K (fwd) / 8K (bwd)
- *            elements; backward packs 512 / team rows per 512-thread block (blockDim.y teams)
- *            so that the grid, hence the number of dgamma partial rows, stays ~2 blocks/SM.
+ *            elements; backward packs 512 / team rows per 512-thread block (blockDim.y teams).
  * - split:   a row split into chunks across grid.y (longer rows, or fewer rows than SMs with
  *            D >= 4096): fwd split_stats writes per-chunk (mean hi, mean lo, m2 / D),
  *            split_norm merges them in chunk order and normalizes; bwd split_sums /
  *            split_dx likewise for the two row sums of the dx formula.
  * Every tier has a `vec` variant (16-byte accesses aligned to the absolute address, predicated
- * head/tail, see common/rowtile.cuh; backward requires 16-byte aligned rows) and a `scalar`
- * one (misaligned pointers; fewer elements per thread). Grids are persistent (grid-stride over
- * rows); offsets are 64-bit.
- * Backward writes dx directly and per-block f32 partial rows of dgamma/dbeta (columns owned
- * by fixed threads, teams summed in shared memory in team order); `finalize` sums the partial
- * rows in a fixed order and rounds to P.
- * Bytes moved (fwd): read x + write y; (bwd) read x, dy + write dx (+ 2 * 4 * D per partial row,
- * written and read once); split tiers read x (and dy) twice. gamma/beta are re-read per row
- * from L1/L2. Benchmark: `cargo bench --bench layer_norm`.
+ * head/tail, see common/rowtile.cuh; it needs the activation pointers congruent mod 16 bytes,
+ * any D) and a `scalar` one (pointers not congruent; fewer elements per thread). Grids are
+ * persistent (grid-stride over rows, one wave sized by occupancy in the planner); offsets are
+ * 64-bit.
+ * Backward writes dx directly and accumulates dgamma/dbeta per thread in f32 registers for
+ * the thread's columns. A row's head offset repeats every V' = VEC / gcd(D, VEC) rows and the
+ * planner makes each team's grid-stride step a multiple of V' (or gives it one row), so a
+ * team's columns never change (split_dx checks it per row and traps). At the end the
+ * block's teams are summed in team order through shared memory (each team with its own head)
+ * and written with coalesced 16-byte stores as partial row blockIdx.x (rows 32-byte aligned,
+ * stride part_stride); `finalize` sums the partial rows in a fixed order and rounds to P. A
+ * single-block grid writes dgamma/dbeta itself (no partial rows, no finalize).
+ * Bytes moved (fwd): read x + write y; (bwd) read x, dy + write dx (+ 2 * 4 * D per partial
+ * row, written and read once; at most 1/64 of the minimum, see src/layer_norm/plan.rs); split
+ * tiers read x (and dy) twice. gamma/beta are re-read per row from L1/L2.
+ * Benchmark: `cargo bench --bench layer_norm`.
  */
 #include "abi.h"
 #include "common/reduce.cuh"
@@ -394,8 +400,10 @@ __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
 // ------------------------------------------------------------------------------------------
 // Backward: dx = rstd * (g*dy - mean(g*dy) - xhat * mean(g*dy*xhat)),
 //           dgamma = sum_rows dy * xhat, dbeta = sum_rows dy.
-// Vector variants are planned only when every row starts 16-byte aligned (off == 0), so a
-// thread's columns are the same in every row and dgamma/dbeta accumulate in its registers.
+// Vector variants need x, dy and dx congruent mod 16 bytes. A row's head offset depends only
+// on its index mod V' = VEC / gcd(D, VEC), and the planner makes every grid-stride step a
+// multiple of V', so each team sees one head: its columns are fixed and dgamma/dbeta
+// accumulate in its registers (store_partials then uses each team's own geometry).
 // ------------------------------------------------------------------------------------------
 
 /** Per-thread accumulators of dgamma and dbeta for the thread's columns. */
@@ -464,16 +472,37 @@ __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)
     }
 }
 
-/** One full row held by a team: dx written, dgamma/dbeta accumulated. */
+/**
+ * Head offset (elements before the previous 16-byte boundary) of row `row` of x; dy and dx
+ * share it (the planner requires the three congruent mod 16 bytes). Integer arithmetic only,
+ * so that a row past the end (an idle team) is fine. 0 for the scalar variant.
+ */
+template <typename T, int VEC>
+__device__ __forceinline__ int row_head(const WnLayerNormBwdArgs& a, int64_t row) {
+    if constexpr (VEC == 1) {
+        return 0;
+    } else {
+        const uint64_t e = a.x / sizeof(T) + static_cast<uint64_t>(row) * a.cols;
+        return static_cast<int>(e % VEC);
+    }
+}
+
+/**
+ * One full row held by a team: dx written, dgamma/dbeta accumulated. `off` is the team's
+ * head offset, the same for every row it visits (the planner makes the grid-stride step a
+ * multiple of the head period, see the header; not re-checked per row here: these kernels
+ * are at the 128-register bound on sm_100, and a check costs a spill).
+ */
 template <typename T, typename P, int VEC, int NPACK, class Team>
 __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row, bool active,
-                                        const Team& team, int t, int team_size,
+                                        const Team& team, int t, int team_size, int off,
                                         ParamGrads<VEC, NPACK>& acc) {
-    const int64_t off = row * a.cols;
-    const TileGeom g{active ? a.cols : 0, 0, t, team_size};
+    const int64_t base = row * a.cols;
+    const T* xr = reinterpret_cast<const T*>(a.x) + base;
+    const TileGeom g{active ? a.cols : 0, off, t, team_size};
     float x[NPACK][VEC], dy[NPACK][VEC];
-    tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
-    tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
+    tile_load<T, VEC, NPACK>(xr, g, x);
+    tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + base, g, dy);
     const float mean = active ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
     const float rstd = active ? reinterpret_cast<const float*>(a.rstd)[row] : 0.0f;
     const P* gamma = reinterpret_cast<const P*>(a.gamma);
@@ -483,73 +512,84 @@ __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row
     if (!active) return;
     const float inv_n = 1.0f / static_cast<float>(a.cols);
     bwd_dx<P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);
-    tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.dx) + off, g, x);
+    tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.dx) + base, g, x);
 }
 
-/** Writes the thread's dgamma/dbeta accumulators to partial row `prow` at column `col0`. */
-template <int VEC, int NPACK>
-__device__ __forceinline__ void store_param_grads(const WnLayerNormBwdArgs& a, int64_t prow,
-                                                  int64_t col0, const TileGeom& g,
-                                                  const ParamGrads<VEC, NPACK>& acc) {
-    float* dgp = reinterpret_cast<float*>(a.dgamma_part);
-    float* dbp = reinterpret_cast<float*>(a.dbeta_part);
+/**
+ * dst[c] = sum over teams o (in order) of smem[o * n + c], c in [0, n), rounded to D; the
+ * block's threads store 16-byte vectors aligned to dst's address, per-element accesses only
+ * for the (at most two) partial vectors at the ends: fully coalesced.
+ */
+template <typename D>
+__device__ __forceinline__ void store_team_sums(D* dst, int64_t n, int teams, const float* smem) {
+    constexpr int W = 16 / sizeof(D);
+    const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+    const int nthreads = blockDim.x * blockDim.y;
+    const int h = static_cast<int>((reinterpret_cast<uintptr_t>(dst) / sizeof(D)) % W);
+    const int64_t vecs = (n + h + W - 1) / W;
+    for (int64_t q = tid; q < vecs; q += nthreads) {
+        const int64_t lo = q * W - h;
+        Pack<D, W> v;
 #pragma unroll
-    for (int k = 0; k < NPACK; ++k) {
-        const int64_t lo = g.lo<VEC>(k);
+        for (int e = 0; e < W; ++e) {
+            float s = 0.0f;
+            if (in_seg(lo + e, n)) {
+                for (int o = 0; o < teams; ++o) s += smem[o * n + lo + e];
+            }
+            v.v[e] = from_float<D>(s);
+        }
+        if (lo >= 0 && lo + W <= n) {
+            store_vec16<D, W>(dst + lo, v);
+        } else {
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) {
-            if (in_seg(lo + i, g.n)) {
-                const int64_t idx = prow * a.cols + col0 + lo + i;
-                if (dgp != nullptr) dgp[idx] = acc.dg[k][i];
-                if (dbp != nullptr) dbp[idx] = acc.db[k][i];
+            for (int e = 0; e < W; ++e) {
+                if (in_seg(lo + e, n)) dst[lo + e] = v.v[e];
             }
         }
     }
 }
 
 /**
- * The block's `owners` teams own the same columns: their dgamma/dbeta accumulators are
- * summed team by team, in team order, in shared memory (2 * cols floats), then written as
- * partial row blockIdx.x. Every thread of the block must call it.
+ * Writes dgamma and dbeta of columns [col0, col0 + g.n): the sums, in team order, of the
+ * accumulators of the block's `teams` teams (this thread is in team `team`; `g` is its team's
+ * geometry, head included - teams may have different heads, every team covers all g.n
+ * columns). Each team writes its values to its own slice of `smem` (teams * g.n floats); after
+ * a barrier store_team_sums writes them: as f32 partial row blockIdx.x (stride a.part_stride)
+ * or, for a single-block grid (a.dgamma / a.dbeta set), directly as the final values in P.
+ * Every thread of the block must call it.
  */
-template <int VEC, int NPACK>
-__device__ __forceinline__ void store_param_grads_reduced(const WnLayerNormBwdArgs& a,
-                                                          const TileGeom& cols, int owner,
-                                                          int owners,
-                                                          const ParamGrads<VEC, NPACK>& acc,
-                                                          float* smem) {
-    if (a.dgamma_part == 0 && a.dbeta_part == 0) return;
-    for (int o = 0; o < owners; ++o) {
-        if (owner == o) {
+template <typename P, int VEC, int NPACK>
+__device__ __forceinline__ void store_partials(const WnLayerNormBwdArgs& a, const TileGeom& g,
+                                               int team, int teams, int64_t col0,
+                                               const ParamGrads<VEC, NPACK>& acc, float* smem) {
 #pragma unroll
-            for (int k = 0; k < NPACK; ++k) {
-                const int64_t lo = cols.lo<VEC>(k);
+    for (int which = 0; which < 2; ++which) {
+        float* part = reinterpret_cast<float*>(which == 0 ? a.dgamma_part : a.dbeta_part);
+        P* out = reinterpret_cast<P*>(which == 0 ? a.dgamma : a.dbeta);
+        if (part == nullptr && out == nullptr) continue;  // block-uniform
+        float* mine = smem + team * g.n;
 #pragma unroll
-                for (int i = 0; i < VEC; ++i) {
-                    if (in_seg(lo + i, a.cols)) {
-                        float* sg = smem + lo + i;
-                        float* sbt = smem + a.cols + lo + i;
-                        *sg = o == 0 ? acc.dg[k][i] : *sg + acc.dg[k][i];
-                        *sbt = o == 0 ? acc.db[k][i] : *sbt + acc.db[k][i];
-                    }
-                }
+        for (int k = 0; k < NPACK; ++k) {
+            const int64_t lo = g.lo<VEC>(k);
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) {
+                if (in_seg(lo + i, g.n)) mine[lo + i] = which == 0 ? acc.dg[k][i] : acc.db[k][i];
             }
         }
         __syncthreads();
-    }
-    float* dgp = reinterpret_cast<float*>(a.dgamma_part);
-    float* dbp = reinterpret_cast<float*>(a.dbeta_part);
-    const int nthreads = blockDim.x * blockDim.y;
-    for (int64_t c = threadIdx.y * blockDim.x + threadIdx.x; c < a.cols; c += nthreads) {
-        if (dgp != nullptr) dgp[blockIdx.x * a.cols + c] = smem[c];
-        if (dbp != nullptr) dbp[blockIdx.x * a.cols + c] = smem[a.cols + c];
+        if (out != nullptr) {
+            store_team_sums<P>(out + col0, g.n, teams, smem);
+        } else {
+            store_team_sums<float>(part + static_cast<int64_t>(blockIdx.x) * a.part_stride + col0,
+                                   g.n, teams, smem);
+        }
+        __syncthreads();
     }
 }
 
 /**
- * subwarp / warp tiers. The groups of a block own the same columns; their accumulators are
- * summed group by group, in group order, in shared memory (2 * cols floats), then written as
- * partial row blockIdx.x.
+ * subwarp / warp tiers: groups of a.group lanes, one row each, grid-stride over rows. The
+ * block's groups are its teams (each with its own head): partial row blockIdx.x sums them.
  */
 template <typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void bwd_warp(const WnLayerNormBwdArgs& a) {
@@ -560,23 +600,25 @@ __device__ __forceinline__ void bwd_warp(const WnLayerNormBwdArgs& a) {
     const int per_block = blockDim.x / g;
     const int64_t per_warp = 32 / g;
     const GroupTeam team{g};
+    const int64_t first = blockIdx.x * static_cast<int64_t>(per_block) +
+                          (threadIdx.x >> 5) * per_warp + lane / g;
+    const int off = row_head<T, VEC>(a, first);
     ParamGrads<VEC, NPACK> acc;
     acc.zero();
-    for (int64_t base = blockIdx.x * static_cast<int64_t>(per_block) +
-                        (threadIdx.x >> 5) * per_warp;
-         base < a.rows; base += static_cast<int64_t>(gridDim.x) * per_block) {
+    // The loop bound is warp-uniform so that every lane takes part in every shuffle.
+    for (int64_t base = first - lane / g; base < a.rows;
+         base += static_cast<int64_t>(gridDim.x) * per_block) {
         const int64_t row = base + lane / g;
-        bwd_row<T, P, VEC, NPACK>(a, row, row < a.rows, team, t, g, acc);
+        bwd_row<T, P, VEC, NPACK>(a, row, row < a.rows, team, t, g, off, acc);
     }
-    const TileGeom cols{a.cols, 0, t, g};
-    store_param_grads_reduced<VEC, NPACK>(a, cols, threadIdx.x / g, per_block, acc, smem);
+    const TileGeom cols{a.cols, off, t, g};
+    store_partials<P, VEC, NPACK>(a, cols, threadIdx.x / g, per_block, 0, acc, smem);
 }
 
 /**
  * block tier: blockDim.y rows at a time per block, one per team of blockDim.x threads, so
- * that a 512-thread block covers several short rows and the grid (the number of dgamma
- * partial rows) stays small. With one team, each column belongs to one thread and the
- * accumulators are written directly; otherwise the teams are summed in shared memory.
+ * that a 512-thread block covers several short rows; the teams' accumulators are summed in
+ * team order into partial row blockIdx.x.
  */
 template <typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
@@ -584,18 +626,16 @@ __device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
     extern __shared__ float smem[];
     const RowTeam team{scratch};
     const int64_t teams = blockDim.y;
+    const int off = row_head<T, VEC>(a, blockIdx.x * teams + threadIdx.y);
     ParamGrads<VEC, NPACK> acc;
     acc.zero();
     for (int64_t base = blockIdx.x * teams; base < a.rows; base += gridDim.x * teams) {
         const int64_t row = base + threadIdx.y;
-        bwd_row<T, P, VEC, NPACK>(a, row, row < a.rows, team, threadIdx.x, blockDim.x, acc);
+        bwd_row<T, P, VEC, NPACK>(a, row, row < a.rows, team, threadIdx.x, blockDim.x, off,
+                                  acc);
     }
-    const TileGeom g{a.cols, 0, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
-    if (teams == 1) {
-        store_param_grads<VEC, NPACK>(a, blockIdx.x, 0, g, acc);
-    } else {
-        store_param_grads_reduced<VEC, NPACK>(a, g, threadIdx.y, blockDim.y, acc, smem);
-    }
+    const TileGeom g{a.cols, off, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+    store_partials<P, VEC, NPACK>(a, g, threadIdx.y, blockDim.y, 0, acc, smem);
 }
 
 /** split tier, pass 1: per-chunk sums of g*dy and g*dy*xhat. */
@@ -607,9 +647,11 @@ __device__ __forceinline__ void bwd_split_sums(const WnLayerNormBwdArgs& a) {
     const int64_t n = chunk_len(c, a.chunk, a.cols);
     const P* gamma = a.gamma ? reinterpret_cast<const P*>(a.gamma) + c * a.chunk : nullptr;
     float* sums = reinterpret_cast<float*>(a.row_sums);
-    const TileGeom g{n, 0, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
         const int64_t off = row * a.cols + c * a.chunk;
+        // Chunks start at multiples of the vector width: a chunk's head is its row's.
+        const TileGeom g{n, row_head<T, VEC>(a, row), static_cast<int>(threadIdx.x),
+                         static_cast<int>(blockDim.x)};
         float x[NPACK][VEC], dy[NPACK][VEC];
         tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
         tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
@@ -625,18 +667,27 @@ __device__ __forceinline__ void bwd_split_sums(const WnLayerNormBwdArgs& a) {
     }
 }
 
-/** split tier, pass 2: row sums added in chunk order, dx of one chunk, dgamma/dbeta partials. */
+/**
+ * split tier, pass 2: row sums added in chunk order, dx of one chunk, dgamma/dbeta of the
+ * chunk's columns accumulated (the block's rows share one head, as in the other tiers) and
+ * written to partial row blockIdx.x.
+ */
 template <typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
+    extern __shared__ float smem[];
     const int64_t c = blockIdx.y;
     const int64_t n = chunk_len(c, a.chunk, a.cols);
     const P* gamma = a.gamma ? reinterpret_cast<const P*>(a.gamma) + c * a.chunk : nullptr;
     const float* sums = reinterpret_cast<const float*>(a.row_sums);
-    const TileGeom g{n, 0, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+    const int head = row_head<T, VEC>(a, blockIdx.x);
+    const TileGeom g{n, head, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
     const float inv_n = 1.0f / static_cast<float>(a.cols);
     ParamGrads<VEC, NPACK> acc;
     acc.zero();
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+        if (head_offset<T, VEC>(reinterpret_cast<const T*>(a.x) + row * a.cols) != head) {
+            __trap();
+        }
         float sa = 0.0f, sb = 0.0f;
         for (int64_t j = 0; j < a.splits; ++j) {
             sa += sums[2 * (row * a.splits + j)];
@@ -651,12 +702,14 @@ __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
         bwd_dx<P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);
         tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.dx) + off, g, x);
     }
-    store_param_grads<VEC, NPACK>(a, blockIdx.x, c * a.chunk, g, acc);
+    store_partials<P, VEC, NPACK>(a, g, 0, 1, c * a.chunk, acc, smem);
 }
 
 /**
  * finalize: block (COLS, LANES). Lane y sums partial rows y, y + LANES, ... in order; lane 0
- * then adds the LANES sums in order and rounds once to P. Coalesced along columns.
+ * then adds the LANES sums in order and rounds once to P. Each warp reads 32 consecutive
+ * floats of a partial row (rows start 32-byte aligned: part_stride is a multiple of 8), so
+ * the reads are fully coalesced.
  */
 template <typename P>
 __device__ __forceinline__ void finalize(const WnLayerNormFinalizeArgs& a) {
@@ -668,8 +721,8 @@ __device__ __forceinline__ void finalize(const WnLayerNormFinalizeArgs& a) {
     float g = 0.0f, b = 0.0f;
     if (col < a.cols) {
         for (int64_t p = threadIdx.y; p < a.part_rows; p += WN_LN_FINALIZE_LANES) {
-            if (gp != nullptr) g += gp[p * a.cols + col];
-            if (bp != nullptr) b += bp[p * a.cols + col];
+            if (gp != nullptr) g += gp[p * a.part_stride + col];
+            if (bp != nullptr) b += bp[p * a.part_stride + col];
         }
     }
     sg[threadIdx.y][threadIdx.x] = g;

@@ -22,10 +22,19 @@ pub struct DeviceProps {
     pub max_shared_per_block_optin: u32,
     /// Maximum grid size in y and z (x is 2^31 - 1).
     pub max_grid_yz: u32,
+    /// Maximum resident blocks per SM.
+    pub max_blocks_per_sm: u32,
+    /// 32-bit registers per SM.
+    pub registers_per_sm: u32,
+    /// Shared memory per SM (bytes), shared by its resident blocks.
+    pub shared_per_sm: u32,
+    /// Shared memory the system reserves per resident block (bytes; 1 KiB from sm_80 on).
+    pub reserved_shared_per_block: u32,
 }
 
 impl DeviceProps {
-    /// An NVIDIA H200 (SXM): sm_90, 132 SMs, 227 KiB opt-in shared memory per block.
+    /// An NVIDIA H200 (SXM): sm_90, 132 SMs, 227 KiB opt-in shared memory per block, 228 KiB
+    /// per SM.
     pub const H200: DeviceProps = DeviceProps {
         compute_capability: (9, 0),
         sm_count: 132,
@@ -34,9 +43,13 @@ impl DeviceProps {
         max_shared_per_block: 48 * 1024,
         max_shared_per_block_optin: 232_448,
         max_grid_yz: 65_535,
+        max_blocks_per_sm: 32,
+        registers_per_sm: 65_536,
+        shared_per_sm: 233_472,
+        reserved_shared_per_block: 1024,
     };
 
-    /// An NVIDIA A100: sm_80, 108 SMs, 163 KiB opt-in shared memory per block.
+    /// An NVIDIA A100: sm_80, 108 SMs, 163 KiB opt-in shared memory per block, 164 KiB per SM.
     pub const A100: DeviceProps = DeviceProps {
         compute_capability: (8, 0),
         sm_count: 108,
@@ -45,9 +58,13 @@ impl DeviceProps {
         max_shared_per_block: 48 * 1024,
         max_shared_per_block_optin: 166_912,
         max_grid_yz: 65_535,
+        max_blocks_per_sm: 32,
+        registers_per_sm: 65_536,
+        shared_per_sm: 167_936,
+        reserved_shared_per_block: 1024,
     };
 
-    /// An NVIDIA T4: sm_75, 40 SMs, 64 KiB opt-in shared memory per block.
+    /// An NVIDIA T4: sm_75, 40 SMs, 64 KiB opt-in shared memory per block and per SM.
     pub const T4: DeviceProps = DeviceProps {
         compute_capability: (7, 5),
         sm_count: 40,
@@ -56,6 +73,10 @@ impl DeviceProps {
         max_shared_per_block: 48 * 1024,
         max_shared_per_block_optin: 65_536,
         max_grid_yz: 65_535,
+        max_blocks_per_sm: 16,
+        registers_per_sm: 65_536,
+        shared_per_sm: 65_536,
+        reserved_shared_per_block: 0,
     };
 
     /// A small GPU for simulator tests: few SMs keep simulated grids small, so that every
@@ -69,6 +90,10 @@ impl DeviceProps {
         max_shared_per_block: 48 * 1024,
         max_shared_per_block_optin: 166_912,
         max_grid_yz: 65_535,
+        max_blocks_per_sm: 32,
+        registers_per_sm: 65_536,
+        shared_per_sm: 167_936,
+        reserved_shared_per_block: 1024,
     };
 
     /// Maximum grid size in x.
@@ -94,6 +119,12 @@ impl DeviceProps {
                 Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
             )?,
             max_grid_yz: get(Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+            max_blocks_per_sm: get(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR)?,
+            registers_per_sm: get(Attr::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR)?,
+            shared_per_sm: get(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?,
+            reserved_shared_per_block: get(
+                Attr::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK,
+            )?,
         })
     }
 }

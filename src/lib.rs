@@ -52,6 +52,7 @@ pub mod dtype;
 mod error;
 pub mod kernels;
 pub mod layer_norm;
+pub mod occupancy;
 pub mod plan;
 pub mod runtime;
 

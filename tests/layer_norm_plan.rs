@@ -6,6 +6,7 @@ use warpnorm::layer_norm::{
     geometry, plan_bwd, plan_fwd, workspace_bytes, Affine, BwdPtrs, Direction, FwdPtrs,
     LayerNormDesc, Tier,
 };
+use warpnorm::occupancy::resident_blocks_of;
 use warpnorm::{DType, DeviceProps, Error, Plan};
 
 const X: u64 = 0x1_0000_0000;
@@ -84,27 +85,52 @@ fn h200_plans_for_transformer_shapes() {
             b.launches.last().unwrap().kernel,
             "warpnorm_layer_norm_bwd_f32_finalize"
         );
-        // Persistent grids: never more resident threads than the GPU holds.
-        for l in &f.launches {
-            assert!(
-                l.blocks() * l.threads_per_block() <= (h.sm_count * h.max_threads_per_sm) as u64
+        // Persistent grids of one wave: never more blocks than are resident at once.
+        for l in f.launches.iter().chain(&b.launches) {
+            if l.kernel.ends_with("finalize") {
+                continue;
+            }
+            let occ = resident_blocks_of(
+                &l.kernel,
+                l.threads_per_block() as u32,
+                l.shared_mem_bytes,
+                &h,
             );
+            assert!(l.blocks() <= (h.sm_count * occ) as u64, "{}", l.kernel);
         }
     }
     // Exact launch geometry of the most common case, D = 768 bf16 forward: one warp per row,
-    // 4 rows per 128-thread block, 132 SMs x 16 blocks.
+    // 4 rows per 128-thread block, one wave of blocks (132 SMs x the kernel's occupancy).
     let d = desc(rows, 768, DType::BF16, DType::BF16, Affine::WeightBias);
     let f = plan_fwd(&d, &fwd_ptrs(&d, &h), &h).unwrap();
     assert_eq!(f.launches.len(), 1);
     assert_eq!(f.launches[0].block, [128, 1, 1]);
-    assert_eq!(f.launches[0].grid, [132 * 16, 1, 1]);
+    let fwd_occ = resident_blocks_of("warpnorm_layer_norm_fwd_bf16_bf16_warp_vec", 128, 0, &h);
+    assert_eq!(f.launches[0].grid, [132 * fwd_occ, 1, 1]);
     // Backward D = 768: four rows at a time per 512-thread block (a 128-thread team each),
-    // two blocks per SM: 264 dgamma/dbeta partial rows, summed by the finalize kernel.
+    // teams summed in shared memory (4 x 768 floats); one wave of blocks: 132 x occupancy,
+    // unless the partial-traffic rule (>= 86 rows per bf16 block) asks for fewer.
     let b = plan_bwd(&d, &bwd_ptrs(&d, &h), &h).unwrap();
     assert_eq!(b.launches[0].block, [128, 4, 1]);
-    assert_eq!(b.launches[0].grid, [132 * 2, 1, 1]);
-    assert_eq!(b.launches[0].shared_mem_bytes, 2 * 768 * 4);
+    assert_eq!(b.launches[0].shared_mem_bytes, 4 * 768 * 4);
+    let occ = resident_blocks_of(
+        "warpnorm_layer_norm_bwd_bf16_bf16_block_vec",
+        512,
+        4 * 768 * 4,
+        &h,
+    );
+    let expect = (132 * occ).min(rows as u32 / 86);
+    assert_eq!(b.launches[0].grid, [expect, 1, 1]);
     assert_eq!(b.launches[1].grid, [768 / 32, 1, 1]);
+    let fin = b.launches[1]
+        .args
+        .get::<warpnorm::abi::WnLayerNormFinalizeArgs>()
+        .unwrap();
+    assert_eq!(fin.part_rows, expect as i64);
+    assert_eq!(fin.part_stride, 768);
+    // The partial rows: 8 bytes per column per block, within 1/64 of the minimum 6 bytes
+    // per element (bf16) at 16384 rows.
+    assert!(8.0 * expect as f64 <= 6.0 * rows as f64 / 64.0);
 }
 
 #[test]
@@ -179,9 +205,21 @@ fn alignment_selects_the_variant() {
     assert!(plan_fwd(&d, &p, &h).unwrap().launches[0]
         .kernel
         .ends_with("_scalar"));
-    // Backward needs every row aligned: D = 1001 f32 rows are not.
+    // Backward: x, dy, dx congruent mod 16 bytes take the vector variant for any D (rows of
+    // D = 1001 f32 have four different heads), also all one element off; else scalar.
     let d = desc(64, 1001, DType::F32, DType::F32, Affine::WeightBias);
-    assert!(plan_bwd(&d, &bwd_ptrs(&d, &h), &h).unwrap().launches[0]
+    let mut p = bwd_ptrs(&d, &h);
+    assert!(plan_bwd(&d, &p, &h).unwrap().launches[0]
+        .kernel
+        .ends_with("_vec"));
+    p.x += 4;
+    p.dy += 4;
+    p.dx += 4;
+    assert!(plan_bwd(&d, &p, &h).unwrap().launches[0]
+        .kernel
+        .ends_with("_vec"));
+    p.dx -= 4;
+    assert!(plan_bwd(&d, &p, &h).unwrap().launches[0]
         .kernel
         .ends_with("_scalar"));
 }
@@ -441,4 +479,122 @@ fn compute_capability_12_uses_the_smaller_backward_tiles() {
     let d = desc(1000, 4096, DType::F32, DType::F32, Affine::WeightBias);
     let g = geometry(&d, Direction::Backward, true, true, &cc12).unwrap();
     assert_eq!(g.tier, Tier::Block { threads: 512 });
+}
+
+/// Rows per grid-stride step of one block of a backward launch (module docs of the planner).
+fn bwd_unit(l: &warpnorm::Launch) -> u64 {
+    let a = l.args.get::<warpnorm::abi::WnLayerNormBwdArgs>().unwrap();
+    if l.kernel.contains("_subwarp_") || l.kernel.contains("_warp_") {
+        (l.block[0] / a.group) as u64
+    } else {
+        l.block[1] as u64
+    }
+}
+
+#[test]
+fn backward_grids_follow_the_rules() {
+    // For every device preset, dtype, odd and even D, and M: the grid is one wave
+    // (occupancy), has >= ceil(512 / 3s) rows per block (partial traffic <= 1/64 of the
+    // minimum) unless one block, and gives every team a single head offset.
+    for props in [
+        DeviceProps::H200,
+        DeviceProps::A100,
+        DeviceProps::T4,
+        DeviceProps::SIM,
+    ] {
+        for (t, p) in [(DType::F32, DType::F32), (DType::BF16, DType::BF16)] {
+            let s = t.size() as u64;
+            let v = 16 / s;
+            let r_min = 512u64.div_ceil(3 * s);
+            for cols in [7usize, 33, 768, 1000, 1025, 4096, 5000, 8192, 16385] {
+                for rows in [1usize, 5, 50, 1000, 16384] {
+                    for off in [0u64, s] {
+                        let d = desc(rows, cols, t, p, Affine::WeightBias);
+                        let mut ptrs = bwd_ptrs(&d, &props);
+                        ptrs.x += off;
+                        ptrs.dy += off;
+                        ptrs.dx += off;
+                        let plan = plan_bwd(&d, &ptrs, &props).unwrap();
+                        let ctx = format!("{props:?} {t} {rows}x{cols} +{off}\n{plan}");
+                        let main = plan
+                            .launches
+                            .iter()
+                            .find(|l| !l.kernel.contains("split_sums"));
+                        let l = main.unwrap();
+                        assert!(l.kernel.ends_with("_vec"), "{ctx}");
+                        let g = l.grid[0] as u64;
+                        let unit = bwd_unit(l);
+                        let (rows, cols) = (rows as u64, cols as u64);
+                        // Shared memory: the teams' dgamma/dbeta (teams * segment floats).
+                        let a = l.args.get::<warpnorm::abi::WnLayerNormBwdArgs>().unwrap();
+                        let seg = if l.kernel.contains("split") {
+                            a.chunk as u64
+                        } else {
+                            cols
+                        };
+                        assert_eq!(l.shared_mem_bytes as u64, unit * seg * 4, "{ctx}");
+                        // Head offsets: rows r and r + k have the same head iff k is a multiple
+                        // of the period; each team's rows are r0 + j * g * unit.
+                        let period = if (cols * s).is_multiple_of(16) {
+                            1
+                        } else {
+                            v / gcd(cols, v)
+                        };
+                        assert!(
+                            g * unit >= rows || (g * unit).is_multiple_of(period),
+                            "{ctx}"
+                        );
+                        // One wave, unless the head rule needs a few more blocks.
+                        let occ = plan
+                            .launches
+                            .iter()
+                            .filter(|k| !k.kernel.ends_with("finalize"))
+                            .map(|k| {
+                                resident_blocks_of(
+                                    &k.kernel,
+                                    k.threads_per_block() as u32,
+                                    k.shared_mem_bytes,
+                                    &props,
+                                ) as u64
+                            })
+                            .min()
+                            .unwrap();
+                        let one_wave = props.sm_count as u64 * occ;
+                        let q = period / gcd(unit, period);
+                        assert!(l.blocks() <= one_wave.max(q * l.grid[1] as u64), "{ctx}");
+                        // Partial rows: at least r_min rows per block (so 8 bytes per column
+                        // per block stay within 1/64 of the 3s per element), unless one block,
+                        // or the head rule's smallest grid.
+                        let head_min = q.min(rows.div_ceil(unit));
+                        assert!(g == 1 || rows / g >= r_min || g == head_min, "{ctx}");
+                        if g > 1 && rows / g >= r_min {
+                            assert!(64 * 8 * g <= 3 * s * rows, "{ctx}");
+                        }
+                        // One block writes dgamma/dbeta itself.
+                        let fin = plan.launches.last().unwrap().kernel.ends_with("finalize");
+                        assert_eq!(fin, g > 1, "{ctx}");
+                        assert_eq!(a.dgamma, if g == 1 { DG } else { 0 }, "{ctx}");
+                        if fin {
+                            let f = plan.launches.last().unwrap();
+                            let fa = f
+                                .args
+                                .get::<warpnorm::abi::WnLayerNormFinalizeArgs>()
+                                .unwrap();
+                            assert_eq!(fa.part_rows as u64, g, "{ctx}");
+                            assert!((fa.part_stride as u64).is_multiple_of(8), "{ctx}");
+                            assert!(fa.part_stride as u64 >= cols, "{ctx}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }

@@ -6,7 +6,9 @@
 //! pair (affine variant and buffer placement rotate with the case), with fewer rows for long
 //! rows (at most 2^15 elements per case); compute_75 and compute_90 run one representative
 //! shape per tier with every placement. Each arch's run must execute every LayerNorm
-//! entry point the build exports (checked at the end), so no tier/variant goes untested.
+//! entry point the build exports (checked at the end), so no tier/variant goes untested, and
+//! every case whose x, dy, dx are congruent mod 16 bytes (aligned, or all one element off)
+//! must run the vector backward whatever D is (odd D included: no scalar cliff).
 
 mod common;
 mod layer_norm_support;
@@ -26,9 +28,11 @@ const DS: [usize; 27] = [
 ];
 const MS: [usize; 4] = [1, 3, 64, 257];
 /// Representatives of every tier for the sampled archs (see the module docs of
-/// `warpnorm::layer_norm::plan` for the bounds), each run with all three placements.
-const REPS: [(usize, usize); 7] = [
+/// `warpnorm::layer_norm::plan` for the bounds), each run with all three placements; (64, 257)
+/// has enough rows for several backward blocks (partial rows and the finalize kernel).
+const REPS: [(usize, usize); 8] = [
     (7, 64),
+    (64, 257),
     (128, 3),
     (512, 64),
     (768, 257),
@@ -94,6 +98,16 @@ fn sweep(arch: u32, full: bool) {
             Ok(r) => {
                 for l in r.fwd.launches.iter().chain(&r.bwd.launches) {
                     ran.insert(l.kernel.clone());
+                }
+                // No scalar cliff: congruent buffers take the vector backward for every D.
+                let want = if case.views == Views::InputOffset1 {
+                    "_scalar"
+                } else {
+                    "_vec"
+                };
+                let main = &r.bwd.launches[0].kernel;
+                if !main.ends_with(want) {
+                    failures.push(format!("compute_{arch}: {case:?} ran {main}, not {want}"));
                 }
             }
             Err(e) => failures.push(format!("compute_{arch}: {e}")),

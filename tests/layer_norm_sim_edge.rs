@@ -1,5 +1,6 @@
 //! LayerNorm edge cases on ptxsim (compute_80): determinism (bitwise-equal reruns) in every
-//! tier, empty problems, and NaN/Inf propagation across the split tier's chunks.
+//! tier and for odd D on the vector backward, empty problems, and NaN/Inf propagation across
+//! the split tier's chunks.
 
 mod common;
 mod layer_norm_support;
@@ -157,4 +158,101 @@ fn empty_inputs() {
     sim.run(&plan_fwd(&d, &p, &props).unwrap()).unwrap();
     assert_eq!(sim.download::<f32>(mean, 2), vec![0.0; 2]);
     assert!(sim.download::<f32>(rstd, 2).iter().all(|v| v.is_nan()));
+}
+
+#[test]
+fn odd_d_vector_backward_is_deterministic_with_several_teams() {
+    if skip_without_kernels("odd_d_vector_backward_is_deterministic_with_several_teams") {
+        return;
+    }
+    // Odd D: rows have VEC / gcd(D, VEC) different head offsets. Each case runs the vector
+    // backward on several blocks whose teams hold rows of different heads (block tier with 2
+    // and 4 teams, subwarp groups, split chunks), twice, bitwise equal, and right.
+    let props = DeviceProps::SIM;
+    for (rows, cols, dtype) in [
+        (200usize, 1001usize, DType::BF16),
+        (200, 1001, DType::F32),
+        (200, 33, DType::F32),
+        (20, 16385, DType::BF16),
+    ] {
+        let d =
+            LayerNormDesc::from_rows(rows, cols, dtype, dtype, Affine::WeightBias, 1e-5).unwrap();
+        // The plan the simulator runs (its buffers are 256-byte aligned, as these).
+        let a = 0x1_0000_0000u64;
+        let p = BwdPtrs {
+            x: a,
+            dy: 2 * a,
+            dx: 3 * a,
+            gamma: Some(4 * a),
+            mean: 5 * a,
+            rstd: 6 * a,
+            dgamma: Some(7 * a),
+            dbeta: Some(8 * a),
+            workspace: 9 * a,
+            workspace_bytes: u64::MAX / 2,
+        };
+        let plan = plan_bwd(&d, &p, &props).unwrap();
+        let main = plan
+            .launches
+            .iter()
+            .find(|l| !l.kernel.contains("split_sums"))
+            .unwrap();
+        assert!(main.kernel.ends_with("_vec"), "{plan}");
+        assert!(main.grid[0] > 1, "several blocks: {plan}");
+        let mut rng = Rng::new(11);
+        let check = |o: &Outputs, r: &Outputs| {
+            let scale = r.dgamma.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+            for (a, e) in o.dgamma.iter().zip(&r.dgamma) {
+                assert!(
+                    (a - e).abs() <= 2e-2 * scale,
+                    "{rows}x{cols}: dgamma {a} vs {e}"
+                );
+            }
+            let scale = r.dbeta.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+            for (a, e) in o.dbeta.iter().zip(&r.dbeta) {
+                assert!(
+                    (a - e).abs() <= 2e-2 * scale,
+                    "{rows}x{cols}: dbeta {a} vs {e}"
+                );
+            }
+            let scale = r.dx.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+            for (a, e) in o.dx.iter().zip(&r.dx) {
+                assert!(
+                    (a - e).abs() <= 2e-2 * scale,
+                    "{rows}x{cols}: dx {a} vs {e}"
+                );
+            }
+        };
+        let mut sim = Sim::new(80);
+        match dtype {
+            DType::BF16 => {
+                let x: Vec<bf16> = rng.vec(rows * cols, -3.0, 3.0);
+                let dy: Vec<bf16> = rng.vec(rows * cols, -1.0, 1.0);
+                let g: Vec<bf16> = rng.vec(cols, 0.5, 1.5);
+                let b: Vec<bf16> = rng.vec(cols, -0.5, 0.5);
+                let first = sim_fwd_bwd(&mut sim, &d, &x, Some(&g), Some(&b), &dy, &props);
+                let second = sim_fwd_bwd(&mut sim, &d, &x, Some(&g), Some(&b), &dy, &props);
+                let (first, second) = (first.unwrap(), second.unwrap());
+                assert_eq!(bits(&first), bits(&second), "{rows}x{cols} {dtype}");
+                check(
+                    &first,
+                    &cpu_fwd_bwd(&d, &x, Some(&g), Some(&b), &dy).unwrap(),
+                );
+            }
+            _ => {
+                let x: Vec<f32> = rng.vec(rows * cols, -3.0, 3.0);
+                let dy: Vec<f32> = rng.vec(rows * cols, -1.0, 1.0);
+                let g: Vec<f32> = rng.vec(cols, 0.5, 1.5);
+                let b: Vec<f32> = rng.vec(cols, -0.5, 0.5);
+                let first = sim_fwd_bwd(&mut sim, &d, &x, Some(&g), Some(&b), &dy, &props);
+                let second = sim_fwd_bwd(&mut sim, &d, &x, Some(&g), Some(&b), &dy, &props);
+                let (first, second) = (first.unwrap(), second.unwrap());
+                assert_eq!(bits(&first), bits(&second), "{rows}x{cols} {dtype}");
+                check(
+                    &first,
+                    &cpu_fwd_bwd(&d, &x, Some(&g), Some(&b), &dy).unwrap(),
+                );
+            }
+        }
+    }
 }

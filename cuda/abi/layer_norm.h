@@ -74,12 +74,19 @@ typedef struct WnLayerNormBwdArgs {
     wn_devptr mean;
     /** Saved rstd, f32, rows. */
     wn_devptr rstd;
-    /** f32 partial dgamma rows, part_rows * cols (row = blockIdx.x), or 0 without affine. */
+    /** f32 partial dgamma rows (row = blockIdx.x, stride part_stride), or 0 without affine. */
     wn_devptr dgamma_part;
-    /** f32 partial dbeta rows, part_rows * cols, or 0 without bias. */
+    /** f32 partial dbeta rows (stride part_stride), or 0 without bias. */
     wn_devptr dbeta_part;
     /** Split tier: f32 workspace of rows * splits (sum g*dy, sum g*dy*xhat) pairs; else 0. */
     wn_devptr row_sums;
+    /**
+     * Single-block grids (gridDim.x == 1): dgamma written directly in the parameter dtype
+     * (then dgamma_part is 0 and no finalize runs); else 0.
+     */
+    wn_devptr dgamma;
+    /** Single-block grids: dbeta written directly; else 0. */
+    wn_devptr dbeta;
     /** Number of rows (M). */
     int64_t rows;
     /** Elements per row (D). */
@@ -88,6 +95,8 @@ typedef struct WnLayerNormBwdArgs {
     int64_t chunk;
     /** Split tier: chunks per row (grid.y); 1 otherwise. */
     int64_t splits;
+    /** Floats between partial rows: cols rounded up to a multiple of 8 (32-byte rows). */
+    int64_t part_stride;
     /** Warp tiers: lanes per row (a power of two <= 32); 0 otherwise. */
     uint32_t group;
     /** Explicit padding. */
@@ -95,8 +104,8 @@ typedef struct WnLayerNormBwdArgs {
 } WnLayerNormBwdArgs;
 
 /**
- * dgamma(c) = sum over p of dgamma_part(p * cols + c) (likewise dbeta), summed in a fixed order and
- * rounded once to the parameter dtype. part_rows == 0 writes zeros.
+ * dgamma(c) = sum over p of dgamma_part(p * part_stride + c) (likewise dbeta), summed in a fixed
+ * order and rounded once to the parameter dtype. part_rows == 0 writes zeros.
  */
 typedef struct WnLayerNormFinalizeArgs {
     /** f32 partial rows, part_rows * cols, or 0 (then dgamma is not written). */
@@ -111,6 +120,8 @@ typedef struct WnLayerNormFinalizeArgs {
     int64_t part_rows;
     /** Elements per row (D). */
     int64_t cols;
+    /** Floats between partial rows (a multiple of 8, >= cols). */
+    int64_t part_stride;
 } WnLayerNormFinalizeArgs;
 
 #endif

@@ -47,6 +47,21 @@ __device__ __forceinline__ int head_offset(const T* p) {
     }
 }
 
+/**
+ * Stores a 16-byte pack at `p` (a 16-byte aligned global address) as one st.global.v4.b32.
+ * nvcc splits a plain struct or uint4 assignment after a per-element fill into per-element
+ * stores - a full sector per lane per element, uncoalesced - so the instruction is explicit.
+ */
+template <typename T, int N>
+__device__ __forceinline__ void store_vec16(T* p, const Pack<T, N>& pack) {
+    static_assert(sizeof(Pack<T, N>) == 16, "a 16-byte pack");
+    uint4 u;
+    memcpy(&u, &pack, 16);
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y),
+                 "r"(u.z), "r"(u.w)
+                 : "memory");
+}
+
 /** True when column `c` lies in the segment. */
 __device__ __forceinline__ bool in_seg(int64_t c, int64_t n) { return c >= 0 && c < n; }
 
@@ -79,7 +94,11 @@ __device__ __forceinline__ void tile_store(T* base, const TileGeom& g,
             Pack<T, VEC> pack;
 #pragma unroll
             for (int i = 0; i < VEC; ++i) pack.v[i] = from_float<T>(v[k][i]);
-            store_pack<T, VEC>(base + lo, pack);
+            if constexpr (VEC * sizeof(T) == 16) {
+                store_vec16<T, VEC>(base + lo, pack);
+            } else {
+                store_pack<T, VEC>(base + lo, pack);
+            }
         } else {
 #pragma unroll
             for (int i = 0; i < VEC; ++i) {

@@ -121,12 +121,16 @@ pub struct WnLayerNormBwdArgs {
     pub mean: wn_devptr,
     #[doc = " Saved rstd, f32, rows."]
     pub rstd: wn_devptr,
-    #[doc = " f32 partial dgamma rows, part_rows * cols (row = blockIdx.x), or 0 without affine."]
+    #[doc = " f32 partial dgamma rows (row = blockIdx.x, stride part_stride), or 0 without affine."]
     pub dgamma_part: wn_devptr,
-    #[doc = " f32 partial dbeta rows, part_rows * cols, or 0 without bias."]
+    #[doc = " f32 partial dbeta rows (stride part_stride), or 0 without bias."]
     pub dbeta_part: wn_devptr,
     #[doc = " Split tier: f32 workspace of rows * splits (sum g*dy, sum g*dy*xhat) pairs; else 0."]
     pub row_sums: wn_devptr,
+    #[doc = " Single-block grids (gridDim.x == 1): dgamma written directly in the parameter dtype\n (then dgamma_part is 0 and no finalize runs); else 0."]
+    pub dgamma: wn_devptr,
+    #[doc = " Single-block grids: dbeta written directly; else 0."]
+    pub dbeta: wn_devptr,
     #[doc = " Number of rows (M)."]
     pub rows: i64,
     #[doc = " Elements per row (D)."]
@@ -135,6 +139,8 @@ pub struct WnLayerNormBwdArgs {
     pub chunk: i64,
     #[doc = " Split tier: chunks per row (grid.y); 1 otherwise."]
     pub splits: i64,
+    #[doc = " Floats between partial rows: cols rounded up to a multiple of 8 (32-byte rows)."]
+    pub part_stride: i64,
     #[doc = " Warp tiers: lanes per row (a power of two <= 32); 0 otherwise."]
     pub group: u32,
     #[doc = " Explicit padding."]
@@ -142,7 +148,7 @@ pub struct WnLayerNormBwdArgs {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of WnLayerNormBwdArgs"][::core::mem::size_of::<WnLayerNormBwdArgs>() - 112usize];
+    ["Size of WnLayerNormBwdArgs"][::core::mem::size_of::<WnLayerNormBwdArgs>() - 136usize];
     ["Alignment of WnLayerNormBwdArgs"][::core::mem::align_of::<WnLayerNormBwdArgs>() - 8usize];
     ["Offset of field: WnLayerNormBwdArgs::x"]
         [::core::mem::offset_of!(WnLayerNormBwdArgs, x) - 0usize];
@@ -162,20 +168,26 @@ const _: () = {
         [::core::mem::offset_of!(WnLayerNormBwdArgs, dbeta_part) - 56usize];
     ["Offset of field: WnLayerNormBwdArgs::row_sums"]
         [::core::mem::offset_of!(WnLayerNormBwdArgs, row_sums) - 64usize];
+    ["Offset of field: WnLayerNormBwdArgs::dgamma"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, dgamma) - 72usize];
+    ["Offset of field: WnLayerNormBwdArgs::dbeta"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, dbeta) - 80usize];
     ["Offset of field: WnLayerNormBwdArgs::rows"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, rows) - 72usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, rows) - 88usize];
     ["Offset of field: WnLayerNormBwdArgs::cols"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, cols) - 80usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, cols) - 96usize];
     ["Offset of field: WnLayerNormBwdArgs::chunk"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, chunk) - 88usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, chunk) - 104usize];
     ["Offset of field: WnLayerNormBwdArgs::splits"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, splits) - 96usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, splits) - 112usize];
+    ["Offset of field: WnLayerNormBwdArgs::part_stride"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, part_stride) - 120usize];
     ["Offset of field: WnLayerNormBwdArgs::group"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, group) - 104usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, group) - 128usize];
     ["Offset of field: WnLayerNormBwdArgs::_pad"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, _pad) - 108usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, _pad) - 132usize];
 };
-#[doc = " dgamma(c) = sum over p of dgamma_part(p * cols + c) (likewise dbeta), summed in a fixed order and\n rounded once to the parameter dtype. part_rows == 0 writes zeros."]
+#[doc = " dgamma(c) = sum over p of dgamma_part(p * part_stride + c) (likewise dbeta), summed in a fixed\n order and rounded once to the parameter dtype. part_rows == 0 writes zeros."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnLayerNormFinalizeArgs {
@@ -191,11 +203,13 @@ pub struct WnLayerNormFinalizeArgs {
     pub part_rows: i64,
     #[doc = " Elements per row (D)."]
     pub cols: i64,
+    #[doc = " Floats between partial rows (a multiple of 8, >= cols)."]
+    pub part_stride: i64,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of WnLayerNormFinalizeArgs"]
-        [::core::mem::size_of::<WnLayerNormFinalizeArgs>() - 48usize];
+        [::core::mem::size_of::<WnLayerNormFinalizeArgs>() - 56usize];
     ["Alignment of WnLayerNormFinalizeArgs"]
         [::core::mem::align_of::<WnLayerNormFinalizeArgs>() - 8usize];
     ["Offset of field: WnLayerNormFinalizeArgs::dgamma_part"]
@@ -210,6 +224,8 @@ const _: () = {
         [::core::mem::offset_of!(WnLayerNormFinalizeArgs, part_rows) - 32usize];
     ["Offset of field: WnLayerNormFinalizeArgs::cols"]
         [::core::mem::offset_of!(WnLayerNormFinalizeArgs, cols) - 40usize];
+    ["Offset of field: WnLayerNormFinalizeArgs::part_stride"]
+        [::core::mem::offset_of!(WnLayerNormFinalizeArgs, part_stride) - 48usize];
 };
 #[doc = " Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).\n Grid (channel tiles, splits); split k covers reduction units k * chunk up to (k + 1) * chunk (exclusive)\n where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).\n The forward statistics read x and accumulate x - shift(c), with shift(c) = the channel's\n first element (0 when not finite), which the blocks of split 0 also write to `shift` (C\n floats) for the finalize kernel: statistics of data with a large mean stay accurate. The\n backward sums read x, dy and the saved mean."]
 #[repr(C)]

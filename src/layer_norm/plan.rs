@@ -1,5 +1,7 @@
 //! LayerNorm launch planning: validation of every pointer and size, tier choice, and the
-//! launches (kernel, grid, block, shared memory, argument struct) as data.
+//! launches (kernel, grid, block, shared memory, argument struct) as data. A plan is a pure
+//! function of the shapes, dtypes, pointer residues mod 16, [`DeviceProps`] and the build's
+//! `ptxas` figures ([`crate::kernels::RESOURCES`], through [`crate::occupancy`]).
 //!
 //! Tiers, for a row of D elements held as 16-byte packs (VEC = 16 / element size; 1 for the
 //! scalar variant) and `packs` = ceil(D / VEC) (+1 when rows do not start 16-byte aligned):
@@ -12,13 +14,35 @@
 //! | `split` | longer rows, or fewer rows than SMs with D >= 4096 | chunks of a row on grid.y |
 //!
 //! `elems` (elements per thread) is 32 forward and 16 backward (8 for the scalar variants,
-//! and 8 backward on compute capability >= 12.0, where ptxas needs more registers), so in f32 the warp tier covers D <= 1024 (fwd) / 512 (bwd) and the block tier
-//! D <= 16384 / 8192. Forward vector variants need only x and y congruent mod 16 bytes
-//! (per-row heads are predicated); backward vector variants need every row of x, dy, dx
-//! 16-byte aligned (so that each thread's dgamma columns are fixed), else the scalar variant.
-//! Grids are persistent: at most as many blocks as fit on the GPU at once (forward), and
-//! at most ~1024 threads per SM backward (fewer dgamma/dbeta partial rows to reduce).
-
+//! and 8 backward on compute capability >= 12.0, where ptxas needs more registers), so in f32
+//! the warp tier covers D <= 1024 (fwd) / 512 (bwd) and the block tier D <= 16384 / 8192.
+//!
+//! **Vector variants, any D.** Forward needs x and y congruent mod 16 bytes, backward x, dy
+//! and dx; per-row heads are predicated, so odd D never falls to the scalar variant (which
+//! stays for pointers not congruent mod 16). Backward accumulates dgamma/dbeta per column in
+//! registers, so each team (the rows one group/team of threads visits) must see a single head
+//! offset: a row's head repeats with period V' = VEC / gcd(D, VEC) rows ([`head_period`]), and
+//! [`bwd_grid_for_heads`] makes every team's grid-stride step (grid.x x rows per block per
+//! step) a multiple of V', or gives every team at most one row. The warp tiers' step
+//! (512 / group rows per block) is always a multiple of 8, so only the `block` (1..4 teams)
+//! and `split` tiers are ever adjusted.
+//!
+//! **Grids.** Persistent, one wave: grid.x x grid.y <= SMs x the resident blocks per SM of the
+//! tier's kernels ([`crate::occupancy::resident_blocks_of`]: registers, shared memory,
+//! threads; one block per SM when the build has no figures for the device's SASS). On an
+//! H200 the backward vector kernels use 112-128 registers, so one 512-thread block per SM:
+//! 132 blocks, not the 264 of a fixed 1024-threads-per-SM cap.
+//!
+//! **Backward partial rows.** Each block writes one f32 partial row of dgamma and of dbeta
+//! (8 bytes per column; stride [`part_stride`] = D rounded up to 8 floats, so rows start on a
+//! 32-byte sector and the 16-byte vector stores and the finalize's reads are coalesced); the
+//! finalize sums them in a fixed order. Against the op's minimum of 3s bytes per element
+//! (s = activation bytes) that is 8 G / (3 s M) for G blocks and M rows. The planner adds a
+//! block only for every [`bwd_min_rows_per_block`] = ceil(512 / 3s) rows (43 for f32, 86 for
+//! f16/bf16), which bounds it by 1/64 = 1.6 %: H200, bf16, M = 16384: G = 132 (one wave),
+//! 8 x 132 / (6 x 16384) = 1.07 %; M = 2000: G = 23, 1.5 %; M < 86: one block, which writes
+//! dgamma/dbeta itself (no partial rows, no finalize). Only the head rule above can raise G
+//! beyond that (odd D, < 8 blocks: e.g. M = 3 rows of D = 16385 bf16 get 3 blocks).
 use crate::abi::{
     WnLayerNormBwdArgs, WnLayerNormFinalizeArgs, WnLayerNormFwdArgs, WN_LN_BWD_THREAD_ELEMS,
     WN_LN_BWD_THREAD_ELEMS_CC12, WN_LN_BWD_THREAD_ELEMS_SCALAR, WN_LN_BWD_WARP_BLOCK,
@@ -27,6 +51,7 @@ use crate::abi::{
 };
 use crate::buffers::check_alignment;
 use crate::device::DeviceProps;
+use crate::occupancy;
 use crate::plan::{grid_dim, Launch, Plan};
 use crate::{DType, Error, Result};
 
@@ -107,6 +132,9 @@ pub struct Geometry {
     pub grid_x: u64,
     /// Blocks in grid.y (chunks per row in the split tier, else 1).
     pub grid_y: u64,
+    /// Dynamic shared memory (bytes) of the main kernel (backward: the team reduction of
+    /// dgamma/dbeta; split tier: of `split_dx`); 0 forward.
+    pub shared_mem_bytes: u32,
     /// Workspace bytes this geometry needs.
     pub workspace_bytes: u64,
 }
@@ -142,10 +170,62 @@ fn thread_elems(dir: Direction, vec: bool, props: &DeviceProps) -> u64 {
     }) as u64
 }
 
+/// Fewest rows a backward block handles before the planner adds another block: every block
+/// writes one f32 partial row of dgamma and one of dbeta (8 bytes per column) while its rows
+/// move 3 * s bytes per column each (read x, dy; write dx), so with at least
+/// `ceil(512 / (3 s))` rows per block (43 for f32, 86 for f16/bf16) the partial rows stay
+/// within 1/64 (1.6 %) of the op's minimum traffic. See the module docs.
+pub fn bwd_min_rows_per_block(dtype: DType) -> u64 {
+    512u64.div_ceil(3 * dtype.size() as u64)
+}
+
+/// Rows mod which the head offset of a row (elements between the previous 16-byte boundary
+/// and the row start) repeats: VEC / gcd(D, VEC) for the vector variants, 1 when every row
+/// has the same head (D * size a multiple of 16) or for the scalar variant.
+pub fn head_period(dtype: DType, cols: u64, vec: bool) -> u64 {
+    let v = vec_width(dtype, vec);
+    if (cols * dtype.size() as u64).is_multiple_of(16) {
+        1
+    } else {
+        v / gcd(cols, v)
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Adjusts a backward grid of `g` blocks, each covering `unit` rows per grid-stride step, so
+/// that every team sees a single head offset (cuda/layer_norm.cu, backward): either every team
+/// has at most one row (g * unit >= rows), or the step g * unit is a multiple of the head
+/// `period` (g rounded down to a multiple of period / gcd(unit, period); up when smaller).
+pub fn bwd_grid_for_heads(g: u64, unit: u64, rows: u64, period: u64) -> u64 {
+    let q = period / gcd(unit, period);
+    let one_row_each = rows.div_ceil(unit).max(1);
+    if g * unit >= rows || q == 1 {
+        g
+    } else if g >= q {
+        g / q * q
+    } else {
+        q.min(one_row_each)
+    }
+}
+
+/// Floats between two dgamma/dbeta partial rows: D rounded up to 8 floats (32 bytes), so
+/// that every partial row starts on a sector and its stores and reads are fully coalesced.
+pub fn part_stride(cols: u64) -> u64 {
+    round_up(cols, 8)
+}
+
 /// Chooses the tier and launch geometry for `desc` in direction `dir`.
 ///
 /// `vec` selects the vector variant; `rows_aligned` says every row starts 16-byte aligned
-/// (x aligned and D * size a multiple of 16), which saves the head pack.
+/// (x aligned and D * size a multiple of 16), which saves the head pack. Grid sizes come
+/// from [`crate::occupancy`] (the build's `ptxas` figures for the SASS `props` runs).
 pub fn geometry(
     desc: &LayerNormDesc,
     dir: Direction,
@@ -161,24 +241,44 @@ pub fn geometry(
     let npack = thread_elems(dir, vec, props) / v;
     let max_block = WN_LN_MAX_BLOCK as u64;
     let sms = props.sm_count.max(1) as u64;
-    let per_sm = props.max_threads_per_sm.max(32) as u64;
     let packs = packs_of(cols);
     let fwd = dir == Direction::Forward;
+    let dir_name = if fwd { "fwd" } else { "bwd" };
+    let has_params = desc.affine.has_weight() || desc.affine.has_bias();
     let warp_block = if fwd {
         WN_LN_WARP_BLOCK
     } else {
         WN_LN_BWD_WARP_BLOCK
     } as u64;
-    // Persistent grids: forward fills the GPU; backward keeps ~1024 threads per SM, which
-    // hides latency with 16 elements of x and dy in flight per thread, and bounds the
-    // number of dgamma/dbeta partial rows.
-    let cap = |threads: u64| {
-        if fwd {
-            sms * (per_sm / threads).max(1)
+    // Persistent grids of one wave: as many blocks as are resident at once (occupancy from
+    // the kernels' registers and shared memory), fewest over the kernels of the tier.
+    let cap = |passes: &[&str], threads: u64, smem: &[u64]| -> u64 {
+        passes
+            .iter()
+            .zip(smem)
+            .map(|(pass, &sm)| {
+                let name = kernel(dir_name, desc, pass, vec);
+                let b = occupancy::resident_blocks_of(
+                    &name,
+                    threads as u32,
+                    u32::try_from(sm).unwrap_or(u32::MAX),
+                    props,
+                );
+                sms * b as u64
+            })
+            .min()
+            .unwrap_or(sms)
+    };
+    // Backward: dynamic shared memory of the team reduction (teams * segment floats).
+    let red_smem = |teams: u64, seg: u64| {
+        if fwd || !has_params {
+            0
         } else {
-            sms * (1024 / threads).max(1)
+            teams * seg * 4
         }
     };
+    // Backward: blocks wanted by the partial-traffic rule (module docs).
+    let want = (rows / bwd_min_rows_per_block(desc.dtype)).max(1);
     let block_threads = |p: u64| {
         let t = if fwd { p.div_ceil(npack) } else { p };
         next_pow2(t).clamp(128, max_block)
@@ -186,37 +286,48 @@ pub fn geometry(
     let few_rows = rows < sms && cols as usize >= SPLIT_MIN_COLS;
     let mut rows_per_block = 1u64;
     let fits_block = packs <= max_block * npack;
-    let (tier, threads, grid_x, grid_y) = if packs <= 32 {
-        let group = next_pow2(packs);
+    // (tier, threads, grid_x, grid_y, rows per block per grid-stride step, dynamic smem)
+    let (tier, threads, grid_x, grid_y, unit, smem) = if packs <= 32 * npack {
+        let (tier, group) = if packs <= 32 {
+            let group = next_pow2(packs);
+            (
+                Tier::Subwarp {
+                    group: group as u32,
+                },
+                group,
+            )
+        } else {
+            (Tier::Warp, 32)
+        };
         let per_block = warp_block / group;
-        let g = rows.div_ceil(per_block).min(cap(warp_block));
-        (
-            Tier::Subwarp {
-                group: group as u32,
-            },
-            warp_block,
-            g,
-            1,
-        )
-    } else if packs <= 32 * npack {
-        let per_block = warp_block / 32;
-        let g = rows.div_ceil(per_block).min(cap(warp_block));
-        (Tier::Warp, warp_block, g, 1)
+        let smem = red_smem(per_block, cols);
+        let c = cap(&[tier.name()], warp_block, &[smem]);
+        let mut g = rows.div_ceil(per_block).min(c);
+        if !fwd {
+            g = g.min(want);
+        }
+        (tier, warp_block, g, 1, per_block, smem)
     } else if fits_block && !few_rows {
         let t = block_threads(packs);
-        // Backward: several rows per 512-thread block when rows are short, so that the
-        // grid - the number of dgamma/dbeta partial rows - stays at ~2 blocks per SM.
+        // Backward: several rows per 512-thread block when rows are short (one team of t
+        // threads per row), so that one block per SM covers 512 threads.
         let r = if fwd { 1 } else { max_block / t };
-        let g = rows.div_ceil(r).min(cap(t * r));
+        let smem = red_smem(r, cols);
+        let c = cap(&["block"], t * r, &[smem]);
+        let mut g = rows.div_ceil(r).min(c);
+        if !fwd {
+            g = g.min(want);
+        }
         rows_per_block = r;
-        (Tier::Block { threads: t as u32 }, t, g, 1)
+        (Tier::Block { threads: t as u32 }, t, g, 1, r, smem)
     } else {
         // Split: enough chunks that each fits a block, and (for few rows) enough blocks to
         // fill the GPU, but chunks of at least SPLIT_MIN_CHUNK elements.
         let max_chunk = (max_block * npack - extra) * v;
         let s_min = cols.div_ceil(max_chunk);
+        let row_blocks = if fwd { rows } else { rows.min(want) };
         let s_fill = (2 * sms)
-            .div_ceil(rows.max(1))
+            .div_ceil(row_blocks.max(1))
             .min(cols / SPLIT_MIN_CHUNK as u64);
         let s = s_min.max(s_fill).max(1);
         let chunk = round_up(cols.div_ceil(s), v).min(max_chunk);
@@ -228,7 +339,13 @@ pub fn geometry(
             )));
         }
         let t = block_threads(packs_of(chunk));
-        let g = rows.min((cap(t) / splits).max(1));
+        let (passes, smem) = if fwd {
+            (["split_stats", "split_norm"], [0, 0])
+        } else {
+            (["split_sums", "split_dx"], [0, red_smem(1, chunk)])
+        };
+        let c = cap(&passes, t, &smem);
+        let g = row_blocks.min((c / splits).max(1));
         (
             Tier::Split {
                 threads: t as u32,
@@ -238,9 +355,14 @@ pub fn geometry(
             t,
             g,
             splits,
+            1,
+            smem[1],
         )
     };
-    let grid_x = grid_x.max(1);
+    let mut grid_x = grid_x.max(1);
+    if !fwd {
+        grid_x = bwd_grid_for_heads(grid_x, unit, rows, head_period(desc.dtype, cols, vec));
+    }
     let f32b = 4u64;
     let mut ws = 0u64;
     if let Tier::Split { splits, .. } = tier {
@@ -248,10 +370,13 @@ pub fn geometry(
         let per_chunk = if fwd { 4 } else { 2 };
         ws += round_up(rows * splits * per_chunk * f32b, WORKSPACE_ALIGN);
     }
-    if !fwd {
-        let part = round_up(grid_x * cols * f32b, WORKSPACE_ALIGN);
+    if !fwd && grid_x > 1 {
+        // (A single block writes dgamma/dbeta directly: no partial rows.)
+        let part = round_up(grid_x * part_stride(cols) * f32b, WORKSPACE_ALIGN);
         ws += part * (u64::from(desc.affine.has_weight()) + u64::from(desc.affine.has_bias()));
     }
+    let shared_mem_bytes = u32::try_from(smem)
+        .map_err(|_| Error::Overflow(format!("{smem} bytes of shared memory")))?;
     Ok(Geometry {
         tier,
         vec,
@@ -259,6 +384,7 @@ pub fn geometry(
         rows_per_block: rows_per_block as u32,
         grid_x,
         grid_y,
+        shared_mem_bytes,
         workspace_bytes: ws,
     })
 }
@@ -498,6 +624,7 @@ pub fn plan_bwd(desc: &LayerNormDesc, p: &BwdPtrs, props: &DeviceProps) -> Resul
             dbeta: p.dbeta.unwrap_or(0),
             part_rows: part_rows as i64,
             cols: cols as i64,
+            part_stride: part_stride(cols) as i64,
         };
         let grid = [
             grid_dim(cols.div_ceil(WN_LN_FINALIZE_COLS as u64), &name)?,
@@ -518,23 +645,27 @@ pub fn plan_bwd(desc: &LayerNormDesc, p: &BwdPtrs, props: &DeviceProps) -> Resul
         plan.check(props)?;
         return Ok(plan);
     }
-    let vec =
-        [p.x, p.dy, p.dx].iter().all(|a| a.is_multiple_of(16)) && (cols * s).is_multiple_of(16);
-    let geo = geometry(desc, Direction::Backward, vec, true, props)?;
+    // Vector variant: x, dy, dx congruent mod 16 bytes (per-row heads are predicated).
+    let vec = p.x % 16 == p.dy % 16 && p.x % 16 == p.dx % 16;
+    let rows_aligned = p.x.is_multiple_of(16) && (cols * s).is_multiple_of(16);
+    let geo = geometry(desc, Direction::Backward, vec, rows_aligned, props)?;
     check_workspace(p.workspace, p.workspace_bytes, geo.workspace_bytes)?;
-    let part = round_up(geo.grid_x * cols * 4, WORKSPACE_ALIGN);
+    let stride = part_stride(cols);
+    let part = round_up(geo.grid_x * stride * 4, WORKSPACE_ALIGN);
     let mut next = p.workspace;
     let mut take = |bytes: u64| {
         let at = next;
         next += bytes;
         at
     };
-    let dgamma_part = if desc.affine.has_weight() {
+    // One block: it writes dgamma/dbeta itself, without partial rows or finalize.
+    let direct = geo.grid_x == 1;
+    let dgamma_part = if desc.affine.has_weight() && !direct {
         take(part)
     } else {
         0
     };
-    let dbeta_part = if desc.affine.has_bias() {
+    let dbeta_part = if desc.affine.has_bias() && !direct {
         take(part)
     } else {
         0
@@ -553,10 +684,13 @@ pub fn plan_bwd(desc: &LayerNormDesc, p: &BwdPtrs, props: &DeviceProps) -> Resul
         dgamma_part,
         dbeta_part,
         row_sums,
+        dgamma: if direct { p.dgamma.unwrap_or(0) } else { 0 },
+        dbeta: if direct { p.dbeta.unwrap_or(0) } else { 0 },
         rows: rows as i64,
         cols: cols as i64,
         chunk: cols as i64,
         splits: 1,
+        part_stride: stride as i64,
         group: 0,
         _pad: 0,
     };
@@ -573,31 +707,28 @@ pub fn plan_bwd(desc: &LayerNormDesc, p: &BwdPtrs, props: &DeviceProps) -> Resul
         Tier::Block { .. } => {
             let name = kernel("bwd", desc, "block", vec);
             let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
-            // Several row teams sum their dgamma/dbeta in shared memory (2 * cols floats).
-            let smem = if geo.rows_per_block > 1 && desc.affine.has_weight() {
-                u32::try_from(2 * desc.cols * 4)
-                    .map_err(|_| Error::Overflow("backward shared memory".into()))?
-            } else {
-                0
-            };
+            // The row teams sum their dgamma/dbeta in shared memory (teams * cols floats).
             let block = [geo.threads, geo.rows_per_block, 1];
-            plan.push(Launch::new(name, grid, block, smem, &args));
+            plan.push(Launch::new(name, grid, block, geo.shared_mem_bytes, &args));
         }
         Tier::Split { chunk, splits, .. } => {
             args.chunk = chunk as i64;
             args.splits = splits as i64;
-            for pass in ["split_sums", "split_dx"] {
+            // split_dx stages its chunk of dgamma/dbeta in shared memory (chunk floats).
+            for (pass, smem) in [("split_sums", 0), ("split_dx", geo.shared_mem_bytes)] {
                 let name = kernel("bwd", desc, pass, vec);
                 let grid = [
                     grid_dim(geo.grid_x, &name)?,
                     grid_dim(geo.grid_y, &name)?,
                     1,
                 ];
-                plan.push(Launch::new(name, grid, block, 0, &args));
+                plan.push(Launch::new(name, grid, block, smem, &args));
             }
         }
     }
-    finalize(&mut plan, geo.grid_x, dgamma_part, dbeta_part)?;
+    if !direct {
+        finalize(&mut plan, geo.grid_x, dgamma_part, dbeta_part)?;
+    }
     plan.check(props)?;
     Ok(plan)
 }
@@ -611,14 +742,14 @@ fn push_bwd_warp(
     args: &WnLayerNormBwdArgs,
 ) -> Result<()> {
     let name = kernel("bwd", desc, tier, vec);
-    // The groups' dgamma/dbeta accumulators are summed in shared memory (2 * cols floats).
-    let smem = if desc.affine.has_weight() {
-        u32::try_from(2 * desc.cols * 4)
-            .map_err(|_| Error::Overflow("backward shared memory".into()))?
-    } else {
-        0
-    };
+    // The groups' dgamma/dbeta accumulators are summed in shared memory (groups * cols floats).
     let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
-    plan.push(Launch::new(name, grid, [geo.threads, 1, 1], smem, args));
+    plan.push(Launch::new(
+        name,
+        grid,
+        [geo.threads, 1, 1],
+        geo.shared_mem_bytes,
+        args,
+    ));
     Ok(())
 }
