@@ -37,12 +37,21 @@
 //! (8 bytes per column; stride [`part_stride`] = D rounded up to 8 floats, so rows start on a
 //! 32-byte sector and the 16-byte vector stores and the finalize's reads are coalesced); the
 //! finalize sums them in a fixed order. Against the op's minimum of 3s bytes per element
-//! (s = activation bytes) that is 8 G / (3 s M) for G blocks and M rows. The planner adds a
-//! block only for every [`bwd_min_rows_per_block`] = ceil(512 / 3s) rows (43 for f32, 86 for
-//! f16/bf16), which bounds it by 1/64 = 1.6 %: H200, bf16, M = 16384: G = 132 (one wave),
-//! 8 x 132 / (6 x 16384) = 1.07 %; M = 2000: G = 23, 1.5 %; M < 86: one block, which writes
-//! dgamma/dbeta itself (no partial rows, no finalize). Only the head rule above can raise G
-//! beyond that (odd D, < 8 blocks: e.g. M = 3 rows of D = 16385 bf16 get 3 blocks).
+//! (s = activation bytes) that is 8 G / (3 s M) for G blocks and M rows. With one wave of
+//! blocks filling the GPU, that is 1.07 % for bf16 and 0.54 % for f32 at M = 16384 on an
+//! H200 (G = 132), within the 2 % traffic budget from M = 8 G / (0.02 x 3 s) rows on (8800
+//! bf16 / 4400 f32 rows on an H200; 512 rows on the 4-SM simulated device, where
+//! reports/traffic.md measures it). Fewer rows trade partial traffic for parallelism: the
+//! kernels keep one row per team in flight (no overlap of a row's loads with the previous
+//! row's reductions), so a block's bandwidth is limited by latency and idle SMs cost far
+//! more time than the partial rows, which are small and stay in L2 until the finalize reads
+//! them. The planner still adds a block only for every [`bwd_min_rows_per_block`] =
+//! ceil(64 / 3s) rows (6 for f32, 11 for f16/bf16), which caps the partial rows at 1/8 of
+//! the minimum for any M: H200, bf16, M = 2000: G = 132, 8.8 %; M = 500: G = 45, 12 %;
+//! M < 11: one block, which writes dgamma/dbeta itself (no partial rows, no finalize). Only
+//! the head rule above can raise G beyond that (odd D, < 8 blocks: e.g. M = 3 rows of
+//! D = 16385 bf16 get 3 blocks). The cap is a guess until `cargo bench --bench layer_norm`
+//! runs on a GPU.
 use crate::abi::{
     WnLayerNormBwdArgs, WnLayerNormFinalizeArgs, WnLayerNormFwdArgs, WN_LN_BWD_THREAD_ELEMS,
     WN_LN_BWD_THREAD_ELEMS_CC12, WN_LN_BWD_THREAD_ELEMS_SCALAR, WN_LN_BWD_WARP_BLOCK,
@@ -173,10 +182,12 @@ fn thread_elems(dir: Direction, vec: bool, props: &DeviceProps) -> u64 {
 /// Fewest rows a backward block handles before the planner adds another block: every block
 /// writes one f32 partial row of dgamma and one of dbeta (8 bytes per column) while its rows
 /// move 3 * s bytes per column each (read x, dy; write dx), so with at least
-/// `ceil(512 / (3 s))` rows per block (43 for f32, 86 for f16/bf16) the partial rows stay
-/// within 1/64 (1.6 %) of the op's minimum traffic. See the module docs.
+/// `ceil(64 / (3 s))` rows per block (6 for f32, 11 for f16/bf16) the partial rows stay
+/// within 1/8 of the op's minimum traffic whatever M; with many rows the grid is capped by
+/// the GPU's size instead and the share falls (1.07 % for bf16 at M = 16384 on an H200).
+/// See the module docs.
 pub fn bwd_min_rows_per_block(dtype: DType) -> u64 {
-    512u64.div_ceil(3 * dtype.size() as u64)
+    64u64.div_ceil(3 * dtype.size() as u64)
 }
 
 /// Rows mod which the head offset of a row (elements between the previous 16-byte boundary
