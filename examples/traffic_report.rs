@@ -12,10 +12,10 @@
 //!   cargo run --release --example traffic_report; } > reports/traffic.md
 //! ```
 //!
-//! Plans are made for `DeviceProps::SIM` (4 SMs) on ~1-2 M element problems: the extra traffic
-//! of per-block partial results scales as blocks / rows, so a 4-SM device with a few thousand
-//! rows has the same ratio as an H200 (132 SMs) with ~30x more rows, which would take too long
-//! to simulate. The H200 column gives that ratio computed from the H200 plan's grid.
+//! Plans are made for `DeviceProps::SIM` (4 SMs) on ~1-4 M element problems: the extra traffic
+//! of per-block partial results scales as blocks / rows, so a 4-SM device with 512 rows has
+//! the same ratio as an H200 (132 SMs) with ~30x more rows, which would take too long to
+//! simulate. The H200 column gives that ratio computed from the H200 plan's grid.
 
 #[path = "../tests/common/sim.rs"]
 mod sim;
@@ -120,7 +120,9 @@ fn row(
 
 fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usize) {
     let props = DeviceProps::SIM;
-    let rows = (1usize << 20) / cols;
+    // At least 512 rows: 128 rows per block of the 4-SM device's one-wave backward grid, as
+    // 16384 rows give on an H200's 132 blocks (the partial-row share is blocks / rows).
+    let rows = ((1usize << 20) / cols).max(512);
     let s_ = T::DTYPE.size() as f64;
     let desc = LayerNormDesc::new(
         &[rows, cols],
@@ -183,12 +185,26 @@ fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usi
     );
     let plan = ln::plan_bwd(&desc, &bp, &props).expect("plan");
     let bwd = run(&mut s, &plan);
-    // Partial rows (dgamma, dbeta: 2 f32 per column per block of the backward kernel) are
-    // written and read back by the finalize kernel: one unique sector each, as counted in the
-    // simulation. The H200 ratio replaces the simulated plan's partial bytes by the H200
-    // plan's (16384 rows): (sim unique - sim partial) / sim min + H200 partial / H200 min.
-    let partial_bytes = |blocks: u64| blocks as f64 * cols as f64 * 8.0;
-    let sim_partial = partial_bytes(plan.launches[0].blocks());
+    // Partial rows (dgamma, dbeta: 2 f32 per column per block of the backward kernel, rows
+    // padded to part_stride floats) are written by the main kernel and read back by the
+    // finalize. ptxsim counts unique sectors per launch, so the per-launch sum counts them
+    // twice; the plan's unique bytes (every sector once) subtract the finalize's reads, which
+    // are exactly those sectors. The H200 ratio replaces the simulated plan's partial bytes
+    // by the H200 plan's (16384 rows): (sim unique - sim partial) / sim min + H200 partial /
+    // H200 min.
+    let part_of = |p: &Plan| -> f64 {
+        p.launches
+            .iter()
+            .filter_map(|l| l.args.get::<warpnorm::abi::WnLayerNormFinalizeArgs>())
+            .map(|f| {
+                let arrays = u64::from(f.dgamma_part != 0) + u64::from(f.dbeta_part != 0);
+                (f.part_rows as u64 * f.part_stride as u64 * 4 * arrays) as f64
+            })
+            .sum()
+    };
+    let mut bwd = bwd;
+    let sim_partial = part_of(&plan);
+    bwd.unique -= sim_partial as u64;
     let h_desc = LayerNormDesc::new(
         &[16384, cols],
         &[cols],
@@ -205,7 +221,7 @@ fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usi
     };
     let h_plan = ln::plan_bwd(&h_desc, &hp, &DeviceProps::H200).unwrap();
     let h_min = 3.0 * s_ * 16384.0 * cols as f64;
-    let h_partial = partial_bytes(h_plan.launches[0].blocks());
+    let h_partial = part_of(&h_plan);
     let h_ratio = (bwd.unique as f64 - sim_partial) / (3.0 * s_ * n) + h_partial / h_min;
     row(
         notes,
@@ -321,12 +337,18 @@ fn main() {
     println!(
         "min = the op's minimum DRAM bytes (LayerNorm fwd 2s, bwd 3s; BatchNorm train fwd 3s, \
          train bwd 5s, eval fwd 2s per element, s = activation bytes). unique/min counts every \
-         32-byte sector touched once (parameters, statistics and partial results included).\n\n\
-         H200 16384 rows (LayerNorm bwd): the same ratio for an H200 plan with 16384 rows. The \
-         backward's per-block partial rows (dgamma, dbeta: 8 bytes per column per block) are \
-         written once and read once by the finalize kernel, which the simulation counts as one \
-         unique sector each; so H200 ratio = (sim unique - sim partial bytes) / sim min + \
-         H200 partial bytes / H200 min, partial bytes = blocks x cols x 8 of each plan's grid.\n\n\
+         32-byte sector touched once per launch (parameters, statistics and partial results \
+         included), summed over the plan's launches: a later launch that re-reads a sector \
+         (BatchNorm's second sweep over x) pays for it again. One exception: the LayerNorm \
+         backward's per-block partial rows (dgamma, dbeta: 8 bytes per column per block, rows \
+         padded to 8 floats) are written by the main kernel and read back at once by the \
+         finalize kernel; they are counted once (the finalize's reads are subtracted). They \
+         are at most a few MB (132 x 8192 x 8 B = 8.6 MB on an H200), so the finalize reads \
+         them from L2 (50 MB on an H200). LayerNorm runs at least 512 rows: 128 rows per block \
+         of the 4-SM device's backward grid, as 16384 rows give an H200's 132 blocks.\n\n\
+         H200 16384 rows (LayerNorm bwd): the same ratio for an H200 plan with 16384 rows: \
+         (sim unique - sim partial bytes) / sim min + H200 partial bytes / H200 min, partial \
+         bytes = partial rows x padded cols x 4 x 2 of each plan.\n\n\
          uncoalesced / requests: global requests (warp-level loads, stores, atomics) that touch \
          more 32-byte sectors than ceil(distinct bytes / 32), of all global requests; \
          sectors/ideal: sectors of all requests over that ideal (1 = fully coalesced).\n"
