@@ -351,7 +351,13 @@ fn main() {
          bytes = partial rows x padded cols x 4 x 2 of each plan.\n\n\
          uncoalesced / requests: global requests (warp-level loads, stores, atomics) that touch \
          more 32-byte sectors than ceil(distinct bytes / 32), of all global requests; \
-         sectors/ideal: sectors of all requests over that ideal (1 = fully coalesced).\n"
+         sectors/ideal: sectors of all requests over that ideal (1 = fully coalesced). \
+         Aligned shapes, which must be fully coalesced (tests/layer_norm_coalescing.rs, \
+         tests/coalescing_sim.rs): 32-byte aligned buffers, LayerNorm rows a multiple of the \
+         vector width, BatchNorm per-channel slices (NCHW: spatial x s; channels-last: C x s) \
+         a multiple of 32 bytes. The 14 x 14 and 7 x 7 BatchNorm rows are not aligned (784 \
+         and 196 bytes per (n, c) slice in f32): a warp's reads straddle the slices' partial \
+         sectors.\n"
     );
     println!(
         "| op | shape | dtype | min bytes | unique/min | H200 16384 rows | uncoalesced / requests | sectors/ideal |"
@@ -366,6 +372,7 @@ fn main() {
         (vec![8usize, 64, 32, 32], Layout::Contiguous),
         (vec![8, 64, 32, 32], Layout::ChannelsLast),
         (vec![131072, 8], Layout::Contiguous),
+        (vec![16, 256, 14, 14], Layout::Contiguous),
         (vec![16, 256, 7, 7], Layout::Contiguous),
     ] {
         batch_norm::<f32>(&mut notes, &dims, layout);
