@@ -11,7 +11,7 @@
  * atomics anywhere: reruns are bitwise identical.
  *
  * Tiers (chosen by the Rust planner, src/layer_norm/plan.rs; sizes in cuda/abi/layer_norm.h):
- * - subwarp: groups of `group` lanes (1..32) per row, one 16-byte pack per lane. Tiny D.
+ * - subwarp: groups of `group` lanes (1..32) per row, one pack per lane. Tiny D.
  * - warp:    a full warp per row, up to 32 (fwd) / 16 (bwd) elements per lane: f32 D <= 1024
  *            (fwd) / 512 (bwd); 16-bit types the same element counts.
  * - block:   a row per team of 128..512 threads, in registers, D <= 16K (fwd) / 8K (bwd)
@@ -20,9 +20,14 @@
  *            D >= 4096): fwd split_stats writes per-chunk (mean hi, mean lo, m2 / D),
  *            split_norm merges them in chunk order and normalizes; bwd split_sums /
  *            split_dx likewise for the two row sums of the dx formula.
- * Every tier has a `vec` variant (16-byte accesses aligned to the absolute address, predicated
- * head/tail, see common/rowtile.cuh; it needs the activation pointers congruent mod 16 bytes,
- * any D) and a `scalar` one (pointers not congruent; fewer elements per thread). Grids are
+ * Every tier has a `vec` variant and a `scalar` one (pointers not congruent; fewer elements
+ * per thread). The vec variant moves packs of VEC = 16 / max(sizeof(T), sizeof(P)) elements
+ * (kPairVec), aligned to the absolute address with a predicated head/tail (common/rowtile.cuh):
+ * 16-byte activation accesses for T == P or f32 activations, 8-byte ones for f16/bf16
+ * activations with f32 parameters, so that a lane's gamma/beta of a pack is one 16-byte load
+ * and both the activation and the parameter requests of a warp are coalesced. It needs the
+ * activation pointers congruent mod the activation access width A = VEC * sizeof(T) (16 or 8
+ * bytes), any D. Grids are
  * persistent (grid-stride over rows, one wave sized by occupancy in the planner); offsets are
  * 64-bit.
  * Backward writes dx directly and accumulates dgamma/dbeta per thread in f32 registers for
@@ -401,7 +406,7 @@ __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
 // ------------------------------------------------------------------------------------------
 // Backward: dx = rstd * (g*dy - mean(g*dy) - xhat * mean(g*dy*xhat)),
 //           dgamma = sum_rows dy * xhat, dbeta = sum_rows dy.
-// Vector variants need x, dy and dx congruent mod 16 bytes. A row's head offset depends only
+// Vector variants need x, dy and dx congruent mod the access width. A row's head offset depends only
 // on its index mod V' = VEC / gcd(D, VEC), and the planner makes every grid-stride step a
 // multiple of V', so each team sees one head: its columns are fixed and dgamma/dbeta
 // accumulate in its registers (store_partials then uses each team's own geometry).
@@ -474,8 +479,9 @@ __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)
 }
 
 /**
- * Head offset (elements before the previous 16-byte boundary) of row `row` of x; dy and dx
- * share it (the planner requires the three congruent mod 16 bytes). Integer arithmetic only,
+ * Head offset (elements after the previous VEC * sizeof(T)-byte boundary) of row `row` of x;
+ * dy and dx share it (the planner requires the three congruent mod that width). Integer
+ * arithmetic only,
  * so that a row past the end (an idle team) is fine. 0 for the scalar variant.
  */
 template <typename T, int VEC>
@@ -742,6 +748,15 @@ __device__ __forceinline__ void finalize(const WnLayerNormFinalizeArgs& a) {
     }
 }
 
+/**
+ * Elements per pack of the vector variants of a dtype pair: 16 / max(sizeof(T), sizeof(P)),
+ * so that a pack's parameters are at most one 16-byte load per lane (f16/bf16 activations
+ * with f32 parameters: 4 elements, an 8-byte activation and a 16-byte parameter access; a
+ * 16-byte activation pack would need two parameter loads whose lanes sit 32 bytes apart).
+ */
+template <typename T, typename P>
+constexpr int kPairVec = 16 / (sizeof(T) > sizeof(P) ? sizeof(T) : sizeof(P));
+
 /** Packs per thread of a tier: `elems` elements per thread in VEC-wide packs. */
 template <int VEC, int ELEMS>
 constexpr int kPacks = ELEMS / VEC;
@@ -792,7 +807,7 @@ using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
 #endif
 
 #define WN_LN_DTYPE_PAIR(TN, PN, T, P)                                                         \
-    WN_LN_VARIANTS(TN, PN, T, P, vec, warpnorm::kVec<T>, WN_LN_FWD_THREAD_ELEMS,               \
+    WN_LN_VARIANTS(TN, PN, T, P, vec, (warpnorm::ln::kPairVec<T, P>), WN_LN_FWD_THREAD_ELEMS,  \
                    WN_LN_BWD_ELEMS_VEC)                                                     \
     WN_LN_VARIANTS(TN, PN, T, P, scalar, 1, WN_LN_FWD_THREAD_ELEMS_SCALAR,                     \
                    WN_LN_BWD_THREAD_ELEMS_SCALAR)

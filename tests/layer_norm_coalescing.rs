@@ -2,8 +2,10 @@
 //!
 //! - coalescing: for aligned shapes (buffers 256-byte aligned, D a multiple of the vector
 //!   width) every global request of every launch - forward, backward and the finalize, in
-//!   every tier (subwarp, warp, block, split), f32/f32 and bf16/bf16 - touches exactly its ideal
-//!   number of 32-byte sectors (ptxsim's per-request metric: 0 uncoalesced requests);
+//!   every tier (subwarp, warp, block, split), f32/f32, bf16/bf16 and the mixed pairs
+//!   f16/f32 and bf16/f32 (f16/bf16 activations with f32 gamma/beta: 8-byte activation and
+//!   16-byte parameter accesses) - touches exactly its ideal number of 32-byte sectors
+//!   (ptxsim's per-request metric: 0 uncoalesced requests);
 //! - traffic: the backward's unique global bytes stay within 1.02 x the minimum (read x, dy;
 //!   write dx) for 512 rows of D up to 8192.
 
@@ -106,20 +108,26 @@ fn run<T: Element + Default, P: Element + Default>(case: &Case, forward: bool) -
 }
 
 fn run_dyn(case: &Case, forward: bool) -> Traced {
-    use half::bf16;
-    match case.dtype {
-        DType::F32 => run::<f32, f32>(case, forward),
-        DType::BF16 => run::<bf16, bf16>(case, forward),
-        other => panic!("no coalescing case for {other}"),
+    use half::{bf16, f16};
+    match (case.dtype, case.param_dtype) {
+        (DType::F32, DType::F32) => run::<f32, f32>(case, forward),
+        (DType::BF16, DType::BF16) => run::<bf16, bf16>(case, forward),
+        (DType::F16, DType::F32) => run::<f16, f32>(case, forward),
+        (DType::BF16, DType::F32) => run::<bf16, f32>(case, forward),
+        (t, p) => panic!("no coalescing case for {t}/{p}"),
     }
 }
 
 fn case(rows: usize, cols: usize, dtype: DType) -> Case {
+    case_pair(rows, cols, dtype, dtype)
+}
+
+fn case_pair(rows: usize, cols: usize, dtype: DType, param_dtype: DType) -> Case {
     Case {
         rows,
         cols,
         dtype,
-        param_dtype: dtype,
+        param_dtype,
         affine: Affine::WeightBias,
         views: Views::Aligned,
         seed: 5,
@@ -136,17 +144,18 @@ fn ptx_line(line: usize) -> String {
         .to_string()
 }
 
-#[test]
-fn aligned_layer_norm_requests_are_all_coalesced() {
-    if skip_without_kernels("aligned_layer_norm_requests_are_all_coalesced") {
-        return;
-    }
+/// Runs every tier of each (activation, parameter) pair of `pairs`, forward and backward, on
+/// aligned shapes; fails listing every launch with an uncoalesced request, and unless every
+/// tier's vector kernel and the finalize of each pair ran.
+fn assert_all_coalesced(pairs: &[(DType, DType)]) {
     let mut tiers = std::collections::BTreeSet::new();
     let mut failures = Vec::new();
+    // Per kernel: (uncoalesced requests, requests, sectors, ideal sectors), for the report.
+    let mut totals = std::collections::BTreeMap::<String, [u64; 4]>::new();
     // (rows, cols) reaching each tier on SIM in both directions (bwd with several blocks, so
     // that the finalize runs): subwarp, warp, block (teams of 128), block (one 512-thread
     // team), split (few long rows), split (rows longer than a block).
-    for dtype in [DType::F32, DType::BF16] {
+    for &(dtype, param_dtype) in pairs {
         let r = 2 * 512u64.div_ceil(3 * dtype.size() as u64) as usize + 3;
         for (rows, cols) in [
             (r, 64),
@@ -156,11 +165,16 @@ fn aligned_layer_norm_requests_are_all_coalesced() {
             (2, 8192),
             (r / 8, 16384),
         ] {
-            let c = case(rows, cols, dtype);
+            let c = case_pair(rows, cols, dtype, param_dtype);
             let t = run_dyn(&c, true);
             for (kernel, stats) in &t.runs {
                 tiers.insert(kernel.clone());
                 let m = stats.metrics.as_ref().expect("metrics are on");
+                let e = totals.entry(kernel.clone()).or_default();
+                e[0] += m.uncoalesced_requests();
+                e[1] += m.global_load_requests + m.global_store_requests;
+                e[2] += m.global_load_sectors + m.global_store_sectors;
+                e[3] += m.global_load_ideal_sectors + m.global_store_ideal_sectors;
                 if m.uncoalesced_requests() > 0 {
                     let lines: Vec<String> = m
                         .uncoalesced_lines
@@ -169,8 +183,8 @@ fn aligned_layer_norm_requests_are_all_coalesced() {
                         .map(|l| format!("  {l}: {}", ptx_line(l.line)))
                         .collect();
                     failures.push(format!(
-                        "{kernel} ({dtype} {rows}x{cols}): {} uncoalesced requests, {} excess \
-                         sectors\n{}",
+                        "{kernel} ({dtype}/{param_dtype} {rows}x{cols}): {} uncoalesced \
+                         requests, {} excess sectors\n{}",
                         m.uncoalesced_requests(),
                         m.excess_sectors(),
                         lines.join("\n")
@@ -182,9 +196,13 @@ fn aligned_layer_norm_requests_are_all_coalesced() {
             }
         }
     }
+    for (kernel, [bad, requests, sectors, ideal]) in &totals {
+        eprintln!("{kernel}: {bad} / {requests} uncoalesced requests, {sectors} / {ideal} sectors");
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    // Every tier and the finalize were measured, in both dtypes.
-    for dtype in ["f32_f32", "bf16_bf16"] {
+    // Every tier and the finalize were measured, for every pair.
+    for &(t, p) in pairs {
+        let dtype = format!("{}_{}", t.name(), p.name());
         for k in [
             "fwd_{}_subwarp_vec",
             "fwd_{}_warp_vec",
@@ -197,14 +215,30 @@ fn aligned_layer_norm_requests_are_all_coalesced() {
             "bwd_{}_split_sums_vec",
             "bwd_{}_split_dx_vec",
         ] {
-            let name = format!("warpnorm_layer_norm_{}", k.replace("{}", dtype));
+            let name = format!("warpnorm_layer_norm_{}", k.replace("{}", &dtype));
             assert!(tiers.contains(&name), "{name} was not measured: {tiers:?}");
         }
-    }
-    for p in ["f32", "bf16"] {
-        let name = format!("warpnorm_layer_norm_bwd_{p}_finalize");
+        let name = format!("warpnorm_layer_norm_bwd_{}_finalize", p.name());
         assert!(tiers.contains(&name), "{name} was not measured");
     }
+}
+
+#[test]
+fn aligned_layer_norm_requests_are_all_coalesced() {
+    if skip_without_kernels("aligned_layer_norm_requests_are_all_coalesced") {
+        return;
+    }
+    assert_all_coalesced(&[(DType::F32, DType::F32), (DType::BF16, DType::BF16)]);
+}
+
+/// f16/bf16 activations with f32 gamma/beta: 4-element packs (8-byte activation accesses,
+/// 16-byte parameter accesses), so that no parameter request spans twice its sectors.
+#[test]
+fn aligned_mixed_precision_requests_are_all_coalesced() {
+    if skip_without_kernels("aligned_mixed_precision_requests_are_all_coalesced") {
+        return;
+    }
+    assert_all_coalesced(&[(DType::F16, DType::F32), (DType::BF16, DType::F32)]);
 }
 
 #[test]

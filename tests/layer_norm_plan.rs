@@ -225,6 +225,63 @@ fn alignment_selects_the_variant() {
 }
 
 #[test]
+fn mixed_pairs_align_to_their_8_byte_activation_access() {
+    // f16/bf16 activations with f32 parameters move 4-element packs (8-byte activation and
+    // 16-byte parameter accesses): pointers congruent mod 8 bytes take the vector variant.
+    let h = DeviceProps::H200;
+    let kernel = |t: DType, p: DType, dx: u64, dy: u64| {
+        let d = desc(64, 1000, t, p, Affine::WeightBias);
+        let mut ptrs = fwd_ptrs(&d, &h);
+        ptrs.x += dx;
+        ptrs.y += dy;
+        let f = plan_fwd(&d, &ptrs, &h).unwrap();
+        let d = desc(64, 1001, t, p, Affine::WeightBias);
+        let mut ptrs = bwd_ptrs(&d, &h);
+        ptrs.x += dx;
+        ptrs.dy += dx;
+        ptrs.dx += dy;
+        let b = plan_bwd(&d, &ptrs, &h).unwrap();
+        let variant = |k: &str| k.rsplit('_').next().unwrap().to_string();
+        (
+            variant(&f.launches[0].kernel),
+            variant(&b.launches[0].kernel),
+        )
+    };
+    let vec = ("vec".to_string(), "vec".to_string());
+    let scalar = ("scalar".to_string(), "scalar".to_string());
+    for t in [DType::F16, DType::BF16] {
+        // 8 bytes apart: congruent mod 8, not mod 16.
+        assert_eq!(kernel(t, DType::F32, 8, 0), vec, "{t}/f32");
+        assert_eq!(kernel(t, t, 8, 0), scalar, "{t}/{t}");
+        // One element off, both: vector for either pair; x alone: scalar.
+        assert_eq!(kernel(t, DType::F32, 2, 2), vec, "{t}/f32");
+        assert_eq!(kernel(t, DType::F32, 2, 0), scalar, "{t}/f32");
+    }
+    // Tiers cover the same elements per thread, in 4-element packs: forward subwarp up to
+    // D = 32 x 4, warp up to 1024; backward warp up to 512.
+    let t = |dir, cols: usize| {
+        geometry(
+            &desc(1000, cols, DType::BF16, DType::F32, Affine::WeightBias),
+            dir,
+            true,
+            true,
+            &h,
+        )
+        .unwrap()
+        .tier
+    };
+    use Direction::{Backward, Forward};
+    assert_eq!(t(Forward, 128), Tier::Subwarp { group: 32 });
+    assert_eq!(t(Forward, 132), Tier::Warp);
+    assert_eq!(t(Forward, 1024), Tier::Warp);
+    assert_eq!(t(Forward, 1028), Tier::Block { threads: 128 });
+    assert_eq!(t(Backward, 512), Tier::Warp);
+    assert!(matches!(t(Backward, 516), Tier::Block { .. }));
+    assert_eq!(t(Backward, 8192), Tier::Block { threads: 512 });
+    assert!(matches!(t(Backward, 8196), Tier::Split { .. }));
+}
+
+#[test]
 fn over_two_to_the_31_elements_plans_with_64_bit_sizes() {
     let h = DeviceProps::H200;
     let d = desc(1 << 20, 4096, DType::BF16, DType::BF16, Affine::WeightBias); // 2^32 elements

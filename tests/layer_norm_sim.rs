@@ -7,8 +7,9 @@
 //! rows (at most 2^15 elements per case); compute_75 and compute_90 run one representative
 //! shape per tier with every placement. Each arch's run must execute every LayerNorm
 //! entry point the build exports (checked at the end), so no tier/variant goes untested, and
-//! every case whose x, dy, dx are congruent mod 16 bytes (aligned, or all one element off)
-//! must run the vector backward whatever D is (odd D included: no scalar cliff).
+//! every case whose x, dy, dx are congruent mod the vector access width (16 bytes; 8 for
+//! f16/bf16 activations with f32 parameters; aligned, or all one element off) must run the
+//! vector backward whatever D is (odd D included: no scalar cliff).
 
 mod common;
 mod layer_norm_support;

@@ -1,11 +1,13 @@
 /*
- * rowtile.cuh - a row segment held in registers by a team of threads, moved with 16-byte
- * vectors aligned to the segment's absolute address, head and tail predicated.
+ * rowtile.cuh - a row segment held in registers by a team of threads, moved with vectors of
+ * VEC elements (8 or 16 bytes) aligned to the segment's absolute address, head and tail
+ * predicated.
  *
  * Layout: a team of `team` threads (a sub-warp group, a warp or a block) holds a segment of
  * `n` contiguous elements. Thread `t` owns packs p = t + k * team for k < NPACK; pack p covers
  * the segment columns [p * VEC - off, p * VEC - off + VEC), where `off` is the number of
- * elements between the previous 16-byte boundary and the segment's first element. So every
+ * elements between the previous VEC * sizeof(T)-byte boundary (the access width) and the
+ * segment's first element. So every
  * full pack is one aligned vector access whatever the row length, and only the (at most two)
  * packs that straddle the segment's ends fall back to per-element accesses under a bound:
  * no row length takes a slow path. VEC == 1 is the scalar variant (any alignment; off == 0).
@@ -23,7 +25,7 @@ namespace warpnorm {
 struct TileGeom {
     /** Valid columns in the segment. */
     int64_t n;
-    /** Elements between the previous 16-byte boundary and the segment start (0 for VEC 1). */
+    /** Elements between the previous access-width boundary and the segment start (0 for VEC 1). */
     int off;
     /** This thread's index in the team. */
     int t;
@@ -37,7 +39,10 @@ struct TileGeom {
     }
 };
 
-/** Elements of T between the previous 16-byte boundary and `p` (0 when VEC == 1). */
+/**
+ * Elements of T between the previous VEC * sizeof(T)-byte boundary (the access width) and `p`
+ * (0 when VEC == 1).
+ */
 template <typename T, int VEC>
 __device__ __forceinline__ int head_offset(const T* p) {
     if constexpr (VEC == 1) {
@@ -60,6 +65,30 @@ __device__ __forceinline__ void store_vec16(T* p, const Pack<T, N>& pack) {
     asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y),
                  "r"(u.z), "r"(u.w)
                  : "memory");
+}
+
+/**
+ * Stores an 8-byte pack at `p` (an 8-byte aligned global address) as one st.global.v2.b32,
+ * for the same reason as store_vec16.
+ */
+template <typename T, int N>
+__device__ __forceinline__ void store_vec8(T* p, const Pack<T, N>& pack) {
+    static_assert(sizeof(Pack<T, N>) == 8, "an 8-byte pack");
+    uint2 u;
+    memcpy(&u, &pack, 8);
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(u.x), "r"(u.y) : "memory");
+}
+
+/** Stores a full pack at `p` (aligned to its size) as one instruction (8 or 16 bytes). */
+template <typename T, int N>
+__device__ __forceinline__ void store_vec(T* p, const Pack<T, N>& pack) {
+    if constexpr (sizeof(Pack<T, N>) == 16) {
+        store_vec16<T, N>(p, pack);
+    } else if constexpr (sizeof(Pack<T, N>) == 8) {
+        store_vec8<T, N>(p, pack);
+    } else {
+        store_pack<T, N>(p, pack);
+    }
 }
 
 /** True when column `c` lies in the segment. */
@@ -94,11 +123,7 @@ __device__ __forceinline__ void tile_store(T* base, const TileGeom& g,
             Pack<T, VEC> pack;
 #pragma unroll
             for (int i = 0; i < VEC; ++i) pack.v[i] = from_float<T>(v[k][i]);
-            if constexpr (VEC * sizeof(T) == 16) {
-                store_vec16<T, VEC>(base + lo, pack);
-            } else {
-                store_pack<T, VEC>(base + lo, pack);
-            }
+            store_vec<T, VEC>(base + lo, pack);
         } else {
 #pragma unroll
             for (int i = 0; i < VEC; ++i) {

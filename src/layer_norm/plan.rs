@@ -3,8 +3,19 @@
 //! function of the shapes, dtypes, pointer residues mod 16, [`DeviceProps`] and the build's
 //! `ptxas` figures ([`crate::kernels::RESOURCES`], through [`crate::occupancy`]).
 //!
-//! Tiers, for a row of D elements held as 16-byte packs (VEC = 16 / element size; 1 for the
-//! scalar variant) and `packs` = ceil(D / VEC) (+1 when rows do not start 16-byte aligned):
+//! **Packs.** The vector kernels move a row in packs of VEC = 16 / max(activation size,
+//! parameter size) elements ([`pack_width`]; 1 for the scalar variant): 16-byte activation
+//! and parameter accesses when both types have the same size (f32/f32, f16/f16, bf16/bf16) and
+//! for f32 activations, and for f16/bf16 activations with f32 parameters 8-byte activation
+//! accesses with 16-byte parameter ones. Either way each lane's gamma/beta of a pack is one
+//! aligned load of at most 16 bytes and a warp's requests are contiguous, so every request of
+//! an aligned shape is coalesced (a 16-byte f16 pack would need 32 bytes of f32 gamma per
+//! lane: two loads whose lanes sit 32 bytes apart, twice the ideal sectors). The activation
+//! access width A = VEC x activation size ([`access_bytes`]: 16 or 8 bytes) sets the alignment
+//! rules below.
+//!
+//! Tiers, for a row of D elements and `packs` = ceil(D / VEC) (+1 when rows do not start
+//! A-byte aligned):
 //!
 //! | tier | when | layout |
 //! |---|---|---|
@@ -17,9 +28,9 @@
 //! and 8 backward on compute capability >= 12.0, where ptxas needs more registers), so in f32
 //! the warp tier covers D <= 1024 (fwd) / 512 (bwd) and the block tier D <= 16384 / 8192.
 //!
-//! **Vector variants, any D.** Forward needs x and y congruent mod 16 bytes, backward x, dy
+//! **Vector variants, any D.** Forward needs x and y congruent mod A bytes, backward x, dy
 //! and dx; per-row heads are predicated, so odd D never falls to the scalar variant (which
-//! stays for pointers not congruent mod 16). Backward accumulates dgamma/dbeta per column in
+//! stays for pointers not congruent mod A). Backward accumulates dgamma/dbeta per column in
 //! registers, so each team (the rows one group/team of threads visits) must see a single head
 //! offset: a row's head repeats with period V' = VEC / gcd(D, VEC) rows ([`head_period`]), and
 //! [`bwd_grid_for_heads`] makes every team's grid-stride step (grid.x x rows per block per
@@ -131,7 +142,8 @@ impl Tier {
 pub struct Geometry {
     /// The tier.
     pub tier: Tier,
-    /// True for 16-byte vector kernels, false for the scalar variant.
+    /// True for the vector kernels ([`pack_width`] elements per pack), false for the scalar
+    /// variant.
     pub vec: bool,
     /// Threads per block in x (per row team).
     pub threads: u32,
@@ -156,10 +168,23 @@ fn round_up(v: u64, m: u64) -> u64 {
     v.div_ceil(m) * m
 }
 
-/// Elements per 16-byte vector of `dtype` (1 for the scalar variant).
-fn vec_width(dtype: DType, vec: bool) -> u64 {
+/// Elements per pack of the vector kernels of activation type `dtype` with parameter type
+/// `param_dtype`: 16 / max of the two sizes, so that a pack's parameters are one load of at
+/// most 16 bytes per lane (`kPairVec` in cuda/layer_norm.cu). See the module docs.
+pub fn pack_width(dtype: DType, param_dtype: DType) -> u64 {
+    16 / dtype.size().max(param_dtype.size()) as u64
+}
+
+/// Bytes of one activation access of the vector kernels (the alignment unit of x, y, dy and
+/// dx): 16, or 8 for f16/bf16 activations with f32 parameters.
+pub fn access_bytes(dtype: DType, param_dtype: DType) -> u64 {
+    pack_width(dtype, param_dtype) * dtype.size() as u64
+}
+
+/// Elements per pack of a kernel variant (1 for the scalar variant).
+fn vec_width(desc: &LayerNormDesc, vec: bool) -> u64 {
     if vec {
-        16 / dtype.size() as u64
+        pack_width(desc.dtype, desc.param_dtype)
     } else {
         1
     }
@@ -190,16 +215,16 @@ pub fn bwd_min_rows_per_block(dtype: DType) -> u64 {
     64u64.div_ceil(3 * dtype.size() as u64)
 }
 
-/// Rows mod which the head offset of a row (elements between the previous 16-byte boundary
-/// and the row start) repeats: VEC / gcd(D, VEC) for the vector variants, 1 when every row
-/// has the same head (D * size a multiple of 16) or for the scalar variant.
-pub fn head_period(dtype: DType, cols: u64, vec: bool) -> u64 {
-    let v = vec_width(dtype, vec);
-    if (cols * dtype.size() as u64).is_multiple_of(16) {
-        1
-    } else {
-        v / gcd(cols, v)
+/// Rows mod which the head offset of a row (elements between the previous access-width
+/// boundary, [`access_bytes`], and the row start) repeats: VEC / gcd(D, VEC) for the vector
+/// variants ([`pack_width`]), 1 when every row has the same head (D a multiple of VEC) or for
+/// the scalar variant.
+pub fn head_period(dtype: DType, param_dtype: DType, cols: u64, vec: bool) -> u64 {
+    if !vec {
+        return 1;
     }
+    let v = pack_width(dtype, param_dtype);
+    v / gcd(cols, v)
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
@@ -234,8 +259,9 @@ pub fn part_stride(cols: u64) -> u64 {
 
 /// Chooses the tier and launch geometry for `desc` in direction `dir`.
 ///
-/// `vec` selects the vector variant; `rows_aligned` says every row starts 16-byte aligned
-/// (x aligned and D * size a multiple of 16), which saves the head pack. Grid sizes come
+/// `vec` selects the vector variant; `rows_aligned` says every row starts aligned to the
+/// access width [`access_bytes`] (x aligned and D a multiple of the pack width), which saves
+/// the head pack. Grid sizes come
 /// from [`crate::occupancy`] (the build's `ptxas` figures for the SASS `props` runs).
 pub fn geometry(
     desc: &LayerNormDesc,
@@ -246,7 +272,7 @@ pub fn geometry(
 ) -> Result<Geometry> {
     let rows = desc.rows as u64;
     let cols = desc.cols as u64;
-    let v = vec_width(desc.dtype, vec);
+    let v = vec_width(desc, vec);
     let extra = u64::from(vec && !rows_aligned);
     let packs_of = |n: u64| n.div_ceil(v) + if n > 0 { extra } else { 0 };
     let npack = thread_elems(dir, vec, props) / v;
@@ -372,7 +398,12 @@ pub fn geometry(
     };
     let mut grid_x = grid_x.max(1);
     if !fwd {
-        grid_x = bwd_grid_for_heads(grid_x, unit, rows, head_period(desc.dtype, cols, vec));
+        grid_x = bwd_grid_for_heads(
+            grid_x,
+            unit,
+            rows,
+            head_period(desc.dtype, desc.param_dtype, cols, vec),
+        );
     }
     let f32b = 4u64;
     let mut ws = 0u64;
@@ -542,8 +573,10 @@ pub fn plan_fwd(desc: &LayerNormDesc, p: &FwdPtrs, props: &DeviceProps) -> Resul
         check_workspace(p.workspace, p.workspace_bytes, 0)?;
         return Ok(Plan::empty());
     }
-    let vec = p.x % 16 == p.y % 16;
-    let rows_aligned = p.x.is_multiple_of(16) && (cols * s).is_multiple_of(16);
+    // Vector variant: x and y congruent mod the access width (heads are predicated).
+    let a = access_bytes(desc.dtype, desc.param_dtype);
+    let vec = p.x % a == p.y % a;
+    let rows_aligned = p.x.is_multiple_of(a) && (cols * s).is_multiple_of(a);
     let geo = geometry(desc, Direction::Forward, vec, rows_aligned, props)?;
     check_workspace(p.workspace, p.workspace_bytes, geo.workspace_bytes)?;
     let mut args = WnLayerNormFwdArgs {
@@ -656,9 +689,10 @@ pub fn plan_bwd(desc: &LayerNormDesc, p: &BwdPtrs, props: &DeviceProps) -> Resul
         plan.check(props)?;
         return Ok(plan);
     }
-    // Vector variant: x, dy, dx congruent mod 16 bytes (per-row heads are predicated).
-    let vec = p.x % 16 == p.dy % 16 && p.x % 16 == p.dx % 16;
-    let rows_aligned = p.x.is_multiple_of(16) && (cols * s).is_multiple_of(16);
+    // Vector variant: x, dy, dx congruent mod the access width (heads are predicated).
+    let a = access_bytes(desc.dtype, desc.param_dtype);
+    let vec = p.x % a == p.dy % a && p.x % a == p.dx % a;
+    let rows_aligned = p.x.is_multiple_of(a) && (cols * s).is_multiple_of(a);
     let geo = geometry(desc, Direction::Backward, vec, rows_aligned, props)?;
     check_workspace(p.workspace, p.workspace_bytes, geo.workspace_bytes)?;
     let stride = part_stride(cols);
