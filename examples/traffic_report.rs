@@ -7,7 +7,7 @@
 //! Regenerate (needs the kernels built; `WARPNORM_CUDA_ARCHS=90` is enough):
 //! ```text
 //! { echo "Generated $(date -u +%F) at commit $(git rev-parse --short HEAD) with \
-//!   \`cargo run --release --example traffic_report\` (nvcc $(nvcc --version | \
+//!   \`cargo run --release --example traffic_report\` (nvcc $(${NVCC:-nvcc} --version | \
 //!   sed -n 's/.*release \([0-9.]*\).*V\([0-9.]*\).*/\2/p'), ptxsim)."; echo; \
 //!   cargo run --release --example traffic_report; } > reports/traffic.md
 //! ```
