@@ -142,7 +142,7 @@ impl Tier {
 pub struct Geometry {
     /// The tier.
     pub tier: Tier,
-    /// True for the vector kernels ([`pack_width`] elements per pack), false for the scalar
+    /// True for the vector kernels (`pack_width` elements per pack), false for the scalar
     /// variant.
     pub vec: bool,
     /// Threads per block in x (per row team).
@@ -260,7 +260,7 @@ pub fn part_stride(cols: u64) -> u64 {
 /// Chooses the tier and launch geometry for `desc` in direction `dir`.
 ///
 /// `vec` selects the vector variant; `rows_aligned` says every row starts aligned to the
-/// access width [`access_bytes`] (x aligned and D a multiple of the pack width), which saves
+/// access width `access_bytes` (x aligned and D a multiple of the pack width), which saves
 /// the head pack. Grid sizes come
 /// from [`crate::occupancy`] (the build's `ptxas` figures for the SASS `props` runs).
 pub fn geometry(
