@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{cfg1, parse, ptx_module, simple_entry};
+use common::{cfg, cfg1, parse, ptx_module, simple_entry};
 use ptxsim::{Arg, Device, LaunchConfig, Module, Options, SimError};
 
 fn copy_kernel() -> String {
@@ -263,6 +263,58 @@ fn many_blocks_and_max_block_size() {
     dev.launch(&m, "sum_g", cfg1(1, 1024), &[Arg::Ptr(q)])
         .unwrap();
     assert_eq!(dev.read_slice::<u64>(q, 1).unwrap()[0], 1024 * 1023 / 2);
+}
+
+#[test]
+fn a_box_of_the_grid_runs_alone() {
+    // Each block writes 100 * gridDim.x + gridDim.y + 1 to out[ctaid.y * gridDim.x + ctaid.x]
+    // and its thread count to out[12 + linear]; on a 4 x 3 grid, only the box x in 1..3,
+    // y in 2..3 runs.
+    let ptx = ptx_module(&simple_entry(
+        "mark",
+        1,
+        "mov.u32 %r1, %ctaid.y;\nmov.u32 %r2, %nctaid.x;\nmad.lo.s32 %r3, %r1, %r2, %bid;\nmul.wide.u32 %rd1, %r3, 4;\nadd.s64 %rd2, %a0, %rd1;\nmov.u32 %r4, %nctaid.y;\nmad.lo.s32 %r5, %r2, 100, %r4;\nadd.s32 %r5, %r5, 1;\nsetp.eq.u32 %p1, %t, 0;\n@%p1 st.global.u32 [%rd2], %r5;\nred.global.add.u32 [%rd2+48], 1;",
+    ));
+    let m = parse(&ptx, "mark");
+    for threads in [1, 2, 3] {
+        let mut dev = Device::with_options(Options {
+            threads,
+            ..Options::default()
+        });
+        let p = dev.alloc_zeroed(24 * 4).unwrap();
+        let c = cfg([4, 3, 1], [32, 1, 1]);
+        let s = dev
+            .launch_blocks(&m, "mark", c, &[Arg::Ptr(p)], [1..3, 2..3, 0..1])
+            .unwrap();
+        assert_eq!((s.blocks, s.threads), (2, 64));
+        assert!(s.reports.is_empty(), "{:?}", s.reports);
+        let out = dev.read_slice::<u32>(p, 24).unwrap();
+        let mut want = vec![0u32; 24];
+        for linear in [2 * 4 + 1, 2 * 4 + 2] {
+            want[linear] = 100 * 4 + 3 + 1;
+            want[12 + linear] = 32;
+        }
+        assert_eq!(out, want, "{threads} workers");
+        // The whole grid is the full launch; an empty box runs nothing.
+        let e = dev
+            .launch_blocks(&m, "mark", c, &[Arg::Ptr(p)], [0..4, 1..1, 0..1])
+            .unwrap();
+        assert_eq!(e.blocks, 0);
+        assert_eq!(dev.read_slice::<u32>(p, 24).unwrap(), want);
+        // A box reaching past the grid is an argument error, not a fault or a panic.
+        for bad in [[0..5, 0..1, 0..1], [0..1, 3..4, 0..1], [0..1, 0..1, 0..2]] {
+            match dev.launch_blocks(&m, "mark", c, &[Arg::Ptr(p)], bad.clone()) {
+                Err(SimError::InvalidArgument(msg)) => assert!(msg.contains("box"), "{msg}"),
+                other => panic!("box {bad:?}: expected InvalidArgument, got {other:?}"),
+            }
+        }
+        #[allow(clippy::reversed_empty_ranges)]
+        let reversed = [2..1, 0..1, 0..1];
+        assert!(matches!(
+            dev.launch_blocks(&m, "mark", c, &[Arg::Ptr(p)], reversed),
+            Err(SimError::InvalidArgument(_))
+        ));
+    }
 }
 
 #[test]

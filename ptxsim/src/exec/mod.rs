@@ -24,6 +24,8 @@ pub(crate) struct LaunchCtx<'a> {
     pub params: &'a [u8],
     pub syms: &'a [u64],
     pub grid: [u32; 3],
+    /// The blocks to run: a box of the grid, as (first, count) per dimension.
+    pub only: [(u32, u32); 3],
     pub block: [u32; 3],
     pub dyn_shared: u32,
     pub max_steps: u64,
@@ -36,14 +38,15 @@ pub(crate) struct Counts {
     pub warp_instructions: u64,
 }
 
-/// Runs every block of the launch on `threads` workers. On faults, the error of the block
-/// with the lowest linear index is returned (independent of scheduling).
+/// Runs the blocks of `cx.only` on `threads` workers. On faults, the error of the block with
+/// the lowest linear index is returned (independent of scheduling).
 pub(crate) fn run(
     cx: &LaunchCtx<'_>,
     threads: usize,
     events: &events::EventsFactory<'_>,
 ) -> Result<Counts, SimError> {
-    let nblocks = cx.grid[0] as u64 * cx.grid[1] as u64 * cx.grid[2] as u64;
+    let [(x0, nx), (y0, ny), (z0, nz)] = cx.only.map(|(a, n)| (a as u64, n as u64));
+    let nblocks = nx * ny * nz;
     let workers = threads.max(1).min(nblocks.max(1) as usize);
     let next = AtomicU64::new(0);
     let first_err = AtomicU64::new(u64::MAX);
@@ -65,12 +68,16 @@ pub(crate) fn run(
                 continue;
             }
             let idx = [
-                (b % cx.grid[0] as u64) as u32,
-                ((b / cx.grid[0] as u64) % cx.grid[1] as u64) as u32,
-                (b / (cx.grid[0] as u64 * cx.grid[1] as u64)) as u32,
+                (x0 + b % nx) as u32,
+                (y0 + b / nx % ny) as u32,
+                (z0 + b / (nx * ny)) as u32,
             ];
             if let Some(e) = ev.as_deref_mut() {
-                e.start(b, idx);
+                let [gx, gy] = [cx.grid[0] as u64, cx.grid[1] as u64];
+                e.start(
+                    idx[0] as u64 + gx * (idx[1] as u64 + gy * idx[2] as u64),
+                    idx,
+                );
             }
             let r = Block::new(
                 cx,
