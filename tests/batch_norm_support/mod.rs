@@ -272,6 +272,153 @@ pub fn dx_scale<T: Element, P: Element>(
     out
 }
 
+/// What a backend's training or eval forward left in its outputs, downloaded.
+pub struct FwdGot<T, P> {
+    pub y: Vec<T>,
+    pub save_mean: Vec<f32>,
+    pub save_invstd: Vec<f32>,
+    pub running_mean: Vec<P>,
+    pub running_var: Vec<P>,
+}
+
+/// Compares a forward's outputs with the CPU reference's `want` (run on the same x) and its
+/// running statistics `rm`, `rv` after the step (tolerances above; saved statistics only in
+/// training).
+#[allow(clippy::too_many_arguments)]
+pub fn check_forward<T: Element, P: Element>(
+    ctx: &str,
+    desc: &BatchNormDesc,
+    training: bool,
+    x: &[T],
+    want: &cpu::ForwardOut<T>,
+    rm: &[P],
+    rv: &[P],
+    got: &FwdGot<T, P>,
+) -> Result<(), String> {
+    let ctx = |w: &str| format!("{ctx} {w}");
+    let (ut, up, uf) = (u(desc.dtype), u(desc.param_dtype), u(DType::F32));
+    let wy = f64s(&want.y);
+    check(
+        &ctx("y"),
+        &f64s(&got.y),
+        &wy,
+        act_tol(desc.dtype),
+        ut.max(uf),
+        &[max_abs(&wy)],
+    )?;
+    let ma = mean_abs(desc, x);
+    let wm = f64s(&want.save_mean);
+    let wi = f64s(&want.save_invstd);
+    if training {
+        check(
+            &ctx("save_mean"),
+            &f64s(&got.save_mean),
+            &wm,
+            TOL_STATS,
+            uf,
+            &ma,
+        )?;
+        check(
+            &ctx("save_invstd"),
+            &f64s(&got.save_invstd),
+            &wi,
+            TOL_STATS,
+            uf,
+            &wi.iter().map(|v| v.abs()).collect::<Vec<_>>(),
+        )?;
+    }
+    let wrm = f64s(rm);
+    let wrv = f64s(rv);
+    let scale_m: Vec<f64> = wrm.iter().zip(&ma).map(|(r, m)| r.abs() + m).collect();
+    let scale_v: Vec<f64> = wrv.iter().map(|r| r.abs()).collect();
+    let tol_p = Tol {
+        atol: 0.0,
+        k: 32.0 + 2.0 * up / uf,
+    };
+    check(
+        &ctx("running_mean"),
+        &f64s(&got.running_mean),
+        &wrm,
+        tol_p,
+        uf,
+        &scale_m,
+    )?;
+    check(
+        &ctx("running_var"),
+        &f64s(&got.running_var),
+        &wrv,
+        tol_p,
+        uf,
+        &scale_v,
+    )
+}
+
+/// What a backend's backward wrote, downloaded.
+pub struct BwdGot<T, P> {
+    pub dx: Vec<T>,
+    pub dgamma: Vec<P>,
+    pub dbeta: Vec<P>,
+}
+
+/// Compares a backward's outputs with the CPU reference's `want`, both run from the saved
+/// statistics `sm`, `si` (tolerances above).
+#[allow(clippy::too_many_arguments)]
+pub fn check_backward<T: Element, P: Element>(
+    ctx: &str,
+    desc: &BatchNormDesc,
+    frozen: bool,
+    x: &[T],
+    dy: &[T],
+    gamma: Option<&[P]>,
+    sm: &[f32],
+    si: &[f32],
+    want: &cpu::BackwardOut<T, P>,
+    got: &BwdGot<T, P>,
+) -> Result<(), String> {
+    let ctx = |w: &str| format!("{ctx} {w}");
+    let g = desc.geometry().map_err(|e| e.to_string())?;
+    let c = g.c as usize;
+    let (ut, up, uf) = (u(desc.dtype), u(desc.param_dtype), u(DType::F32));
+    let wdx = f64s(&want.dx);
+    let sx = dx_scale(desc, frozen, x, dy, gamma, sm, si);
+    check(
+        &ctx("dx"),
+        &f64s(&got.dx),
+        &wdx,
+        act_tol(desc.dtype),
+        ut.max(uf),
+        &[max_abs(&sx)],
+    )?;
+    // Condition of the sums: sum |dy| and sum |dy * (x - mean)| * invstd per channel.
+    let mut abs_db = vec![0.0f64; c];
+    let mut abs_dg = vec![0.0f64; c];
+    for n in 0..g.n {
+        for ch in 0..g.c {
+            for s in 0..g.s {
+                let i = cpu::index(&g, desc.layout, n, ch, s);
+                let d = dy[i].to_f64();
+                abs_db[ch as usize] += d.abs();
+                abs_dg[ch as usize] +=
+                    (d * (x[i].to_f64() - sm[ch as usize] as f64)).abs() * si[ch as usize] as f64;
+            }
+        }
+    }
+    let wdg = f64s(&want.dgamma);
+    let wdb = f64s(&want.dbeta);
+    let sg: Vec<f64> = abs_dg
+        .iter()
+        .zip(&wdg)
+        .map(|(a, r)| a + r.abs() * up / uf)
+        .collect();
+    let sb: Vec<f64> = abs_db
+        .iter()
+        .zip(&wdb)
+        .map(|(a, r)| a + r.abs() * up / uf)
+        .collect();
+    check(&ctx("dgamma"), &f64s(&got.dgamma), &wdg, TOL_STATS, uf, &sg)?;
+    check(&ctx("dbeta"), &f64s(&got.dbeta), &wdb, TOL_STATS, uf, &sb)
+}
+
 /// One case on a backend: uploads, plans with `props`, runs, compares every output with the
 /// CPU reference over `case.steps` training steps, one eval step and both backward modes.
 pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
@@ -305,9 +452,6 @@ pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
     let d_dg = sim.alloc::<P>(c, 0);
     let d_db = sim.alloc::<P>(c, 0);
     let affine = case.affine;
-    let ut = u(case.dtype);
-    let up = u(case.param_dtype);
-    let uf = u(DType::F32);
     for step in 0..=case.steps {
         let training = step < case.steps;
         let x: Vec<T> = make_input(&desc, &mut rng);
@@ -352,44 +496,15 @@ pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
         .map_err(|e| e.to_string())?;
         let ctx = |w: &str| format!("{case:?} step {step} {w}");
         if numel > 0 {
-            let y: Vec<T> = sim.download(d_y, numel);
-            let wy = f64s(&want.y);
-            check(
-                &ctx("y"),
-                &f64s(&y),
-                &wy,
-                act_tol(case.dtype),
-                ut.max(uf),
-                &[max_abs(&wy)],
-            )?;
-            let sm: Vec<f32> = sim.download(d_sm, c);
-            let si: Vec<f32> = sim.download(d_si, c);
-            let ma = mean_abs(&desc, &x);
-            let wm = f64s(&want.save_mean);
-            let wi = f64s(&want.save_invstd);
-            if training {
-                check(&ctx("save_mean"), &f64s(&sm), &wm, TOL_STATS, uf, &ma)?;
-                check(
-                    &ctx("save_invstd"),
-                    &f64s(&si),
-                    &wi,
-                    TOL_STATS,
-                    uf,
-                    &wi.iter().map(|v| v.abs()).collect::<Vec<_>>(),
-                )?;
-            }
-            let grm: Vec<P> = sim.download(d_rm, c);
-            let grv: Vec<P> = sim.download(d_rv, c);
-            let wrm = f64s(&rm);
-            let wrv = f64s(&rv);
-            let scale_m: Vec<f64> = wrm.iter().zip(&ma).map(|(r, m)| r.abs() + m).collect();
-            let scale_v: Vec<f64> = wrv.iter().map(|r| r.abs()).collect();
-            let tol_p = Tol {
-                atol: 0.0,
-                k: 32.0 + 2.0 * up / uf,
+            let got = FwdGot {
+                y: sim.download(d_y, numel),
+                save_mean: sim.download(d_sm, c),
+                save_invstd: sim.download(d_si, c),
+                running_mean: sim.download(d_rm, c),
+                running_var: sim.download(d_rv, c),
             };
-            check(&ctx("running_mean"), &f64s(&grm), &wrm, tol_p, uf, &scale_m)?;
-            check(&ctx("running_var"), &f64s(&grv), &wrv, tol_p, uf, &scale_v)?;
+            let (sm, si) = (got.save_mean.clone(), got.save_invstd.clone());
+            check_forward(&ctx(""), &desc, training, &x, &want, &rm, &rv, &got)?;
             // Backward from the GPU's saved statistics (the reference uses the same ones).
             let bptrs = BwdPtrs {
                 x: d_x,
@@ -418,55 +533,13 @@ pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
                 &si,
             )
             .map_err(|e| e.to_string())?;
-            let dx: Vec<T> = sim.download(d_dx, numel);
-            let wdx = f64s(&wb.dx);
-            let sx = dx_scale(
-                &desc,
-                frozen,
-                &x,
-                &dy,
-                affine.then_some(&gamma[..]),
-                &sm,
-                &si,
-            );
-            check(
-                &ctx("dx"),
-                &f64s(&dx),
-                &wdx,
-                act_tol(case.dtype),
-                ut.max(uf),
-                &[max_abs(&sx)],
-            )?;
-            // Condition of the sums: sum |dy| and sum |dy * (x - mean)| * invstd per channel.
-            let mut abs_db = vec![0.0f64; c];
-            let mut abs_dg = vec![0.0f64; c];
-            for n in 0..g.n {
-                for ch in 0..g.c {
-                    for s in 0..g.s {
-                        let i = cpu::index(&g, desc.layout, n, ch, s);
-                        let d = dy[i].to_f64();
-                        abs_db[ch as usize] += d.abs();
-                        abs_dg[ch as usize] += (d * (x[i].to_f64() - sm[ch as usize] as f64)).abs()
-                            * si[ch as usize] as f64;
-                    }
-                }
-            }
-            let wdg = f64s(&wb.dgamma);
-            let wdb = f64s(&wb.dbeta);
-            let sg: Vec<f64> = abs_dg
-                .iter()
-                .zip(&wdg)
-                .map(|(a, r)| a + r.abs() * up / uf)
-                .collect();
-            let sb: Vec<f64> = abs_db
-                .iter()
-                .zip(&wdb)
-                .map(|(a, r)| a + r.abs() * up / uf)
-                .collect();
-            let gdg: Vec<P> = sim.download(d_dg, c);
-            let gdb: Vec<P> = sim.download(d_db, c);
-            check(&ctx("dgamma"), &f64s(&gdg), &wdg, TOL_STATS, uf, &sg)?;
-            check(&ctx("dbeta"), &f64s(&gdb), &wdb, TOL_STATS, uf, &sb)?;
+            let got = BwdGot {
+                dx: sim.download(d_dx, numel),
+                dgamma: sim.download(d_dg, c),
+                dbeta: sim.download(d_db, c),
+            };
+            let gamma = affine.then_some(&gamma[..]);
+            check_backward(&ctx(""), &desc, frozen, &x, &dy, gamma, &sm, &si, &wb, &got)?;
         }
         let gn = [sim.download_i64(d_nbt)];
         if gn[0] != nbt {

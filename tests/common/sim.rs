@@ -3,10 +3,11 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use ptxsim::{Arg, Device, LaunchConfig, LaunchStats, Module, SimError};
-use warpnorm::{kernels, Element, Plan};
+use warpnorm::{kernels, Element, Launch, Plan};
 
 /// The PTX architectures every simulator test runs on.
 pub const SIM_ARCHS: [u32; 3] = [75, 80, 90];
@@ -39,8 +40,9 @@ fn module(family: &'static str, arch: u32) -> Arc<Module> {
     if let Some(m) = cache.lock().unwrap().get(&(family, arch)) {
         return m.clone();
     }
-    let text = kernels::ptx(family, arch)
-        .unwrap_or_else(|| panic!("no PTX for {family} compute_{arch} in the build"));
+    let text = kernels::ptx(family, arch).unwrap_or_else(|| {
+        panic!("no PTX for {family} compute_{arch} in the build (feature sim-ptx off?)")
+    });
     let m = Arc::new(
         Module::parse(text)
             .unwrap_or_else(|e| panic!("ptxsim cannot parse {family}.compute_{arch}.ptx: {e}")),
@@ -114,42 +116,57 @@ impl Sim {
     /// launch reports fails the calling test here, naming the kernel and the first reports, so
     /// every kernel test is also a sanitizer test.
     pub fn run(&mut self, plan: &Plan) -> Result<Vec<LaunchStats>, SimError> {
+        plan.launches
+            .iter()
+            .map(|l| {
+                let [gx, gy, gz] = l.grid;
+                self.run_blocks(l, [0..gx, 0..gy, 0..gz])
+            })
+            .collect()
+    }
+
+    /// Runs only the blocks of `only` (a box of the launch's grid; see
+    /// `ptxsim::Device::launch_blocks`), with the checks of [`Sim::run`].
+    pub fn run_blocks(
+        &mut self,
+        l: &Launch,
+        only: [Range<u32>; 3],
+    ) -> Result<LaunchStats, SimError> {
         let opts = self.dev.options();
         assert!(
             opts.racecheck && opts.initcheck,
             "simulator tests must run with racecheck and initcheck on"
         );
-        plan.launches
-            .iter()
-            .map(|l| {
-                let family = kernels::family_of(&l.kernel)
-                    .unwrap_or_else(|| panic!("kernel {} is not in the build", l.kernel));
-                let m = module(family.name, self.arch);
-                let cfg = LaunchConfig {
-                    grid: l.grid,
-                    block: l.block,
-                    shared_mem_bytes: l.shared_mem_bytes,
-                };
-                let stats =
-                    self.dev
-                        .launch(&m, &l.kernel, cfg, &[Arg::Bytes(l.args.bytes().to_vec())])?;
-                assert!(
-                    stats.reports.is_empty(),
-                    "sanitizer findings in {} on compute_{} ({} shown, {} more):\n{}",
-                    l.kernel,
-                    self.arch,
-                    stats.reports.len(),
-                    stats.reports_omitted,
-                    stats
-                        .reports
-                        .iter()
-                        .take(5)
-                        .map(|r| r.to_string())
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                );
-                Ok(stats)
-            })
-            .collect()
+        let family = kernels::family_of(&l.kernel)
+            .unwrap_or_else(|| panic!("kernel {} is not in the build", l.kernel));
+        let m = module(family.name, self.arch);
+        let cfg = LaunchConfig {
+            grid: l.grid,
+            block: l.block,
+            shared_mem_bytes: l.shared_mem_bytes,
+        };
+        let stats = self.dev.launch_blocks(
+            &m,
+            &l.kernel,
+            cfg,
+            &[Arg::Bytes(l.args.bytes().to_vec())],
+            only,
+        )?;
+        assert!(
+            stats.reports.is_empty(),
+            "sanitizer findings in {} on compute_{} ({} shown, {} more):\n{}",
+            l.kernel,
+            self.arch,
+            stats.reports.len(),
+            stats.reports_omitted,
+            stats
+                .reports
+                .iter()
+                .take(5)
+                .map(|r| r.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        Ok(stats)
     }
 }

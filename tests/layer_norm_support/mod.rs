@@ -3,7 +3,7 @@
 //! output with `warpnorm::cpu::layer_norm`.
 #![allow(dead_code)]
 
-use warpnorm::cpu::layer_norm::{layer_norm_bwd, layer_norm_fwd};
+use warpnorm::cpu::layer_norm::{layer_norm_bwd, layer_norm_fwd, FwdOut};
 use warpnorm::layer_norm::{
     plan_bwd, plan_fwd, workspace_bytes, Affine, BwdPtrs, Direction, FwdPtrs, LayerNormDesc,
 };
@@ -215,22 +215,51 @@ pub fn check_outputs<T: Element, P: Element>(
     got: &Outputs,
     plans: &str,
 ) -> Result<(), String> {
+    check_forward(case, data, got, plans)?;
+    check_backward(case, data, got, plans)
+}
+
+/// The reference forward, x widened to f64, and per row max |x| and X = rstd * max |x|.
+type Reference<T> = (FwdOut<T>, Vec<f64>, Vec<f64>, Vec<f64>);
+
+/// The reference forward of `case` on `data` (see [`Reference`]).
+fn reference_forward<T: Element, P: Element>(
+    case: &Case,
+    data: &Data<T, P>,
+) -> Result<Reference<T>, String> {
     let desc = case.desc();
     let (m, d) = (case.rows, case.cols);
-    let (x, dy) = (&data.x, &data.dy);
-    let (gamma, beta) = (data.gamma.as_deref(), data.beta.as_deref());
-    let r = layer_norm_fwd::<T, P>(x, m, d, gamma, beta, desc.eps).map_err(|e| e.to_string())?;
-    let ctx = |what: &str| format!("{what} [{case:?}]\n{plans}");
-    let (u_t, u_p) = (case.dtype.unit_roundoff(), case.param_dtype.unit_roundoff());
-    let (tiny_t, tiny_p) = (tiny(case.dtype), tiny(case.param_dtype));
-    let xf = to_f64(x);
-    let gf = gamma.map(to_f64);
-    let bf = beta.map(to_f64);
-    let gam = |c: usize| gf.as_ref().map_or(1.0, |g| g[c]);
-    let bet = |c: usize| bf.as_ref().map_or(0.0, |b| b[c]);
-    // Per row: max |x| and X = rstd * max |x|.
+    let r = layer_norm_fwd::<T, P>(
+        &data.x,
+        m,
+        d,
+        data.gamma.as_deref(),
+        data.beta.as_deref(),
+        desc.eps,
+    )
+    .map_err(|e| e.to_string())?;
+    let xf = to_f64(&data.x);
     let xrow: Vec<f64> = (0..m).map(|i| max_abs(&xf[i * d..(i + 1) * d])).collect();
     let big_x: Vec<f64> = (0..m).map(|i| r.rstd[i] as f64 * xrow[i]).collect();
+    Ok((r, xf, xrow, big_x))
+}
+
+/// The forward half of [`check_outputs`]: `got.y`, `got.mean`, `got.rstd`.
+pub fn check_forward<T: Element, P: Element>(
+    case: &Case,
+    data: &Data<T, P>,
+    got: &Outputs,
+    plans: &str,
+) -> Result<(), String> {
+    let (r, xf, xrow, _) = reference_forward(case, data)?;
+    let d = case.cols;
+    let ctx = |what: &str| format!("{what} [{case:?}]\n{plans}");
+    let u_t = case.dtype.unit_roundoff();
+    let tiny_t = tiny(case.dtype);
+    let gf = data.gamma.as_deref().map(to_f64);
+    let bf = data.beta.as_deref().map(to_f64);
+    let gam = |c: usize| gf.as_ref().map_or(1.0, |g| g[c]);
+    let bet = |c: usize| bf.as_ref().map_or(0.0, |b| b[c]);
     let ry = to_f64(&r.y);
     // y = (x - mean) * rstd * g + b: scale = rstd |g| (|x - mean| + max|x|) + |b|.
     let y_scale = |i: usize| {
@@ -245,8 +274,26 @@ pub fn check_outputs<T: Element, P: Element>(
         K_F32 * U32 * xrow[i]
     })?;
     let rr = to_f64(&r.rstd);
-    compare(&ctx("rstd"), &got.rstd, &rr, |i| K_F32 * U32 * rr[i].abs())?;
+    compare(&ctx("rstd"), &got.rstd, &rr, |i| K_F32 * U32 * rr[i].abs())
+}
 
+/// The backward half of [`check_outputs`]: `got.dx`, `got.dgamma`, `got.dbeta`, from a
+/// backward run on the reference forward's saved statistics.
+pub fn check_backward<T: Element, P: Element>(
+    case: &Case,
+    data: &Data<T, P>,
+    got: &Outputs,
+    plans: &str,
+) -> Result<(), String> {
+    let (r, xf, _, big_x) = reference_forward(case, data)?;
+    let (m, d) = (case.rows, case.cols);
+    let (x, dy) = (&data.x, &data.dy);
+    let (gamma, beta) = (data.gamma.as_deref(), data.beta.as_deref());
+    let ctx = |what: &str| format!("{what} [{case:?}]\n{plans}");
+    let (u_t, u_p) = (case.dtype.unit_roundoff(), case.param_dtype.unit_roundoff());
+    let (tiny_t, tiny_p) = (tiny(case.dtype), tiny(case.param_dtype));
+    let gf = gamma.map(to_f64);
+    let gam = |c: usize| gf.as_ref().map_or(1.0, |g| g[c]);
     let rb = layer_norm_bwd::<T, P>(x, dy, &r.mean, &r.rstd, gamma, beta.is_some(), m, d)
         .map_err(|e| e.to_string())?;
     let dyf = to_f64(dy);
