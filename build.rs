@@ -1,7 +1,8 @@
 //! Build script: compiles every `cuda/*.cu` with nvcc into one fatbin per file (SASS for the
-//! selected architectures plus PTX of the newest), writes PTX for compute_75/80/90 for the
-//! simulator, checks `ptxas -v` for register spills, and generates `$OUT_DIR/kernels.rs`
-//! (the kernel table that `src/kernels.rs` includes).
+//! selected architectures plus PTX of the newest), checks `ptxas -v` for register spills, and
+//! generates `$OUT_DIR/kernels.rs` (the kernel table that `src/kernels.rs` includes). With the
+//! `sim-ptx` feature (on for the crate's own tests, examples and benches) it also writes PTX
+//! for compute_75/80/90, which the table embeds for the simulator.
 //!
 //! Without nvcc (or under docs.rs) the crate still builds: the table is empty, one
 //! `cargo:warning` says why, and every GPU call returns `Error::KernelsNotBuilt`.
@@ -16,8 +17,13 @@ use std::process::Command;
 
 /// Architectures that get SASS by default (intersected with `nvcc --list-gpu-code`).
 const DEFAULT_SASS_ARCHS: &[u32] = &[75, 80, 86, 89, 90, 100, 120];
-/// Virtual architectures whose PTX is written to OUT_DIR for ptxsim.
+/// Virtual architectures whose PTX is written to OUT_DIR for ptxsim (feature `sim-ptx`).
 const SIM_PTX_ARCHS: &[u32] = &[75, 80, 90];
+
+/// True when the `sim-ptx` feature asks for the simulator's PTX.
+fn sim_ptx() -> bool {
+    env::var_os("CARGO_FEATURE_SIM_PTX").is_some()
+}
 /// Environment variables this script reads (all get `rerun-if-env-changed`).
 const ENV_VARS: &[&str] = &[
     "NVCC",
@@ -317,18 +323,34 @@ fn build_family(
         ));
     }
 
+    // Entry points: those ptxas compiled (every entry, for every SASS arch).
+    let entries: Vec<String> = resources
+        .iter()
+        .map(|r| r.kernel.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let mut ptx = Vec::new();
-    for &a in SIM_PTX_ARCHS {
-        let path = out_dir.join(format!("{name}.compute_{a}.ptx"));
-        let mut cmd = nvcc_command(nvcc);
-        cmd.arg("-ptx").arg(format!("-arch=compute_{a}"));
-        common_flags(&mut cmd, cuda_dir);
-        cmd.arg(source).arg("-o").arg(&path);
-        run(cmd, &format!("nvcc -ptx {name}.cu for compute_{a}"))?;
-        ptx.push((a, path));
+    if sim_ptx() {
+        for &a in SIM_PTX_ARCHS {
+            let path = out_dir.join(format!("{name}.compute_{a}.ptx"));
+            let mut cmd = nvcc_command(nvcc);
+            cmd.arg("-ptx").arg(format!("-arch=compute_{a}"));
+            common_flags(&mut cmd, cuda_dir);
+            cmd.arg(source).arg("-o").arg(&path);
+            run(cmd, &format!("nvcc -ptx {name}.cu for compute_{a}"))?;
+            let text = fs::read_to_string(&path).map_err(|e| e.to_string())?;
+            let in_ptx: BTreeSet<String> = entries_of(&text).into_iter().collect();
+            if in_ptx.iter().ne(entries.iter()) {
+                return Err(format!(
+                    "{name}.cu: the compute_{a} PTX exports {} entry points, ptxas compiled {}",
+                    in_ptx.len(),
+                    entries.len()
+                ));
+            }
+            ptx.push((a, path));
+        }
     }
-    let text = fs::read_to_string(&ptx[ptx.len() - 1].1).map_err(|e| e.to_string())?;
-    let entries = entries_of(&text);
     Ok(FamilyOut {
         name,
         fatbin,
@@ -341,7 +363,7 @@ fn build_family(
 fn build_kernels(nvcc: &Path, cuda_dir: &Path, out_dir: &Path) -> Result<(), String> {
     let supported = supported_archs(nvcc)?;
     let archs = selected_archs(&supported)?;
-    for a in SIM_PTX_ARCHS {
+    for a in SIM_PTX_ARCHS.iter().filter(|_| sim_ptx()) {
         if !supported.contains(a) {
             return Err(format!(
                 "this nvcc cannot emit PTX for compute_{a}, which ptxsim tests need"
