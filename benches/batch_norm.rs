@@ -3,6 +3,8 @@
 //! repeat), printed as GB/s of the minimum DRAM traffic (train forward 3s, backward 5s, eval 2s
 //! bytes per element, s = element size) and as % of the device-to-device copy bandwidth
 //! measured in the same run (`warpnorm::copy`). Without a GPU it says why and exits 0.
+//! Each result is also printed as one `RESULT {json}` line (read by `scripts/gpu-report.py`;
+//! `scripts/torch_compare.py` times PyTorch on the same shapes).
 //!
 //! Run: `cargo bench --bench batch_norm`.
 
@@ -62,6 +64,13 @@ fn max_err(got: &[f64], want: &[f64]) -> f64 {
         .zip(want)
         .map(|(g, w)| (g - w).abs())
         .fold(0.0, f64::max)
+}
+
+/// One machine-readable line per result, for scripts/gpu-report.py: `RESULT ` + one JSON object
+/// (the printed fields plus "bench"; times in us, bytes = the minimum traffic counted for GB/s).
+fn result(mut v: serde_json::Value) {
+    v["bench"] = "batch_norm".into();
+    println!("RESULT {v}");
 }
 
 fn bench<T: Element + Default>(
@@ -208,6 +217,21 @@ fn bench<T: Element + Default>(
             100.0 * r / copy_gbs,
             if ok { "ok" } else { "FAILED" },
         );
+        result(serde_json::json!({
+            "op": what.replace(' ', "_"),
+            "shape": dims,
+            "layout": lname,
+            "dtype": T::DTYPE.name(),
+            "param_dtype": "f32",
+            "us": ms * 1e3,
+            "bytes": k * sz * n as f64,
+            "gbs": r,
+            "pct_copy": 100.0 * r / copy_gbs,
+            "copy_gbs": copy_gbs,
+            "check": if ok { "ok" } else { "FAILED" },
+            "rel_err_y": ey,
+            "rel_err_dx": edx,
+        }));
     }
     if !ok {
         return Err(Error::InvalidArgument {
@@ -251,6 +275,14 @@ fn run(stream: Arc<CudaStream>) -> Result<()> {
     let ms = timer.time(|| warpnorm::copy::copy(&stream, &src, &mut dst))?;
     let copy_gbs = 2.0 * 4.0 * n as f64 / (ms * 1e-3) / 1e9;
     println!("copy roofline: {copy_gbs:.1} GB/s ({ms:.3} ms for 2 x 256 MiB)");
+    result(serde_json::json!({
+        "op": "copy",
+        "shape": [n],
+        "dtype": "f32",
+        "us": ms * 1e3,
+        "bytes": 2.0 * 4.0 * n as f64,
+        "gbs": copy_gbs,
+    }));
     bench::<f32>(&mut timer, &[65536 * 16, 8], Layout::Contiguous, copy_gbs)?;
     bench::<bf16>(&mut timer, &[65536 * 16, 8], Layout::Contiguous, copy_gbs)?;
     bench::<f32>(&mut timer, &[32, 256, 56, 56], Layout::Contiguous, copy_gbs)?;

@@ -5,6 +5,8 @@
 //! between repeats, and prints GB/s of the minimum traffic (forward: read x + write y;
 //! backward: read x, dy + write dx) and the percentage of the device-to-device copy
 //! bandwidth measured in the same run (warpnorm::copy). Without a GPU it says why and exits 0.
+//! Each result is also printed as one `RESULT {json}` line (read by `scripts/gpu-report.py`;
+//! `scripts/torch_compare.py` times PyTorch on the same shapes).
 
 use std::sync::Arc;
 
@@ -210,6 +212,13 @@ fn check<T: Element, P: Element>(s: &Arc<CudaStream>, rows: usize, cols: usize) 
     Ok(())
 }
 
+/// One machine-readable line per result, for scripts/gpu-report.py: `RESULT ` + one JSON object
+/// (the printed fields plus "bench"; times in us, bytes = the minimum traffic counted for GB/s).
+fn result(mut v: serde_json::Value) {
+    v["bench"] = "layer_norm".into();
+    println!("RESULT {v}");
+}
+
 fn bench<T: Element, P: Element>(
     s: &Arc<CudaStream>,
     timer: &mut Timer,
@@ -227,6 +236,19 @@ fn bench<T: Element, P: Element>(
         "{:>5} x {:>5} {:>4}/{:<4}  fwd {:8.1} us {:7.1} GB/s {:5.1}%   bwd {:8.1} us {:7.1} GB/s {:5.1}%",
         rows, cols, T::DTYPE, P::DTYPE, t_f * 1e3, gf, 100.0 * gf / copy_gbs, t_b * 1e3, gb, 100.0 * gb / copy_gbs
     );
+    for (op, ms, bytes, gbs) in [("fwd", t_f, 2.0 * elem, gf), ("bwd", t_b, 3.0 * elem, gb)] {
+        result(serde_json::json!({
+            "op": op,
+            "shape": [rows, cols],
+            "dtype": T::DTYPE.name(),
+            "param_dtype": P::DTYPE.name(),
+            "us": ms * 1e3,
+            "bytes": bytes,
+            "gbs": gbs,
+            "pct_copy": 100.0 * gbs / copy_gbs,
+            "copy_gbs": copy_gbs,
+        }));
+    }
     Ok(())
 }
 
@@ -261,6 +283,14 @@ fn main() -> Res<()> {
         t * 1e3,
         (n * 4) >> 20
     );
+    result(serde_json::json!({
+        "op": "copy",
+        "shape": [n],
+        "dtype": "f32",
+        "us": t * 1e3,
+        "bytes": 2.0 * (n * 4) as f64,
+        "gbs": copy_gbs,
+    }));
     drop((src, dst));
     let rows = 32 * 512;
     for cols in [768usize, 1024, 2048, 4096, 8192] {
