@@ -23,13 +23,12 @@ mod layer_norm_support;
 use common::sim::{skip_without_kernels, Sim};
 use half::{bf16, f16};
 use layer_norm_support::{
-    check_backward, check_forward, make_data, run_case, to_f64, Case, Outputs, Views,
+    check_backward, check_forward, make_data, plan_bwd_sim, plan_fwd_sim, run_case, to_f64, Case,
+    Outputs, Views,
 };
 use warpnorm::abi::{WnLayerNormBwdArgs, WnLayerNormFwdArgs};
 use warpnorm::cpu::layer_norm::layer_norm_fwd;
-use warpnorm::layer_norm::{
-    plan_bwd, plan_fwd, workspace_bytes, Affine, BwdPtrs, Direction, FwdPtrs,
-};
+use warpnorm::layer_norm::Affine;
 use warpnorm::{DType, DeviceProps, Element, Launch, Plan};
 
 /// Rows owned by block `b` of a launch of `grid_x` blocks with `unit` rows per block and
@@ -161,26 +160,8 @@ fn run_huge<T: Element + Default, P: Element + Default>(
     };
 
     // Forward.
-    let py = sim.alloc::<T>(n, 0);
-    let pmean = sim.alloc::<f32>(m, 0);
-    let prstd = sim.alloc::<f32>(m, 0);
-    let wsf = workspace_bytes(&full, Direction::Forward, &props).map_err(|e| e.to_string())?;
-    let pwf = sim.alloc::<f32>(wsf.div_ceil(4).max(1), 0);
-    let fwd = plan_fwd(
-        &full,
-        &FwdPtrs {
-            x: px,
-            y: py,
-            gamma: pg,
-            beta: pb,
-            mean: pmean,
-            rstd: prstd,
-            workspace: pwf,
-            workspace_bytes: wsf as u64,
-        },
-        &props,
-    )
-    .map_err(|e| format!("plan_fwd: {e}"))?;
+    let f = plan_fwd_sim::<T>(&mut sim, &full, &props, px, 0, pg, pb)?;
+    let (fwd, py, pmean, prstd) = (f.plan, f.y, f.mean, f.rstd);
     let main = &fwd.launches[0];
     if !main.kernel.contains(h.tiers.0) {
         return Err(format!(
@@ -205,28 +186,8 @@ fn run_huge<T: Element + Default, P: Element + Default>(
 
     // Backward, from the reference's statistics of the block's rows.
     let pdy = sim.alloc::<T>(n, h.offset);
-    let pdx = sim.alloc::<T>(n, 0);
-    let pdg = params.gamma.as_ref().map(|_| sim.alloc::<P>(d, 0));
-    let pdb = params.beta.as_ref().map(|_| sim.alloc::<P>(d, 0));
-    let wsb = workspace_bytes(&full, Direction::Backward, &props).map_err(|e| e.to_string())?;
-    let pwb = sim.alloc::<f32>(wsb.div_ceil(4).max(1), 0);
-    let bwd = plan_bwd(
-        &full,
-        &BwdPtrs {
-            x: px,
-            dy: pdy,
-            dx: pdx,
-            gamma: pg,
-            mean: pmean,
-            rstd: prstd,
-            dgamma: pdg,
-            dbeta: pdb,
-            workspace: pwb,
-            workspace_bytes: wsb as u64,
-        },
-        &props,
-    )
-    .map_err(|e| format!("plan_bwd: {e}"))?;
+    let b = plan_bwd_sim::<T, P>(&mut sim, &full, &props, (px, pdy, pg), (pmean, prstd), 0, 0)?;
+    let (bwd, pdx) = (b.plan, b.dx);
     let main = &bwd.launches[0];
     if !main.kernel.contains(h.tiers.1) {
         return Err(format!(

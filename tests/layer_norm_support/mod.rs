@@ -340,6 +340,112 @@ pub fn check_backward<T: Element, P: Element>(
     Ok(())
 }
 
+/// A forward planned on simulator buffers.
+pub struct SimFwd {
+    /// The plan.
+    pub plan: Plan,
+    /// y (rows x cols of T).
+    pub y: u64,
+    /// Saved mean (rows f32).
+    pub mean: u64,
+    /// Saved rstd (rows f32).
+    pub rstd: u64,
+}
+
+/// Allocates y (`y_offset` elements past an aligned address), mean, rstd and the workspace
+/// of `desc`'s forward on `sim`, and plans it for `props` on x, gamma, beta.
+pub fn plan_fwd_sim<T: Element>(
+    sim: &mut Sim,
+    desc: &LayerNormDesc,
+    props: &DeviceProps,
+    x: u64,
+    y_offset: usize,
+    gamma: Option<u64>,
+    beta: Option<u64>,
+) -> Result<SimFwd, String> {
+    let m = desc.rows;
+    let y = sim.alloc::<T>(m * desc.cols, y_offset);
+    let mean = sim.alloc::<f32>(m, 0);
+    let rstd = sim.alloc::<f32>(m, 0);
+    let ws = workspace_bytes(desc, Direction::Forward, props).map_err(|e| e.to_string())?;
+    let workspace = sim.alloc::<f32>(ws.div_ceil(4), 0);
+    let ptrs = FwdPtrs {
+        x,
+        y,
+        gamma,
+        beta,
+        mean,
+        rstd,
+        workspace,
+        workspace_bytes: ws as u64,
+    };
+    let plan = plan_fwd(desc, &ptrs, props).map_err(|e| format!("plan_fwd: {e}"))?;
+    Ok(SimFwd {
+        plan,
+        y,
+        mean,
+        rstd,
+    })
+}
+
+/// A backward planned on simulator buffers.
+pub struct SimBwd {
+    /// The plan.
+    pub plan: Plan,
+    /// dx (rows x cols of T).
+    pub dx: u64,
+    /// dgamma (cols of P), with a weight.
+    pub dgamma: Option<u64>,
+    /// dbeta (cols of P), with a bias.
+    pub dbeta: Option<u64>,
+}
+
+/// Allocates dx (`dx_offset` elements off), dgamma / dbeta (as `desc.affine` has them,
+/// `param_offset` elements off) and the workspace of `desc`'s backward on `sim`, and plans
+/// it for `props` on x, dy, gamma and the saved statistics.
+#[allow(clippy::too_many_arguments)]
+pub fn plan_bwd_sim<T: Element, P: Element>(
+    sim: &mut Sim,
+    desc: &LayerNormDesc,
+    props: &DeviceProps,
+    (x, dy, gamma): (u64, u64, Option<u64>),
+    (mean, rstd): (u64, u64),
+    dx_offset: usize,
+    param_offset: usize,
+) -> Result<SimBwd, String> {
+    let d = desc.cols;
+    let dx = sim.alloc::<T>(desc.rows * d, dx_offset);
+    let dgamma = desc
+        .affine
+        .has_weight()
+        .then(|| sim.alloc::<P>(d, param_offset));
+    let dbeta = desc
+        .affine
+        .has_bias()
+        .then(|| sim.alloc::<P>(d, param_offset));
+    let ws = workspace_bytes(desc, Direction::Backward, props).map_err(|e| e.to_string())?;
+    let workspace = sim.alloc::<f32>(ws.div_ceil(4), 0);
+    let ptrs = BwdPtrs {
+        x,
+        dy,
+        dx,
+        gamma,
+        mean,
+        rstd,
+        dgamma,
+        dbeta,
+        workspace,
+        workspace_bytes: ws as u64,
+    };
+    let plan = plan_bwd(desc, &ptrs, props).map_err(|e| format!("plan_bwd: {e}"))?;
+    Ok(SimBwd {
+        plan,
+        dx,
+        dgamma,
+        dbeta,
+    })
+}
+
 /// Runs forward and backward of `case` on `sim` (buffers placed as `case.views` says) and
 /// checks them against the CPU reference.
 pub fn run_case<T: Element + Default, P: Element + Default>(
@@ -355,24 +461,10 @@ pub fn run_case<T: Element + Default, P: Element + Default>(
     let poff = if case.views == Views::Offset1 { 1 } else { 0 };
 
     let px = sim.upload(&data.x, oin);
-    let py = sim.alloc::<T>(n, oout);
     let pg = data.gamma.as_ref().map(|g| sim.upload(g, poff));
     let pb = data.beta.as_ref().map(|b| sim.upload(b, poff));
-    let pmean = sim.alloc::<f32>(m, 0);
-    let prstd = sim.alloc::<f32>(m, 0);
-    let wsf = workspace_bytes(&desc, Direction::Forward, props).map_err(|e| e.to_string())?;
-    let pwf = sim.alloc::<f32>(wsf.div_ceil(4), 0);
-    let fwd_ptrs = FwdPtrs {
-        x: px,
-        y: py,
-        gamma: pg,
-        beta: pb,
-        mean: pmean,
-        rstd: prstd,
-        workspace: pwf,
-        workspace_bytes: wsf as u64,
-    };
-    let fwd = plan_fwd(&desc, &fwd_ptrs, props).map_err(|e| format!("plan_fwd: {e}"))?;
+    let f = plan_fwd_sim::<T>(sim, &desc, props, px, oout, pg, pb)?;
+    let fwd = f.plan;
     sim.run(&fwd)
         .map_err(|e| format!("forward on ptxsim: {e}\n{fwd}"))?;
 
@@ -387,35 +479,31 @@ pub fn run_case<T: Element + Default, P: Element + Default>(
     )
     .map_err(|e| e.to_string())?;
     let pdy = sim.upload(&data.dy, oin);
-    let pdx = sim.alloc::<T>(n, oout);
     let pmean2 = sim.upload(&r.mean, 0);
     let prstd2 = sim.upload(&r.rstd, 0);
-    let pdg = data.gamma.as_ref().map(|_| sim.alloc::<P>(d, poff));
-    let pdb = data.beta.as_ref().map(|_| sim.alloc::<P>(d, poff));
-    let wsb = workspace_bytes(&desc, Direction::Backward, props).map_err(|e| e.to_string())?;
-    let pwb = sim.alloc::<f32>(wsb.div_ceil(4), 0);
-    let bwd_ptrs = BwdPtrs {
-        x: px,
-        dy: pdy,
-        dx: pdx,
-        gamma: pg,
-        mean: pmean2,
-        rstd: prstd2,
-        dgamma: pdg,
-        dbeta: pdb,
-        workspace: pwb,
-        workspace_bytes: wsb as u64,
-    };
-    let bwd = plan_bwd(&desc, &bwd_ptrs, props).map_err(|e| format!("plan_bwd: {e}"))?;
+    let b = plan_bwd_sim::<T, P>(
+        sim,
+        &desc,
+        props,
+        (px, pdy, pg),
+        (pmean2, prstd2),
+        oout,
+        poff,
+    )?;
+    let bwd = b.plan;
     sim.run(&bwd)
         .map_err(|e| format!("backward on ptxsim: {e}\n{bwd}"))?;
     let got = Outputs {
-        y: to_f64(&sim.download::<T>(py, n)),
-        mean: to_f64(&sim.download::<f32>(pmean, m)),
-        rstd: to_f64(&sim.download::<f32>(prstd, m)),
-        dx: to_f64(&sim.download::<T>(pdx, n)),
-        dgamma: pdg.map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
-        dbeta: pdb.map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
+        y: to_f64(&sim.download::<T>(f.y, n)),
+        mean: to_f64(&sim.download::<f32>(f.mean, m)),
+        rstd: to_f64(&sim.download::<f32>(f.rstd, m)),
+        dx: to_f64(&sim.download::<T>(b.dx, n)),
+        dgamma: b
+            .dgamma
+            .map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
+        dbeta: b
+            .dbeta
+            .map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
     };
     check_outputs(case, &data, &got, &format!("{fwd}{bwd}"))?;
     Ok(Ran { fwd, bwd })
@@ -474,60 +562,26 @@ pub fn sim_fwd_bwd<T: Element + Default, P: Element + Default>(
     let (m, d) = (desc.rows, desc.cols);
     let n = m * d;
     let px = sim.upload(x, 0);
-    let py = sim.alloc::<T>(n, 0);
     let pg = gamma.map(|g| sim.upload(g, 0));
     let pb = beta.map(|b| sim.upload(b, 0));
-    let pmean = sim.alloc::<f32>(m, 0);
-    let prstd = sim.alloc::<f32>(m, 0);
-    let wsf = workspace_bytes(desc, Direction::Forward, props).map_err(|e| e.to_string())?;
-    let pwf = sim.alloc::<f32>(wsf.div_ceil(4), 0);
-    let fwd = plan_fwd(
-        desc,
-        &FwdPtrs {
-            x: px,
-            y: py,
-            gamma: pg,
-            beta: pb,
-            mean: pmean,
-            rstd: prstd,
-            workspace: pwf,
-            workspace_bytes: wsf as u64,
-        },
-        props,
-    )
-    .map_err(|e| format!("plan_fwd: {e}"))?;
-    sim.run(&fwd).map_err(|e| format!("forward: {e}\n{fwd}"))?;
+    let f = plan_fwd_sim::<T>(sim, desc, props, px, 0, pg, pb)?;
+    sim.run(&f.plan)
+        .map_err(|e| format!("forward: {e}\n{}", f.plan))?;
     let pdy = sim.upload(dy, 0);
-    let pdx = sim.alloc::<T>(n, 0);
-    let pdg = gamma.map(|_| sim.alloc::<P>(d, 0));
-    let pdb = beta.map(|_| sim.alloc::<P>(d, 0));
-    let wsb = workspace_bytes(desc, Direction::Backward, props).map_err(|e| e.to_string())?;
-    let pwb = sim.alloc::<f32>(wsb.div_ceil(4), 0);
-    let bwd = plan_bwd(
-        desc,
-        &BwdPtrs {
-            x: px,
-            dy: pdy,
-            dx: pdx,
-            gamma: pg,
-            mean: pmean,
-            rstd: prstd,
-            dgamma: pdg,
-            dbeta: pdb,
-            workspace: pwb,
-            workspace_bytes: wsb as u64,
-        },
-        props,
-    )
-    .map_err(|e| format!("plan_bwd: {e}"))?;
-    sim.run(&bwd).map_err(|e| format!("backward: {e}\n{bwd}"))?;
+    let b = plan_bwd_sim::<T, P>(sim, desc, props, (px, pdy, pg), (f.mean, f.rstd), 0, 0)?;
+    sim.run(&b.plan)
+        .map_err(|e| format!("backward: {e}\n{}", b.plan))?;
     Ok(Outputs {
-        y: to_f64(&sim.download::<T>(py, n)),
-        mean: to_f64(&sim.download::<f32>(pmean, m)),
-        rstd: to_f64(&sim.download::<f32>(prstd, m)),
-        dx: to_f64(&sim.download::<T>(pdx, n)),
-        dgamma: pdg.map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
-        dbeta: pdb.map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
+        y: to_f64(&sim.download::<T>(f.y, n)),
+        mean: to_f64(&sim.download::<f32>(f.mean, m)),
+        rstd: to_f64(&sim.download::<f32>(f.rstd, m)),
+        dx: to_f64(&sim.download::<T>(b.dx, n)),
+        dgamma: b
+            .dgamma
+            .map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
+        dbeta: b
+            .dbeta
+            .map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
     })
 }
 
