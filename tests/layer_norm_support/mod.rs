@@ -446,6 +446,25 @@ pub fn plan_bwd_sim<T: Element, P: Element>(
     })
 }
 
+/// Every output of a forward and a backward that ran on `sim`, widened to f64.
+fn download_outputs<T: Element + Default, P: Element + Default>(
+    sim: &Sim,
+    desc: &LayerNormDesc,
+    f: &SimFwd,
+    b: &SimBwd,
+) -> Outputs {
+    let (m, d) = (desc.rows, desc.cols);
+    let param = |p: Option<u64>| p.map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d)));
+    Outputs {
+        y: to_f64(&sim.download::<T>(f.y, m * d)),
+        mean: to_f64(&sim.download::<f32>(f.mean, m)),
+        rstd: to_f64(&sim.download::<f32>(f.rstd, m)),
+        dx: to_f64(&sim.download::<T>(b.dx, m * d)),
+        dgamma: param(b.dgamma),
+        dbeta: param(b.dbeta),
+    }
+}
+
 /// Runs forward and backward of `case` on `sim` (buffers placed as `case.views` says) and
 /// checks them against the CPU reference.
 pub fn run_case<T: Element + Default, P: Element + Default>(
@@ -455,7 +474,6 @@ pub fn run_case<T: Element + Default, P: Element + Default>(
 ) -> Result<Ran, String> {
     let desc = case.desc();
     let (m, d) = (case.rows, case.cols);
-    let n = m * d;
     let data: Data<T, P> = make_data(case);
     let (oin, oout) = offsets(case.views);
     let poff = if case.views == Views::Offset1 { 1 } else { 0 };
@@ -464,9 +482,8 @@ pub fn run_case<T: Element + Default, P: Element + Default>(
     let pg = data.gamma.as_ref().map(|g| sim.upload(g, poff));
     let pb = data.beta.as_ref().map(|b| sim.upload(b, poff));
     let f = plan_fwd_sim::<T>(sim, &desc, props, px, oout, pg, pb)?;
-    let fwd = f.plan;
-    sim.run(&fwd)
-        .map_err(|e| format!("forward on ptxsim: {e}\n{fwd}"))?;
+    sim.run(&f.plan)
+        .map_err(|e| format!("forward on ptxsim: {e}\n{}", f.plan))?;
 
     // Backward from the reference's saved statistics.
     let r = layer_norm_fwd::<T, P>(
@@ -490,23 +507,14 @@ pub fn run_case<T: Element + Default, P: Element + Default>(
         oout,
         poff,
     )?;
-    let bwd = b.plan;
-    sim.run(&bwd)
-        .map_err(|e| format!("backward on ptxsim: {e}\n{bwd}"))?;
-    let got = Outputs {
-        y: to_f64(&sim.download::<T>(f.y, n)),
-        mean: to_f64(&sim.download::<f32>(f.mean, m)),
-        rstd: to_f64(&sim.download::<f32>(f.rstd, m)),
-        dx: to_f64(&sim.download::<T>(b.dx, n)),
-        dgamma: b
-            .dgamma
-            .map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
-        dbeta: b
-            .dbeta
-            .map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
-    };
-    check_outputs(case, &data, &got, &format!("{fwd}{bwd}"))?;
-    Ok(Ran { fwd, bwd })
+    sim.run(&b.plan)
+        .map_err(|e| format!("backward on ptxsim: {e}\n{}", b.plan))?;
+    let got = download_outputs::<T, P>(sim, &desc, &f, &b);
+    check_outputs(case, &data, &got, &format!("{}{}", f.plan, b.plan))?;
+    Ok(Ran {
+        fwd: f.plan,
+        bwd: b.plan,
+    })
 }
 
 /// Every (activation, parameter) dtype pair warpnorm supports.
@@ -559,8 +567,6 @@ pub fn sim_fwd_bwd<T: Element + Default, P: Element + Default>(
     dy: &[T],
     props: &DeviceProps,
 ) -> Result<Outputs, String> {
-    let (m, d) = (desc.rows, desc.cols);
-    let n = m * d;
     let px = sim.upload(x, 0);
     let pg = gamma.map(|g| sim.upload(g, 0));
     let pb = beta.map(|b| sim.upload(b, 0));
@@ -571,18 +577,7 @@ pub fn sim_fwd_bwd<T: Element + Default, P: Element + Default>(
     let b = plan_bwd_sim::<T, P>(sim, desc, props, (px, pdy, pg), (f.mean, f.rstd), 0, 0)?;
     sim.run(&b.plan)
         .map_err(|e| format!("backward: {e}\n{}", b.plan))?;
-    Ok(Outputs {
-        y: to_f64(&sim.download::<T>(f.y, n)),
-        mean: to_f64(&sim.download::<f32>(f.mean, m)),
-        rstd: to_f64(&sim.download::<f32>(f.rstd, m)),
-        dx: to_f64(&sim.download::<T>(b.dx, n)),
-        dgamma: b
-            .dgamma
-            .map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
-        dbeta: b
-            .dbeta
-            .map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
-    })
+    Ok(download_outputs::<T, P>(sim, desc, &f, &b))
 }
 
 /// The CPU reference's forward + backward (backward from its own saved statistics).
