@@ -8,3 +8,4 @@ cd "$(dirname "$0")/.."
 source scripts/nvcc-env.sh
 export WARPNORM_REQUIRE_NVCC=1
 cargo test --workspace "$@"
+bash scripts/test-emulated-gpu.sh

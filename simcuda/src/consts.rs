@@ -1,0 +1,214 @@
+//! Numeric values of the CUDA driver API (`cuda.h`) that the emulated driver uses: result
+//! codes, device and function attributes, flags. Enums cross the C ABI as 32-bit integers.
+
+use std::ffi::CStr;
+
+/// `CUresult`.
+pub type CUresult = i32;
+
+pub const CUDA_SUCCESS: CUresult = 0;
+pub const CUDA_ERROR_INVALID_VALUE: CUresult = 1;
+pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
+pub const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
+pub const CUDA_ERROR_NO_DEVICE: CUresult = 100;
+pub const CUDA_ERROR_INVALID_DEVICE: CUresult = 101;
+pub const CUDA_ERROR_INVALID_IMAGE: CUresult = 200;
+pub const CUDA_ERROR_INVALID_CONTEXT: CUresult = 201;
+pub const CUDA_ERROR_NO_BINARY_FOR_GPU: CUresult = 209;
+pub const CUDA_ERROR_INVALID_PTX: CUresult = 218;
+pub const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
+pub const CUDA_ERROR_NOT_FOUND: CUresult = 500;
+pub const CUDA_ERROR_NOT_READY: CUresult = 600;
+pub const CUDA_ERROR_ILLEGAL_ADDRESS: CUresult = 700;
+pub const CUDA_ERROR_LAUNCH_TIMEOUT: CUresult = 702;
+pub const CUDA_ERROR_ASSERT: CUresult = 710;
+pub const CUDA_ERROR_MISALIGNED_ADDRESS: CUresult = 716;
+pub const CUDA_ERROR_LAUNCH_FAILED: CUresult = 719;
+pub const CUDA_ERROR_NOT_SUPPORTED: CUresult = 801;
+pub const CUDA_ERROR_UNKNOWN: CUresult = 999;
+
+/// Names and descriptions for `cuGetErrorName` / `cuGetErrorString` (the codes above plus the
+/// ones a caller is likely to ask about).
+pub const ERRORS: &[(CUresult, &CStr, &CStr)] = &[
+    (CUDA_SUCCESS, c"CUDA_SUCCESS", c"no error"),
+    (
+        CUDA_ERROR_INVALID_VALUE,
+        c"CUDA_ERROR_INVALID_VALUE",
+        c"invalid argument",
+    ),
+    (
+        CUDA_ERROR_OUT_OF_MEMORY,
+        c"CUDA_ERROR_OUT_OF_MEMORY",
+        c"out of memory",
+    ),
+    (
+        CUDA_ERROR_NOT_INITIALIZED,
+        c"CUDA_ERROR_NOT_INITIALIZED",
+        c"initialization error",
+    ),
+    (4, c"CUDA_ERROR_DEINITIALIZED", c"driver shutting down"),
+    (
+        34,
+        c"CUDA_ERROR_STUB_LIBRARY",
+        c"CUDA driver is a stub library",
+    ),
+    (
+        CUDA_ERROR_NO_DEVICE,
+        c"CUDA_ERROR_NO_DEVICE",
+        c"no CUDA-capable device is detected",
+    ),
+    (
+        CUDA_ERROR_INVALID_DEVICE,
+        c"CUDA_ERROR_INVALID_DEVICE",
+        c"invalid device ordinal",
+    ),
+    (
+        CUDA_ERROR_INVALID_IMAGE,
+        c"CUDA_ERROR_INVALID_IMAGE",
+        c"device kernel image is invalid",
+    ),
+    (
+        CUDA_ERROR_INVALID_CONTEXT,
+        c"CUDA_ERROR_INVALID_CONTEXT",
+        c"invalid device context",
+    ),
+    (
+        CUDA_ERROR_NO_BINARY_FOR_GPU,
+        c"CUDA_ERROR_NO_BINARY_FOR_GPU",
+        c"no kernel image is available for execution on the device",
+    ),
+    (
+        CUDA_ERROR_INVALID_PTX,
+        c"CUDA_ERROR_INVALID_PTX",
+        c"a PTX JIT compilation failed",
+    ),
+    (
+        222,
+        c"CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+        c"the provided PTX was compiled with an unsupported toolchain.",
+    ),
+    (
+        CUDA_ERROR_INVALID_HANDLE,
+        c"CUDA_ERROR_INVALID_HANDLE",
+        c"invalid resource handle",
+    ),
+    (
+        CUDA_ERROR_NOT_FOUND,
+        c"CUDA_ERROR_NOT_FOUND",
+        c"named symbol not found",
+    ),
+    (
+        CUDA_ERROR_NOT_READY,
+        c"CUDA_ERROR_NOT_READY",
+        c"device not ready",
+    ),
+    (
+        CUDA_ERROR_ILLEGAL_ADDRESS,
+        c"CUDA_ERROR_ILLEGAL_ADDRESS",
+        c"an illegal memory access was encountered",
+    ),
+    (
+        701,
+        c"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+        c"too many resources requested for launch",
+    ),
+    (
+        CUDA_ERROR_LAUNCH_TIMEOUT,
+        c"CUDA_ERROR_LAUNCH_TIMEOUT",
+        c"the launch timed out and was terminated",
+    ),
+    (
+        CUDA_ERROR_ASSERT,
+        c"CUDA_ERROR_ASSERT",
+        c"device-side assert triggered",
+    ),
+    (
+        CUDA_ERROR_MISALIGNED_ADDRESS,
+        c"CUDA_ERROR_MISALIGNED_ADDRESS",
+        c"misaligned address",
+    ),
+    (
+        CUDA_ERROR_LAUNCH_FAILED,
+        c"CUDA_ERROR_LAUNCH_FAILED",
+        c"unspecified launch failure",
+    ),
+    (
+        CUDA_ERROR_NOT_SUPPORTED,
+        c"CUDA_ERROR_NOT_SUPPORTED",
+        c"operation not supported",
+    ),
+    (CUDA_ERROR_UNKNOWN, c"CUDA_ERROR_UNKNOWN", c"unknown error"),
+];
+
+// Device attributes (`CUdevice_attribute`) with non-zero values on the emulated device.
+pub const ATTR_MAX_THREADS_PER_BLOCK: i32 = 1;
+pub const ATTR_MAX_BLOCK_DIM_X: i32 = 2;
+pub const ATTR_MAX_BLOCK_DIM_Y: i32 = 3;
+pub const ATTR_MAX_BLOCK_DIM_Z: i32 = 4;
+pub const ATTR_MAX_GRID_DIM_X: i32 = 5;
+pub const ATTR_MAX_GRID_DIM_Y: i32 = 6;
+pub const ATTR_MAX_GRID_DIM_Z: i32 = 7;
+pub const ATTR_MAX_SHARED_MEMORY_PER_BLOCK: i32 = 8;
+pub const ATTR_TOTAL_CONSTANT_MEMORY: i32 = 9;
+pub const ATTR_WARP_SIZE: i32 = 10;
+pub const ATTR_MAX_PITCH: i32 = 11;
+pub const ATTR_MAX_REGISTERS_PER_BLOCK: i32 = 12;
+pub const ATTR_CLOCK_RATE: i32 = 13;
+pub const ATTR_TEXTURE_ALIGNMENT: i32 = 14;
+pub const ATTR_GPU_OVERLAP: i32 = 15;
+pub const ATTR_MULTIPROCESSOR_COUNT: i32 = 16;
+pub const ATTR_CAN_MAP_HOST_MEMORY: i32 = 19;
+pub const ATTR_CONCURRENT_KERNELS: i32 = 31;
+pub const ATTR_MEMORY_CLOCK_RATE: i32 = 36;
+pub const ATTR_GLOBAL_MEMORY_BUS_WIDTH: i32 = 37;
+pub const ATTR_L2_CACHE_SIZE: i32 = 38;
+pub const ATTR_MAX_THREADS_PER_MULTIPROCESSOR: i32 = 39;
+pub const ATTR_ASYNC_ENGINE_COUNT: i32 = 40;
+pub const ATTR_UNIFIED_ADDRESSING: i32 = 41;
+pub const ATTR_COMPUTE_CAPABILITY_MAJOR: i32 = 75;
+pub const ATTR_COMPUTE_CAPABILITY_MINOR: i32 = 76;
+pub const ATTR_STREAM_PRIORITIES_SUPPORTED: i32 = 78;
+pub const ATTR_GLOBAL_L1_CACHE_SUPPORTED: i32 = 79;
+pub const ATTR_LOCAL_L1_CACHE_SUPPORTED: i32 = 80;
+pub const ATTR_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: i32 = 81;
+pub const ATTR_MAX_REGISTERS_PER_MULTIPROCESSOR: i32 = 82;
+pub const ATTR_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO: i32 = 87;
+pub const ATTR_COMPUTE_PREEMPTION_SUPPORTED: i32 = 90;
+pub const ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: i32 = 97;
+pub const ATTR_MAX_BLOCKS_PER_MULTIPROCESSOR: i32 = 106;
+pub const ATTR_RESERVED_SHARED_MEMORY_PER_BLOCK: i32 = 111;
+pub const ATTR_MEMORY_POOLS_SUPPORTED: i32 = 115;
+/// Largest `CUdevice_attribute` value known (CUDA 13.x headers); larger ones are invalid.
+pub const ATTR_LAST: i32 = 156;
+
+// Function attributes (`CUfunction_attribute`).
+pub const FUNC_MAX_THREADS_PER_BLOCK: i32 = 0;
+pub const FUNC_SHARED_SIZE_BYTES: i32 = 1;
+pub const FUNC_CONST_SIZE_BYTES: i32 = 2;
+pub const FUNC_LOCAL_SIZE_BYTES: i32 = 3;
+pub const FUNC_NUM_REGS: i32 = 4;
+pub const FUNC_PTX_VERSION: i32 = 5;
+pub const FUNC_BINARY_VERSION: i32 = 6;
+pub const FUNC_CACHE_MODE_CA: i32 = 7;
+pub const FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES: i32 = 8;
+pub const FUNC_PREFERRED_SHARED_MEMORY_CARVEOUT: i32 = 9;
+/// Largest `CUfunction_attribute` value known (exclusive `CU_FUNC_ATTRIBUTE_MAX`).
+pub const FUNC_ATTR_END: i32 = 18;
+
+/// `CU_EVENT_DISABLE_TIMING`.
+pub const EVENT_DISABLE_TIMING: u32 = 0x2;
+
+/// `CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD`: stream handles that always exist.
+pub const STREAM_LEGACY: usize = 0x1;
+pub const STREAM_PER_THREAD: usize = 0x2;
+
+/// `CUlimit` values.
+pub const LIMIT_STACK_SIZE: i32 = 0;
+pub const LIMIT_PRINTF_FIFO_SIZE: i32 = 1;
+pub const LIMIT_MALLOC_HEAP_SIZE: i32 = 2;
+
+/// `CU_LAUNCH_PARAM_END`, `CU_LAUNCH_PARAM_BUFFER_POINTER`, `CU_LAUNCH_PARAM_BUFFER_SIZE`
+/// (the `extra` argument of `cuLaunchKernel`).
+pub const LAUNCH_PARAM_END: usize = 0x00;
+pub const LAUNCH_PARAM_BUFFER_POINTER: usize = 0x01;
+pub const LAUNCH_PARAM_BUFFER_SIZE: usize = 0x02;
