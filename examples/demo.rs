@@ -302,7 +302,7 @@ fn sim_batch_norm() {
 mod gpu {
     use std::sync::Arc;
 
-    use cudarc::driver::{CudaContext, CudaStream};
+    use cudarc::driver::{sys::CUevent_flags, CudaContext, CudaStream};
     use half::bf16;
     use warpnorm::batch_norm::{BatchNorm, BatchNormConfig, Layout};
     use warpnorm::layer_norm::{Affine, LayerNorm};
@@ -321,8 +321,12 @@ mod gpu {
     fn time_ms(stream: &Arc<CudaStream>, reps: usize, mut f: impl FnMut()) -> Result<f64, Error> {
         f();
         let ctx = stream.context();
-        let start = ctx.new_event(None).map_err(drv)?;
-        let end = ctx.new_event(None).map_err(drv)?;
+        let start = ctx
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(drv)?;
+        let end = ctx
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(drv)?;
         start.record(stream).map_err(drv)?;
         for _ in 0..reps {
             f();

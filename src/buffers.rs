@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DeviceSlice};
+use cudarc::driver::{
+    CudaSlice, CudaStream, DeviceRepr, DeviceSlice, DriverError, ValidAsZeroBits,
+};
 
 use crate::{Error, Result};
 
@@ -50,4 +52,47 @@ pub fn check_alignment(what: &str, address: u64, align: u64) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// `len` uninitialized elements on `stream`. CUDA rejects zero-byte allocations
+/// (`cuMemAlloc(0)` is `CUDA_ERROR_INVALID_VALUE`), so an empty slice is backed by a
+/// one-element allocation that it frees when dropped.
+pub(crate) fn alloc_uninit<E: DeviceRepr>(
+    stream: &Arc<CudaStream>,
+    len: usize,
+) -> std::result::Result<CudaSlice<E>, DriverError> {
+    // SAFETY: device memory of a plain-data type; callers write every element before any
+    // is read (or never read an empty slice).
+    let s = unsafe { stream.alloc::<E>(len.max(1)) }?;
+    if len > 0 {
+        return Ok(s);
+    }
+    let ptr = s.leak();
+    // SAFETY: `ptr` is a live allocation of one E made on `stream` (with the same allocator
+    // the returned slice frees it with when dropped); zero elements fit in it.
+    Ok(unsafe { stream.upgrade_device_ptr(ptr, 0) })
+}
+
+/// `len` zeroed elements on `stream` (see [`alloc_uninit`] for `len == 0`).
+pub(crate) fn alloc_zeros<E: DeviceRepr + ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    len: usize,
+) -> std::result::Result<CudaSlice<E>, DriverError> {
+    let mut s = alloc_uninit(stream, len)?;
+    if len > 0 {
+        stream.memset_zeros(&mut s)?;
+    }
+    Ok(s)
+}
+
+/// A device copy of `data` on `stream` (see [`alloc_uninit`] for empty data).
+pub(crate) fn upload<E: DeviceRepr>(
+    stream: &Arc<CudaStream>,
+    data: &[E],
+) -> std::result::Result<CudaSlice<E>, DriverError> {
+    let mut s = alloc_uninit(stream, data.len())?;
+    if !data.is_empty() {
+        stream.memcpy_htod(data, &mut s)?;
+    }
+    Ok(s)
 }

@@ -15,7 +15,8 @@ use crate::{Error, Result};
 /// Modules and functions loaded into one context.
 struct Loaded {
     modules: HashMap<&'static str, Arc<CudaModule>>,
-    functions: Mutex<HashMap<String, CudaFunction>>,
+    /// Each function with the most dynamic shared memory a launch of it may use.
+    functions: Mutex<HashMap<String, (CudaFunction, u32)>>,
     props: DeviceProps,
 }
 
@@ -113,30 +114,59 @@ fn load(ctx: &Arc<CudaContext>) -> Result<Arc<Loaded>> {
 }
 
 impl Loaded {
+    /// The function `name`, ready for a launch with `shared_mem_bytes` of dynamic shared
+    /// memory: an error (before anything is launched) when the kernel's static shared memory
+    /// plus that exceeds what a block may have.
     fn function(&self, name: &str, shared_mem_bytes: u32) -> Result<CudaFunction> {
         let mut fns = self.functions.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(f) = fns.get(name) {
-            return Ok(f.clone());
+        let (f, max_dynamic) = match fns.get(name) {
+            Some(e) => e.clone(),
+            None => {
+                let e = self.load_function(name)?;
+                fns.insert(name.to_string(), e.clone());
+                e
+            }
+        };
+        if shared_mem_bytes > max_dynamic {
+            return Err(Error::invalid(
+                format!("launch of {name}"),
+                format!(
+                    "{shared_mem_bytes} bytes of dynamic shared memory; the kernel can have at most {max_dynamic} next to its static shared memory on this device"
+                ),
+            ));
         }
+        Ok(f)
+    }
+
+    /// Looks `name` up and, once per function, raises its dynamic shared memory limit to
+    /// everything a block may have beside the kernel's static shared memory (the opt-in
+    /// limit), so that any later launch up to that size works whatever the first one used.
+    fn load_function(&self, name: &str) -> Result<(CudaFunction, u32)> {
         let family = kernels::family_of(name).ok_or_else(|| Error::UnknownKernel(name.into()))?;
         let module = &self.modules[family.name];
         let f = module
             .load_function(name)
             .map_err(Error::driver(format!("looking up kernel {name}")))?;
-        // Opt in to the largest dynamic shared memory once per function, so that plans may
-        // use up to DeviceProps::max_shared_per_block_optin.
-        if shared_mem_bytes > self.props.max_shared_per_block {
-            let max = self.props.max_shared_per_block_optin as i32;
-            f.set_attribute(
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                max,
-            )
-            .map_err(Error::driver(format!(
-                "raising {name}'s shared memory limit"
-            )))?;
+        let static_bytes = f.shared_size_bytes().map_err(Error::driver(format!(
+            "reading {name}'s static shared memory"
+        )))?;
+        let static_bytes = u32::try_from(static_bytes).unwrap_or(0);
+        let default_max = self.props.max_shared_per_block.saturating_sub(static_bytes);
+        let optin_max = self
+            .props
+            .max_shared_per_block_optin
+            .saturating_sub(static_bytes);
+        if optin_max <= default_max {
+            return Ok((f, default_max));
         }
-        fns.insert(name.to_string(), f.clone());
-        Ok(f)
+        f.set_attribute(
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            i32::try_from(optin_max).unwrap_or(i32::MAX),
+        )
+        .map_err(Error::driver(format!(
+            "raising {name}'s shared memory limit"
+        )))?;
+        Ok((f, optin_max))
     }
 }
 

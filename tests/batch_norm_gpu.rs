@@ -23,22 +23,25 @@ fn tol(d: DType) -> Tol {
     }
 }
 
-fn module_steps<T: Element + Default>(dims: &[usize], layout: Layout, momentum: Momentum) {
+/// Three training steps and one eval step of one module, step i on `shapes[i % len]` (all with
+/// the same channels), each checked against the CPU reference.
+fn module_steps<T: Element + Default>(shapes: &[&[usize]], layout: Layout, momentum: Momentum) {
     let Some(stream) = gpu_stream("batch_norm_gpu module_steps") else {
         return;
     };
-    let c = dims[1];
+    let c = shapes[0][1];
     let mut cfg = BatchNormConfig::new(c);
     cfg.momentum = momentum;
     let mut bn = BatchNorm::<f32>::new(&stream, cfg).unwrap();
-    let desc = BatchNormDesc::new(dims, layout, T::DTYPE, DType::F32);
-    let n: usize = dims.iter().product();
     let mut rng = Rng::new(3);
     let gamma: Vec<f32> = (0..c).map(|_| 1.0 + 0.5 * rng.next() as f32).collect();
     let beta: Vec<f32> = (0..c).map(|_| 0.5 * rng.next() as f32).collect();
     bn.load_state(Some((&gamma, &beta)), None).unwrap();
     let (mut rm, mut rv, mut nbt) = (vec![0.0f32; c], vec![1.0f32; c], 0i64);
     for step in 0..4 {
+        let dims = shapes[step % shapes.len()];
+        let desc = BatchNormDesc::new(dims, layout, T::DTYPE, DType::F32);
+        let n: usize = dims.iter().product();
         let training = step < 3;
         if training {
             bn.train()
@@ -129,18 +132,22 @@ fn module_steps<T: Element + Default>(dims: &[usize], layout: Layout, momentum: 
 
 #[test]
 fn module_bn1d_few_channels_large_batch() {
-    module_steps::<f32>(&[65536, 8], Layout::Contiguous, Momentum::Factor(0.1));
+    module_steps::<f32>(&[&[65536, 8]], Layout::Contiguous, Momentum::Factor(0.1));
 }
 
 #[test]
 fn module_bn2d_nchw_cumulative() {
-    module_steps::<f32>(&[8, 32, 14, 14], Layout::Contiguous, Momentum::Cumulative);
+    module_steps::<f32>(
+        &[&[8, 32, 14, 14]],
+        Layout::Contiguous,
+        Momentum::Cumulative,
+    );
 }
 
 #[test]
 fn module_bn2d_nhwc_bf16() {
     module_steps::<bf16>(
-        &[8, 64, 14, 14],
+        &[&[8, 64, 14, 14]],
         Layout::ChannelsLast,
         Momentum::Factor(0.3),
     );
@@ -149,10 +156,51 @@ fn module_bn2d_nhwc_bf16() {
 #[test]
 fn module_bn3d_odd_sizes() {
     module_steps::<half::f16>(
-        &[3, 5, 3, 7, 5],
+        &[&[3, 5, 3, 7, 5]],
         Layout::ChannelsLast,
         Momentum::Factor(0.1),
     );
+}
+
+/// A module first used on small inputs, then on larger ones: with few SMs the larger shape
+/// takes the fused tier with more than 48 KiB of dynamic shared memory, which needs the
+/// kernel's opt-in raised even though its first launch did not (the emulated driver has 8
+/// SMs; on an H200 both shapes take the split tier and this is a plain correctness check).
+#[test]
+fn module_growing_shapes() {
+    module_steps::<f32>(
+        &[&[8, 16, 14, 14], &[8, 16, 36, 40]],
+        Layout::Contiguous,
+        Momentum::Factor(0.1),
+    );
+}
+
+/// An empty batch through the module: empty y and dx, the batch counted, the running
+/// statistics unchanged, zero dgamma / dbeta (PyTorch's semantics; CUDA cannot allocate zero
+/// bytes, so this also checks how the module allocates empty outputs).
+#[test]
+fn module_empty_batch() {
+    let Some(stream) = gpu_stream("module_empty_batch") else {
+        return;
+    };
+    let mut bn = BatchNorm::<f32>::new(&stream, BatchNormConfig::new(16)).unwrap();
+    let backing = stream.clone_htod(&[0.0f32]).unwrap();
+    let x = backing.slice(0..0);
+    let dims = [0, 16, 2, 2];
+    let (y, saved) = bn.forward(&x, &dims, Layout::Contiguous).unwrap();
+    let grads = bn
+        .backward(&x, &x, &dims, Layout::Contiguous, &saved)
+        .unwrap();
+    assert_eq!((y.len(), grads.dx.len()), (0, 0));
+    let get = |v: &cudarc::driver::CudaSlice<f32>| stream.clone_dtoh(v).unwrap();
+    assert_eq!(get(grads.dgamma.as_ref().unwrap()), vec![0.0; 16]);
+    assert_eq!(get(grads.dbeta.as_ref().unwrap()), vec![0.0; 16]);
+    assert_eq!(get(bn.running_mean().unwrap()), vec![0.0; 16]);
+    assert_eq!(get(bn.running_var().unwrap()), vec![1.0; 16]);
+    let n: Vec<i64> = stream
+        .clone_dtoh(bn.num_batches_tracked().unwrap())
+        .unwrap();
+    assert_eq!(n[0], 1, "an empty training batch still counts");
 }
 
 #[test]

@@ -240,6 +240,39 @@ fn module_forward_backward_on_gpu() {
     );
 }
 
+/// Empty problems through the module (CUDA cannot allocate zero bytes, so this checks how
+/// the module allocates empty outputs): M = 0 gives empty y, mean, rstd, dx and zero
+/// dgamma / dbeta; D = 0 (normalized_shape (0,)) gives mean 0 and rstd NaN per row, as torch.
+#[test]
+fn module_empty_inputs_on_gpu() {
+    let Some(s) = common::gpu::gpu_stream("module_empty_inputs_on_gpu") else {
+        return;
+    };
+    let backing = s.clone_htod(&[bf16::ZERO]).unwrap();
+    let empty = backing.slice(0..0);
+    let ln = LayerNorm::<f32>::new(&s, &[64], Affine::WeightBias, 1e-5).unwrap();
+    let out = ln.forward(&empty, &[0, 64]).unwrap();
+    assert_eq!((out.y.len(), out.mean.len(), out.rstd.len()), (0, 0, 0));
+    let grads = ln
+        .backward(
+            &empty,
+            &[0, 64],
+            &empty,
+            &out.mean.slice(..),
+            &out.rstd.slice(..),
+        )
+        .unwrap();
+    assert_eq!(grads.dx.len(), 0);
+    for g in [&grads.dgamma, &grads.dbeta] {
+        assert_eq!(s.clone_dtoh(g.as_ref().unwrap()).unwrap(), vec![0.0f32; 64]);
+    }
+    let ln0 = LayerNorm::<f32>::new(&s, &[0], Affine::WeightBias, 1e-5).unwrap();
+    let out = ln0.forward(&empty, &[3, 0]).unwrap();
+    assert_eq!(out.y.len(), 0);
+    assert_eq!(s.clone_dtoh(&out.mean).unwrap(), vec![0.0f32; 3]);
+    assert!(s.clone_dtoh(&out.rstd).unwrap().iter().all(|r| r.is_nan()));
+}
+
 #[test]
 fn bad_inputs_are_rejected_before_launch_on_gpu() {
     let Some(s) = common::gpu::gpu_stream("bad_inputs_are_rejected_before_launch_on_gpu") else {

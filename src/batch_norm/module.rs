@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
+use crate::buffers::{alloc_uninit, upload};
 use crate::runtime::device_props;
 use crate::{Element, Error, Result};
 
@@ -100,9 +101,7 @@ impl<P: Element> BatchNorm<P> {
         }
         check_momentum(config.momentum)?;
         let fill = |v: f64| -> Result<CudaSlice<P>> {
-            stream
-                .clone_htod(&vec![P::from_f64(v); c])
-                .map_err(drv("uploading BatchNorm state"))
+            upload(stream, &vec![P::from_f64(v); c]).map_err(drv("uploading BatchNorm state"))
         };
         let (gamma, beta) = if config.affine {
             (Some(fill(1.0)?), Some(fill(0.0)?))
@@ -276,9 +275,8 @@ impl<P: Element> BatchNorm<P> {
         self.workspace(&desc)?;
         let c = g.c as usize;
         let s = self.stream.clone();
-        // SAFETY: uninitialized device memory of a POD type; the plan writes every element of
-        // y (and nothing reads it before).
-        let mut y = unsafe { s.alloc::<T>(g.numel as usize) }.map_err(drv("allocating y"))?;
+        // Uninitialized: the plan writes every element of y (and nothing reads it before).
+        let mut y = alloc_uninit::<T>(&s, g.numel as usize).map_err(drv("allocating y"))?;
         let mut mean = s
             .alloc_zeros::<f32>(c)
             .map_err(drv("allocating save_mean"))?;
@@ -334,15 +332,13 @@ impl<P: Element> BatchNorm<P> {
         self.workspace(&desc)?;
         let c = g.c as usize;
         let s = self.stream.clone();
-        // SAFETY: uninitialized POD device memory; the plan writes every element of dx,
-        // dgamma and dbeta (zeros for an empty batch) before anything reads them.
-        let mut dx = unsafe { s.alloc::<T>(g.numel as usize) }.map_err(drv("allocating dx"))?;
+        // Uninitialized: the plan writes every element of dx, dgamma and dbeta (zeros for an
+        // empty batch) before anything reads them.
+        let mut dx = alloc_uninit::<T>(&s, g.numel as usize).map_err(drv("allocating dx"))?;
         let (mut dgamma, mut dbeta) = if self.config.affine {
             (
-                // SAFETY: as for dx.
-                Some(unsafe { s.alloc::<P>(c) }.map_err(drv("allocating dgamma"))?),
-                // SAFETY: as for dx.
-                Some(unsafe { s.alloc::<P>(c) }.map_err(drv("allocating dbeta"))?),
+                Some(alloc_uninit::<P>(&s, c).map_err(drv("allocating dgamma"))?),
+                Some(alloc_uninit::<P>(&s, c).map_err(drv("allocating dbeta"))?),
             )
         } else {
             (None, None)

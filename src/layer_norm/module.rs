@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 
+use crate::buffers::{alloc_uninit, alloc_zeros, upload};
 use crate::{DType, Element, Error, Result};
 
 use super::desc::{Affine, LayerNormDesc};
@@ -68,9 +69,7 @@ impl<P: Element> LayerNorm<P> {
             eps,
         )?;
         let upload = |v: f64, what: &str| -> Result<CudaSlice<P>> {
-            stream
-                .clone_htod(&vec![P::from_f64(v); d.cols])
-                .map_err(driver(what))
+            upload(stream, &vec![P::from_f64(v); d.cols]).map_err(driver(what))
         };
         let gamma = if affine.has_weight() {
             Some(upload(1.0, "uploading gamma")?)
@@ -170,16 +169,15 @@ impl<P: Element> LayerNorm<P> {
         if bytes == 0 {
             return Ok(None);
         }
-        self.stream
-            .alloc_zeros::<u8>(bytes)
+        alloc_zeros::<u8>(&self.stream, bytes)
             .map(Some)
             .map_err(driver("allocating the workspace"))
     }
 
     fn alloc<E: Element>(&self, n: usize, what: &str) -> Result<CudaSlice<E>> {
-        // SAFETY: every element is written by the kernels before it can be read (outputs
-        // cover exactly the problem's elements).
-        unsafe { self.stream.alloc::<E>(n) }.map_err(driver(what))
+        // Every element is written by the kernels before it can be read (outputs cover
+        // exactly the problem's elements).
+        alloc_uninit::<E>(&self.stream, n).map_err(driver(what))
     }
 
     /// Forward on `x` (shape `x_shape`), allocating y, mean, rstd and the workspace on the
