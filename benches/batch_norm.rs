@@ -13,8 +13,8 @@ use std::sync::Arc;
 use cudarc::driver::{sys::CUevent_flags, CudaSlice, CudaStream};
 use half::bf16;
 use warpnorm::batch_norm::{
-    batch_norm_backward, batch_norm_forward, workspace_len, BackwardBuffers, BatchNormDesc,
-    ForwardBuffers, ForwardMode, Layout,
+    backward, backward_workspace_bytes, forward, forward_workspace_bytes, BackwardBuffers,
+    BatchNormDesc, ForwardBuffers, Layout, Mode,
 };
 use warpnorm::cpu::batch_norm as cpu;
 use warpnorm::{runtime, DType, Element, Error, Result};
@@ -80,10 +80,10 @@ fn bench<T: Element + Default>(
     copy_gbs: f64,
 ) -> Result<()> {
     let s = timer.stream.clone();
-    let desc = BatchNormDesc::new(dims, layout, T::DTYPE, DType::F32);
-    let g = desc.geometry()?;
+    let desc = BatchNormDesc::new(dims, layout, T::DTYPE, DType::F32).with_mode(Mode::train(0.1));
+    let eval_desc = desc.clone().with_mode(Mode::eval());
+    let g = *desc.check()?.ncs();
     let (n, c) = (g.numel as usize, g.c as usize);
-    let props = runtime::device_props(&s)?;
     let mut seed = 0x1234_5678_9abc_def1u64;
     let mut rnd = || {
         seed ^= seed << 13;
@@ -110,61 +110,57 @@ fn bench<T: Element + Default>(
     let mut si = s.alloc_zeros::<f32>(c).map_err(drv)?;
     let mut dgo = s.alloc_zeros::<f32>(c).map_err(drv)?;
     let mut dbo = s.alloc_zeros::<f32>(c).map_err(drv)?;
-    let mut ws = s
-        .alloc_zeros::<f32>(workspace_len(&desc, &props)?)
-        .map_err(drv)?;
+    let ws_bytes = forward_workspace_bytes(&s, &desc)?.max(backward_workspace_bytes(&s, &desc)?);
+    let mut ws = s.alloc_zeros::<u8>(ws_bytes).map_err(drv)?;
 
     macro_rules! fwd {
-        ($mode:expr) => {
-            batch_norm_forward::<T, f32>(
+        ($desc:expr) => {
+            forward::<T, f32>(
                 &s,
-                &desc,
-                &$mode,
+                $desc,
                 ForwardBuffers {
-                    x: &x,
-                    y: &mut y,
-                    gamma: Some(&dg),
-                    beta: Some(&db),
-                    running_mean: Some(&mut rm),
-                    running_var: Some(&mut rv),
-                    num_batches_tracked: Some(&mut nbt),
-                    save_mean: Some(&mut sm),
-                    save_invstd: Some(&mut si),
-                    workspace: &mut ws,
+                    x: x.as_view(),
+                    y: y.as_view_mut(),
+                    gamma: Some(dg.as_view()),
+                    beta: Some(db.as_view()),
+                    running_mean: Some(rm.as_view_mut()),
+                    running_var: Some(rv.as_view_mut()),
+                    num_batches_tracked: Some(nbt.as_view_mut()),
+                    save_mean: Some(sm.as_view_mut()),
+                    save_invstd: Some(si.as_view_mut()),
+                    workspace: Some(ws.as_view_mut()),
                 },
             )
         };
     }
     macro_rules! bwd {
         () => {
-            batch_norm_backward::<T, f32>(
+            backward::<T, f32>(
                 &s,
                 &desc,
-                false,
                 BackwardBuffers {
-                    x: &x,
-                    dy: &dy,
-                    dx: &mut dx,
-                    gamma: Some(&dg),
-                    save_mean: &sm,
-                    save_invstd: &si,
-                    dgamma: Some(&mut dgo),
-                    dbeta: Some(&mut dbo),
-                    workspace: &mut ws,
+                    x: x.as_view(),
+                    dy: dy.as_view(),
+                    save_mean: sm.as_view(),
+                    save_invstd: si.as_view(),
+                    gamma: Some(dg.as_view()),
+                    dx: dx.as_view_mut(),
+                    dgamma: Some(dgo.as_view_mut()),
+                    dbeta: Some(dbo.as_view_mut()),
+                    workspace: Some(ws.as_view_mut()),
                 },
             )
         };
     }
 
     // Correctness first: one training step against the CPU reference.
-    fwd!(ForwardMode::train(0.1))?;
+    fwd!(&desc)?;
     bwd!()?;
     let gy: Vec<T> = s.clone_dtoh(&y).map_err(drv)?;
     let gdx: Vec<T> = s.clone_dtoh(&dx).map_err(drv)?;
     let (mut crm, mut crv, mut cn) = (vec![0.0f32; c], vec![1.0f32; c], 0i64);
     let want = cpu::forward::<T, f32>(
         &desc,
-        &ForwardMode::train(0.1),
         &hx,
         Some((&gamma, &beta)),
         Some(cpu::Running {
@@ -175,7 +171,6 @@ fn bench<T: Element + Default>(
     )?;
     let wb = cpu::backward::<T, f32>(
         &desc,
-        false,
         &hx,
         &hdy,
         Some(&gamma),
@@ -192,9 +187,9 @@ fn bench<T: Element + Default>(
     let tol = 4.0 * T::DTYPE.unit_roundoff() + 64.0 * DType::F32.unit_roundoff();
     let ok = ey <= tol && edx <= tol;
     let sz = T::DTYPE.size() as f64;
-    let ms_f = timer.time(|| fwd!(ForwardMode::train(0.1)))?;
+    let ms_f = timer.time(|| fwd!(&desc))?;
     let ms_b = timer.time(|| bwd!())?;
-    let ms_e = timer.time(|| fwd!(ForwardMode::eval()))?;
+    let ms_e = timer.time(|| fwd!(&eval_desc))?;
     let gbs = |bytes: f64, ms: f64| bytes / (ms * 1e-3) / 1e9;
     let lname = match layout {
         Layout::Contiguous => "contig",
@@ -272,7 +267,7 @@ fn run(stream: Arc<CudaStream>) -> Result<()> {
     let n = 64usize << 20;
     let src = stream.alloc_zeros::<f32>(n).map_err(drv)?;
     let mut dst = stream.alloc_zeros::<f32>(n).map_err(drv)?;
-    let ms = timer.time(|| warpnorm::copy::copy(&stream, &src, &mut dst))?;
+    let ms = timer.time(|| warpnorm::copy::copy(&stream, src.as_view(), dst.as_view_mut()))?;
     let copy_gbs = 2.0 * 4.0 * n as f64 / (ms * 1e-3) / 1e9;
     println!("copy roofline: {copy_gbs:.1} GB/s ({ms:.3} ms for 2 x 256 MiB)");
     result(serde_json::json!({

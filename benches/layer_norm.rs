@@ -12,9 +12,10 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys::CUevent_flags, CudaSlice, CudaStream};
 use half::bf16;
-use warpnorm::cpu::layer_norm::{layer_norm_bwd, layer_norm_fwd};
+use warpnorm::cpu::layer_norm as cpu;
 use warpnorm::layer_norm::{
-    backward, backward_workspace_bytes, forward, forward_workspace_bytes, Affine, LayerNormDesc,
+    backward, backward_workspace_bytes, forward, forward_workspace_bytes, Affine, BackwardBuffers,
+    ForwardBuffers, LayerNormDesc,
 };
 use warpnorm::Element;
 
@@ -116,37 +117,37 @@ fn setup<T: Element, P: Element>(
 }
 
 fn run_fwd<T: Element, P: Element>(s: &Arc<CudaStream>, b: &mut Bufs<T, P>) -> Res<()> {
-    let (g, bt) = (b.g.slice(..), b.b.slice(..));
     forward(
         s,
         &b.desc,
-        &b.x.slice(..),
-        Some(&g),
-        Some(&bt),
-        &mut b.y.slice_mut(..),
-        &mut b.mean.slice_mut(..),
-        &mut b.rstd.slice_mut(..),
-        Some(&mut b.ws.slice_mut(..)),
+        ForwardBuffers {
+            x: b.x.as_view(),
+            y: b.y.as_view_mut(),
+            gamma: Some(b.g.as_view()),
+            beta: Some(b.b.as_view()),
+            mean: b.mean.as_view_mut(),
+            rstd: b.rstd.as_view_mut(),
+            workspace: Some(b.ws.as_view_mut()),
+        },
     )?;
     Ok(())
 }
 
 fn run_bwd<T: Element, P: Element>(s: &Arc<CudaStream>, b: &mut Bufs<T, P>) -> Res<()> {
-    let g = b.g.slice(..);
-    let mut dg = b.dg.slice_mut(..);
-    let mut db = b.db.slice_mut(..);
     backward(
         s,
         &b.desc,
-        &b.x.slice(..),
-        &b.dy.slice(..),
-        &b.mean.slice(..),
-        &b.rstd.slice(..),
-        Some(&g),
-        &mut b.dx.slice_mut(..),
-        Some(&mut dg),
-        Some(&mut db),
-        Some(&mut b.ws.slice_mut(..)),
+        BackwardBuffers {
+            x: b.x.as_view(),
+            dy: b.dy.as_view(),
+            mean: b.mean.as_view(),
+            rstd: b.rstd.as_view(),
+            gamma: Some(b.g.as_view()),
+            dx: b.dx.as_view_mut(),
+            dgamma: Some(b.dg.as_view_mut()),
+            dbeta: Some(b.db.as_view_mut()),
+            workspace: Some(b.ws.as_view_mut()),
+        },
     )?;
     Ok(())
 }
@@ -157,10 +158,10 @@ fn check<T: Element, P: Element>(s: &Arc<CudaStream>, rows: usize, cols: usize) 
     let (mut b, hx, hdy, hg, hb) = setup::<T, P>(s, rows, cols)?;
     run_fwd(s, &mut b)?;
     run_bwd(s, &mut b)?;
-    let r = layer_norm_fwd::<T, P>(&hx, rows, cols, Some(&hg), Some(&hb), 1e-5)?;
+    let r = cpu::forward::<T, P>(&b.desc, &hx, Some(&hg), Some(&hb))?;
     let mean = s.clone_dtoh(&b.mean)?;
     let rstd = s.clone_dtoh(&b.rstd)?;
-    let rb = layer_norm_bwd::<T, P>(&hx, &hdy, &mean, &rstd, Some(&hg), true, rows, cols)?;
+    let rb = cpu::backward::<T, P>(&b.desc, &hx, &hdy, &mean, &rstd, Some(&hg))?;
     let tol = |u: f64, scale: f64| (2.0 * u + 64.0 * 6e-8 * (cols as f64).log2()) * scale;
     let err = |a: &[f64], r: &[f64]| {
         a.iter()
@@ -276,7 +277,7 @@ fn main() -> Res<()> {
     let n = 1usize << 28;
     let src = s.alloc_zeros::<f32>(n)?;
     let mut dst = s.alloc_zeros::<f32>(n)?;
-    let t = timer.time(|| Ok(warpnorm::copy::copy(&s, &src, &mut dst)?))?;
+    let t = timer.time(|| Ok(warpnorm::copy::copy(&s, src.as_view(), dst.as_view_mut())?))?;
     let copy_gbs = 2.0 * (n * 4) as f64 / t / 1e6;
     println!(
         "copy roofline: {copy_gbs:.1} GB/s ({:.1} us for 2 x {} MiB)",

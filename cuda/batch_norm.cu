@@ -37,7 +37,7 @@
  *
  * Coalescing: on aligned shapes (32-byte aligned buffers, S * sizeof(T) (nchw) or
  * C * sizeof(T) (nhwc) a multiple of 32, C a multiple of 8) every global request is fully
- * coalesced (tests/coalescing_sim.rs): per-channel f32 rows of the nhwc kernels move through
+ * coalesced (tests/batch_norm/coalescing.rs): per-channel f32 rows of the nhwc kernels move through
  * warp_load_row / warp_store_row (16-byte pieces consecutive across lanes, also for 8 channels
  * per thread), the fused kernels finish one channel per thread, the partials are laid out so
  * that both their writers and the finalize kernels touch consecutive channels, and nchw splits

@@ -8,11 +8,9 @@
 //!
 //! Run with `bash scripts/demo.sh` (installs nvcc if missing).
 
-#[path = "../tests/common/sim.rs"]
-mod sim;
-
 use half::bf16;
-use warpnorm::batch_norm::{self as bn, BatchNormDesc, ForwardMode, Layout};
+use testkit::sim;
+use warpnorm::batch_norm::{self as bn, BatchNormDesc, Layout, Mode};
 use warpnorm::layer_norm::{self as ln, Affine, Direction, LayerNormDesc};
 use warpnorm::{cpu, kernels, DType, DeviceProps, Element, Plan};
 
@@ -148,9 +146,9 @@ fn sim_layer_norm() {
         .max(ln::workspace_bytes(&desc, Direction::Forward, &props).expect("workspace"));
     let pws = s.alloc::<f32>(ws_bytes.div_ceil(4), 0);
 
-    let fwd = ln::plan_fwd(
+    let fwd = ln::plan_forward(
         &desc,
-        &ln::FwdPtrs {
+        &ln::ForwardPtrs {
             x: px,
             y: py,
             gamma: Some(pg),
@@ -165,9 +163,9 @@ fn sim_layer_norm() {
     .expect("forward plan");
     print!("  forward plan: {fwd}");
     let fwd_bytes = run_sim(&mut s, &fwd);
-    let bwd = ln::plan_bwd(
+    let bwd = ln::plan_backward(
         &desc,
-        &ln::BwdPtrs {
+        &ln::BackwardPtrs {
             x: px,
             dy: pdy,
             dx: pdx,
@@ -185,19 +183,10 @@ fn sim_layer_norm() {
     print!("  backward plan: {bwd}");
     let bwd_bytes = run_sim(&mut s, &bwd);
 
-    let want = cpu::layer_norm::layer_norm_fwd(&x, rows, cols, Some(&gamma), Some(&beta), 1e-5)
-        .expect("reference forward");
-    let grads = cpu::layer_norm::layer_norm_bwd(
-        &x,
-        &dy,
-        &want.mean,
-        &want.rstd,
-        Some(&gamma),
-        true,
-        rows,
-        cols,
-    )
-    .expect("reference backward");
+    let want =
+        cpu::layer_norm::forward(&desc, &x, Some(&gamma), Some(&beta)).expect("reference forward");
+    let grads = cpu::layer_norm::backward(&desc, &x, &dy, &want.mean, &want.rstd, Some(&gamma))
+        .expect("reference backward");
     let y: Vec<bf16> = s.download(py, rows * cols);
     let dx: Vec<bf16> = s.download(pdx, rows * cols);
     let dg: Vec<f32> = s.download(pdg, cols);
@@ -223,7 +212,8 @@ fn sim_batch_norm() {
     let dims = [8usize, 32, 16, 16];
     let props = DeviceProps::H200;
     println!("\nBatchNorm2d training step, x {dims:?} f32 NCHW, momentum 0.1:");
-    let desc = BatchNormDesc::new(&dims, Layout::Contiguous, DType::F32, DType::F32);
+    let desc = BatchNormDesc::new(&dims, Layout::Contiguous, DType::F32, DType::F32)
+        .with_mode(Mode::train(0.1));
     let c = dims[1];
     let n: usize = dims.iter().product();
     let x: Vec<f32> = cast(
@@ -244,13 +234,11 @@ fn sim_batch_norm() {
     let pnbt = s.dev.alloc_zeroed(8).expect("alloc");
     let psm = s.alloc::<f32>(c, 0);
     let psi = s.alloc::<f32>(c, 0);
-    let ws = bn::workspace_len(&desc, &props).expect("workspace");
-    let pws = s.alloc::<f32>(ws, 0);
-    let mode = ForwardMode::train(0.1);
-    let plan = bn::plan_batch_norm_fwd(
+    let ws_bytes = bn::workspace_bytes(&desc, bn::Direction::Forward, &props).expect("workspace");
+    let pws = s.alloc::<f32>(ws_bytes.div_ceil(4), 0);
+    let plan = bn::plan_forward(
         &desc,
-        &mode,
-        &bn::FwdPtrs {
+        &bn::ForwardPtrs {
             x: px,
             y: py,
             gamma: Some(pg),
@@ -261,6 +249,7 @@ fn sim_batch_norm() {
             save_mean: Some(psm),
             save_invstd: Some(psi),
             workspace: pws,
+            workspace_bytes: ws_bytes as u64,
         },
         &props,
     )
@@ -272,7 +261,6 @@ fn sim_batch_norm() {
     let mut nbt = 0i64;
     let want = cpu::batch_norm::forward(
         &desc,
-        &mode,
         &x,
         Some((&gamma, &beta)),
         Some(cpu::batch_norm::Running {
@@ -363,27 +351,12 @@ mod gpu {
         let dx_ = stream.clone_htod(&x).map_err(drv)?;
         let ddy = stream.clone_htod(&dy).map_err(drv)?;
         let out = m.forward(&dx_.as_view(), &[rows, cols])?;
-        let grads = m.backward(
-            &dx_.as_view(),
-            &[rows, cols],
-            &ddy.as_view(),
-            &out.mean.as_view(),
-            &out.rstd.as_view(),
-        )?;
+        let grads = m.backward(&dx_.as_view(), &ddy.as_view(), &[rows, cols], &out.saved)?;
         let y = stream.clone_dtoh(&out.y).map_err(drv)?;
         let dx = stream.clone_dtoh(&grads.dx).map_err(drv)?;
-        let want =
-            cpu::layer_norm::layer_norm_fwd(&x, rows, cols, Some(&gamma), Some(&beta), 1e-5)?;
-        let wg = cpu::layer_norm::layer_norm_bwd(
-            &x,
-            &dy,
-            &want.mean,
-            &want.rstd,
-            Some(&gamma),
-            true,
-            rows,
-            cols,
-        )?;
+        let desc = m.desc::<bf16>(&[rows, cols])?;
+        let want = cpu::layer_norm::forward(&desc, &x, Some(&gamma), Some(&beta))?;
+        let wg = cpu::layer_norm::backward(&desc, &x, &dy, &want.mean, &want.rstd, Some(&gamma))?;
         println!(
             "  max error vs f64 reference (relative to max|ref|): y {:.2e}, dx {:.2e}",
             max_rel_err(&y, &want.y),
@@ -398,13 +371,7 @@ mod gpu {
         })?;
         let mut bwd_err = None;
         let bwd = time_ms(&stream, 20, || {
-            if let Err(e) = m.backward(
-                &dx_.as_view(),
-                &[rows, cols],
-                &ddy.as_view(),
-                &out.mean.as_view(),
-                &out.rstd.as_view(),
-            ) {
+            if let Err(e) = m.backward(&dx_.as_view(), &ddy.as_view(), &[rows, cols], &out.saved) {
                 bwd_err = Some(e);
             }
         })?;
@@ -424,28 +391,23 @@ mod gpu {
         let xb: Vec<f32> = cast(&values(n, 5));
         let dxb = stream.clone_htod(&xb).map_err(drv)?;
         let mut b = BatchNorm::<f32>::new(&stream, BatchNormConfig::new(dims[1]))?;
-        let (yb, _saved) = b.forward(&dxb, &dims, Layout::Contiguous)?;
-        let got = stream.clone_dtoh(&yb).map_err(drv)?;
+        let out = b.forward(&dxb.as_view(), &dims, Layout::Contiguous)?;
+        let got = stream.clone_dtoh(&out.y).map_err(drv)?;
         let desc = warpnorm::batch_norm::BatchNormDesc::new(
             &dims,
             Layout::Contiguous,
             warpnorm::DType::F32,
             warpnorm::DType::F32,
-        );
-        let want = cpu::batch_norm::forward::<f32, f32>(
-            &desc,
-            &warpnorm::batch_norm::ForwardMode::train(0.1),
-            &xb,
-            None,
-            None,
-        )?;
+        )
+        .with_mode(warpnorm::batch_norm::Mode::train(0.1));
+        let want = cpu::batch_norm::forward::<f32, f32>(&desc, &xb, None, None)?;
         println!(
             "  max error of y vs f64 reference: {:.2e}",
             max_rel_err(&got, &want.y)
         );
         let mut err = None;
         let t = time_ms(&stream, 20, || {
-            if let Err(e) = b.forward(&dxb, &dims, Layout::Contiguous) {
+            if let Err(e) = b.forward(&dxb.as_view(), &dims, Layout::Contiguous) {
                 err = Some(e);
             }
         })?;

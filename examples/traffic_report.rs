@@ -17,13 +17,8 @@
 //! the same ratio as an H200 (132 SMs) with ~30x more rows, which would take too long to
 //! simulate. The H200 column gives that ratio computed from the H200 plan's grid.
 
-#[path = "../tests/common/sim.rs"]
-mod sim;
-
-#[path = "../tests/coalescing_support/mod.rs"]
-mod coalescing_support;
-
-use warpnorm::batch_norm::{self as bn, BatchNormDesc, ForwardMode, Layout};
+use testkit::{coalescing, sim};
+use warpnorm::batch_norm::{self as bn, BatchNormDesc, Layout, Mode};
 use warpnorm::layer_norm::{self as ln, Affine, Direction, LayerNormDesc};
 use warpnorm::{kernels, DType, DeviceProps, Element, Plan};
 
@@ -60,7 +55,7 @@ fn run(s: &mut sim::Sim, plan: &Plan) -> Traffic {
         t.sectors += m.global_sectors();
         t.ideal_sectors += m.global_ideal_sectors();
         if m.uncoalesced_requests() != 0 {
-            let full = coalescing_support::describe(&l.kernel, s.arch, m);
+            let full = coalescing::describe(&l.kernel, s.arch, m);
             // The header line, then two lines per instruction.
             let mut text: String = full
                 .lines()
@@ -148,7 +143,7 @@ fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usi
         .unwrap()
         .max(ln::workspace_bytes(&desc, Direction::Forward, &props).unwrap());
     let ws = s.alloc::<f32>(ws_bytes.div_ceil(4).max(1), 0);
-    let fp = ln::FwdPtrs {
+    let fp = ln::ForwardPtrs {
         x,
         y,
         gamma: Some(g),
@@ -158,7 +153,7 @@ fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usi
         workspace: ws,
         workspace_bytes: ws_bytes as u64,
     };
-    let bp = ln::BwdPtrs {
+    let bp = ln::BackwardPtrs {
         x,
         dy,
         dx,
@@ -173,7 +168,7 @@ fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usi
     let n = (rows * cols) as f64;
     let shape = format!("{rows} x {cols}");
     let dt = format!("{}/f32", T::DTYPE);
-    let fwd = run(&mut s, &ln::plan_fwd(&desc, &fp, &props).expect("plan"));
+    let fwd = run(&mut s, &ln::plan_forward(&desc, &fp, &props).expect("plan"));
     row(
         notes,
         "LayerNorm fwd",
@@ -183,7 +178,7 @@ fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usi
         &fwd,
         None,
     );
-    let plan = ln::plan_bwd(&desc, &bp, &props).expect("plan");
+    let plan = ln::plan_backward(&desc, &bp, &props).expect("plan");
     let bwd = run(&mut s, &plan);
     // Partial rows (dgamma, dbeta: 2 f32 per column per block of the backward kernel, rows
     // padded to part_stride floats) are written by the main kernel and read back by the
@@ -215,11 +210,22 @@ fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usi
     )
     .unwrap();
     let h_ws = ln::workspace_bytes(&h_desc, Direction::Backward, &DeviceProps::H200).unwrap();
-    let hp = ln::BwdPtrs {
+    // Planned only, never run: distinct 256-byte aligned addresses (as the simulator's), far
+    // enough apart that the 16384-row buffers do not overlap (the planner rejects that).
+    let at = |i: u64| (i + 1) << 40;
+    let hp = ln::BackwardPtrs {
+        x: at(0),
+        dy: at(1),
+        dx: at(2),
+        gamma: Some(at(3)),
+        mean: at(4),
+        rstd: at(5),
+        dgamma: Some(at(6)),
+        dbeta: Some(at(7)),
+        workspace: at(8),
         workspace_bytes: h_ws as u64,
-        ..bp
     };
-    let h_plan = ln::plan_bwd(&h_desc, &hp, &DeviceProps::H200).unwrap();
+    let h_plan = ln::plan_backward(&h_desc, &hp, &DeviceProps::H200).unwrap();
     let h_min = 3.0 * s_ * 16384.0 * cols as f64;
     let h_partial = part_of(&h_plan);
     let h_ratio = (bwd.unique as f64 - sim_partial) / (3.0 * s_ * n) + h_partial / h_min;
@@ -241,7 +247,8 @@ fn batch_norm<T: Element + Default>(
 ) {
     let props = DeviceProps::SIM;
     let s_ = T::DTYPE.size() as f64;
-    let desc = BatchNormDesc::new(dims, layout, T::DTYPE, DType::F32);
+    let desc = BatchNormDesc::new(dims, layout, T::DTYPE, DType::F32).with_mode(Mode::train(0.1));
+    let eval_desc = desc.clone().with_mode(Mode::eval());
     let c = dims[1];
     let n: usize = dims.iter().product();
     let mut s = sim();
@@ -258,8 +265,11 @@ fn batch_norm<T: Element + Default>(
     let si = s.alloc::<f32>(c, 0);
     let dg = s.alloc::<f32>(c, 0);
     let db = s.alloc::<f32>(c, 0);
-    let ws = s.alloc::<f32>(bn::workspace_len(&desc, &props).unwrap().max(1), 0);
-    let fp = bn::FwdPtrs {
+    let ws_bytes = bn::workspace_bytes(&desc, bn::Direction::Forward, &props)
+        .unwrap()
+        .max(bn::workspace_bytes(&desc, bn::Direction::Backward, &props).unwrap());
+    let ws = s.alloc::<f32>(ws_bytes.div_ceil(4).max(1), 0);
+    let fp = bn::ForwardPtrs {
         x,
         y,
         gamma: Some(g),
@@ -270,8 +280,9 @@ fn batch_norm<T: Element + Default>(
         save_mean: Some(sm),
         save_invstd: Some(si),
         workspace: ws,
+        workspace_bytes: ws_bytes as u64,
     };
-    let bp = bn::BwdPtrs {
+    let bp = bn::BackwardPtrs {
         x,
         dy,
         dx,
@@ -281,14 +292,12 @@ fn batch_norm<T: Element + Default>(
         dgamma: Some(dg),
         dbeta: Some(db),
         workspace: ws,
+        workspace_bytes: ws_bytes as u64,
     };
     let shape = format!("{dims:?} {layout:?}");
     let dt = format!("{}/f32", T::DTYPE);
     let n = n as f64;
-    let t = run(
-        &mut s,
-        &bn::plan_batch_norm_fwd(&desc, &ForwardMode::train(0.1), &fp, &props).unwrap(),
-    );
+    let t = run(&mut s, &bn::plan_forward(&desc, &fp, &props).unwrap());
     row(
         notes,
         "BatchNorm train fwd",
@@ -298,10 +307,7 @@ fn batch_norm<T: Element + Default>(
         &t,
         None,
     );
-    let t = run(
-        &mut s,
-        &bn::plan_batch_norm_bwd(&desc, false, &bp, &props).unwrap(),
-    );
+    let t = run(&mut s, &bn::plan_backward(&desc, &bp, &props).unwrap());
     row(
         notes,
         "BatchNorm train bwd",
@@ -311,10 +317,7 @@ fn batch_norm<T: Element + Default>(
         &t,
         None,
     );
-    let t = run(
-        &mut s,
-        &bn::plan_batch_norm_fwd(&desc, &ForwardMode::eval(), &fp, &props).unwrap(),
-    );
+    let t = run(&mut s, &bn::plan_forward(&eval_desc, &fp, &props).unwrap());
     row(
         notes,
         "BatchNorm eval fwd",
@@ -352,8 +355,8 @@ fn main() {
          uncoalesced / requests: global requests (warp-level loads, stores, atomics) that touch \
          more 32-byte sectors than ceil(distinct bytes / 32), of all global requests; \
          sectors/ideal: sectors of all requests over that ideal (1 = fully coalesced). \
-         Aligned shapes, which must be fully coalesced (tests/layer_norm_coalescing.rs, \
-         tests/coalescing_sim.rs): 32-byte aligned buffers, LayerNorm rows a multiple of the \
+         Aligned shapes, which must be fully coalesced (tests/layer_norm/coalescing.rs, \
+         tests/batch_norm/coalescing.rs): 32-byte aligned buffers, LayerNorm rows a multiple of the \
          vector width, BatchNorm per-channel slices (NCHW: spatial x s; channels-last: C x s) \
          a multiple of 32 bytes. The 14 x 14 and 7 x 7 BatchNorm rows are not aligned (784 \
          and 196 bytes per (n, c) slice in f32): a warp's reads straddle the slices' partial \

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds, here (no GPU needed), everything a lent GPU machine without a Rust toolchain runs:
-# every GPU test binary (tests/*_gpu.rs), the two benches and the demo, in release, with SASS for
+# the test binaries that hold GPU tests (kernels, layer_norm, batch_norm: their `gpu` modules),
+# the two benches and the demo, in release, with SASS for
 # WARPNORM_CUDA_ARCHS (default 90: H100/H200; PTX of the newest arch is embedded anyway), and
 # packs them, debug info stripped, under readable names into .gpu-bundle/:
-#   bin.tar.xz  <test>_gpu (one per test file), bench_layer_norm, bench_batch_norm, demo,
+#   bin.tar.xz  kernels, layer_norm, batch_norm, bench_layer_norm, bench_batch_norm, demo,
 #               kernel_resources.tsv
 #   MANIFEST    commit, date, nvcc, archs, sizes and checksums
 # Each executable is ~50 MB, nearly all of it the same embedded PTX (the simulator's compute_75/
@@ -28,14 +29,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target-gpu}"
 bundle="${GPU_BUNDLE_DIR:-.gpu-bundle}"
 max_mib=60
 
-tests=()
-for f in tests/*_gpu.rs; do
-  tests+=("$(basename "$f" .rs)")
-done
-if [ "${#tests[@]}" -eq 0 ]; then
-  echo "gpu-bundle: no tests/*_gpu.rs found" >&2
-  exit 1
-fi
+# The test binaries with GPU tests (scripts/gpu-run.sh runs their `gpu::` tests).
+tests=(kernels layer_norm batch_norm)
 args=(--release --bench layer_norm --bench batch_norm --example demo)
 for t in "${tests[@]}"; do
   args+=(--test "$t")

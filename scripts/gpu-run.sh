@@ -211,13 +211,13 @@ fi
 
 # ---- 2. tests ----------------------------------------------------------------------------------
 if [ "$tests" = 1 ]; then
-  for t in tests/*_gpu.rs; do
-    name="$(basename "$t" .rs)"
+  # The GPU tests are the `gpu` modules of these test binaries (filter `gpu::`).
+  for name in kernels layer_norm batch_norm; do
     if [ ! -x "$bin/$name" ]; then
       record "$name" FAIL - 0 "$bin/$name missing: rebuild the bundle"
       continue
     fi
-    if ! run_step "$name" 300 "$bin/$name" --nocapture --color never; then
+    if ! run_step "$name" 300 "$bin/$name" gpu:: --nocapture --color never; then
       not_run "$name"
       continue
     fi

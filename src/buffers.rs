@@ -1,9 +1,12 @@
-//! Checks shared by the functional ops on cudarc buffers: context, length, alignment.
+//! The functional ops' side of validation: buffers live in the stream's context and hold
+//! exactly the elements the call needs, then lend their device addresses to a plan; plus the
+//! module types' allocation helpers.
 
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaSlice, CudaStream, DeviceRepr, DeviceSlice, DriverError, ValidAsZeroBits,
+    CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr, DeviceSlice,
+    DriverError, SyncOnDrop, ValidAsZeroBits,
 };
 
 use crate::{Error, Result};
@@ -30,28 +33,96 @@ pub(crate) fn check_context<T, B: DeviceSlice<T> + ?Sized>(
 pub(crate) fn check_len<T, B: DeviceSlice<T> + ?Sized>(
     what: &str,
     buf: &B,
-    expected: usize,
+    expected: u64,
 ) -> Result<()> {
-    if buf.len() != expected {
+    if buf.len() as u64 != expected {
         return Err(Error::Length {
             what: what.into(),
-            expected,
+            expected: expected as usize,
             given: buf.len(),
         });
     }
     Ok(())
 }
 
-/// `address` must be a multiple of `align` bytes.
-pub fn check_alignment(what: &str, address: u64, align: u64) -> Result<()> {
-    if !address.is_multiple_of(align) {
-        return Err(Error::Alignment {
-            what: what.into(),
-            address,
-            required: align,
-        });
+/// Lends the device addresses of a call's buffers to its plan: checks each buffer's context
+/// and length first, and keeps cudarc's stream-ordering guards alive until the launches are
+/// enqueued (drop it after executing the plan).
+pub(crate) struct Lender<'a> {
+    stream: &'a Arc<CudaStream>,
+    guards: Vec<SyncOnDrop<'a>>,
+}
+
+impl<'a> Lender<'a> {
+    pub(crate) fn new(stream: &'a Arc<CudaStream>) -> Lender<'a> {
+        Lender {
+            stream,
+            guards: Vec::with_capacity(10),
+        }
     }
-    Ok(())
+
+    /// The address of a buffer the call reads, which must hold `len` elements.
+    pub(crate) fn input<T>(
+        &mut self,
+        what: &str,
+        buf: &'a CudaView<'_, T>,
+        len: u64,
+    ) -> Result<u64> {
+        check_context(what, buf, self.stream)?;
+        check_len(what, buf, len)?;
+        let (ptr, guard) = buf.device_ptr(self.stream);
+        self.guards.push(guard);
+        Ok(ptr)
+    }
+
+    /// The address of a buffer the call writes, which must hold `len` elements.
+    pub(crate) fn output<T>(
+        &mut self,
+        what: &str,
+        buf: &'a mut CudaViewMut<'_, T>,
+        len: u64,
+    ) -> Result<u64> {
+        check_context(what, buf, self.stream)?;
+        check_len(what, buf, len)?;
+        let (ptr, guard) = buf.device_ptr_mut(self.stream);
+        self.guards.push(guard);
+        Ok(ptr)
+    }
+
+    /// [`Lender::input`] for an optional buffer.
+    pub(crate) fn input_opt<T>(
+        &mut self,
+        what: &str,
+        buf: Option<&'a CudaView<'_, T>>,
+        len: u64,
+    ) -> Result<Option<u64>> {
+        buf.map(|b| self.input(what, b, len)).transpose()
+    }
+
+    /// [`Lender::output`] for an optional buffer.
+    pub(crate) fn output_opt<T>(
+        &mut self,
+        what: &str,
+        buf: Option<&'a mut CudaViewMut<'_, T>>,
+        len: u64,
+    ) -> Result<Option<u64>> {
+        buf.map(|b| self.output(what, b, len)).transpose()
+    }
+
+    /// The address and size in bytes of an optional workspace (any size: the plan checks it
+    /// against what the op's `*_workspace_bytes` query returns).
+    pub(crate) fn workspace(
+        &mut self,
+        buf: Option<&'a mut CudaViewMut<'_, u8>>,
+    ) -> Result<(u64, u64)> {
+        match buf {
+            None => Ok((0, 0)),
+            Some(b) => {
+                let len = b.len() as u64;
+                Ok((self.output("workspace", b, len)?, len))
+            }
+        }
+    }
 }
 
 /// `len` uninitialized elements on `stream`. CUDA rejects zero-byte allocations

@@ -3,13 +3,14 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 
 use crate::abi::WnCopyArgs;
-use crate::buffers::{check_context, check_len};
+use crate::buffers::Lender;
+use crate::check::Buffers;
 use crate::device::DeviceProps;
-use crate::plan::{div_ceil_u64, grid_dim, Executor, Launch, Plan};
-use crate::runtime::{device_props, GpuExecutor};
+use crate::plan::{grid_dim, Executor, Launch, Plan};
+use crate::runtime::GpuExecutor;
 use crate::{Error, Result};
 
 /// Threads per block of the copy kernels.
@@ -24,19 +25,10 @@ pub fn plan_copy(src: u64, dst: u64, n_bytes: u64, props: &DeviceProps) -> Resul
     if n_bytes == 0 {
         return Ok(Plan::empty());
     }
-    let end = |p: u64, what: &str| {
-        p.checked_add(n_bytes)
-            .ok_or_else(|| Error::Overflow(format!("{what} address {p:#x} + {n_bytes} bytes")))
-    };
-    let (src_end, dst_end) = (end(src, "source")?, end(dst, "destination")?);
-    if src < dst_end && dst < src_end {
-        return Err(Error::invalid(
-            "copy ranges",
-            format!(
-                "source [{src:#x}, {src_end:#x}) overlaps destination [{dst:#x}, {dst_end:#x})"
-            ),
-        ));
-    }
+    let mut bufs = Buffers::new(&[]);
+    bufs.input("source", src, n_bytes, 1)?;
+    bufs.output("destination", dst, n_bytes, 1)?;
+    bufs.finish()?;
     let vec16 = src.is_multiple_of(16) && dst.is_multiple_of(16);
     let (kernel, units) = if vec16 {
         ("warpnorm_copy_fwd_u8_vec16", n_bytes / 16)
@@ -44,7 +36,10 @@ pub fn plan_copy(src: u64, dst: u64, n_bytes: u64, props: &DeviceProps) -> Resul
         ("warpnorm_copy_fwd_u8_scalar", n_bytes)
     };
     let max_blocks = props.sm_count as u64 * 8;
-    let blocks = div_ceil_u64(units.max(1), COPY_BLOCK as u64).clamp(1, max_blocks);
+    let blocks = units
+        .max(1)
+        .div_ceil(COPY_BLOCK as u64)
+        .clamp(1, max_blocks);
     let args = WnCopyArgs { src, dst, n_bytes };
     let mut plan = Plan::empty();
     plan.push(Launch::new(
@@ -60,23 +55,22 @@ pub fn plan_copy(src: u64, dst: u64, n_bytes: u64, props: &DeviceProps) -> Resul
 /// Copies `src` into `dst` on `stream` (asynchronously; no allocation, no host sync).
 ///
 /// Both must hold the same number of elements and live in the stream's context.
-pub fn copy<T, S, D>(stream: &Arc<CudaStream>, src: &S, dst: &mut D) -> Result<()>
-where
-    S: DevicePtr<T>,
-    D: DevicePtrMut<T>,
-{
-    check_context("source", src, stream)?;
-    check_context("destination", dst, stream)?;
-    check_len("destination", dst, src.len())?;
-    let n_bytes = (src.len() as u64)
+pub fn copy<T>(
+    stream: &Arc<CudaStream>,
+    src: CudaView<'_, T>,
+    mut dst: CudaViewMut<'_, T>,
+) -> Result<()> {
+    let n = src.len() as u64;
+    let n_bytes = n
         .checked_mul(std::mem::size_of::<T>() as u64)
         .ok_or_else(|| Error::Overflow("copy size in bytes".into()))?;
+    let mut lend = Lender::new(stream);
+    let s = lend.input("source", &src, n)?;
+    let d = lend.output("destination", &mut dst, n)?;
     if n_bytes == 0 {
         return Ok(());
     }
-    let props = device_props(stream)?;
-    let (s, _sg) = src.device_ptr(stream);
-    let (d, _dg) = dst.device_ptr_mut(stream);
-    let plan = plan_copy(s, d, n_bytes, &props)?;
-    GpuExecutor::new(stream).execute(&plan)
+    let mut exec = GpuExecutor::new(stream)?;
+    let plan = plan_copy(s, d, n_bytes, exec.props())?;
+    exec.execute(&plan)
 }

@@ -4,8 +4,8 @@ use cudarc::driver::DriverError;
 
 /// Everything that can go wrong in warpnorm. Messages say what was expected and what was given.
 ///
-/// Validation errors (`Shape`, `DType`, `Length`, `Alignment`, `ContextMismatch`,
-/// `InvalidArgument`, `Overflow`) are always returned before any kernel is launched, so a
+/// Validation errors (`Shape`, `DType`, `Length`, `Workspace`, `Overlap`, `Alignment`,
+/// `ContextMismatch`, `InvalidArgument`, `Overflow`) are always returned before any kernel is launched, so a
 /// rejected call leaves every output and every running statistic untouched.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -39,6 +39,23 @@ pub enum Error {
         expected: usize,
         /// Elements the buffer holds.
         given: usize,
+    },
+    /// The workspace is smaller than the op's `*_workspace_bytes` query returned.
+    #[error("workspace too small: the call needs at least {needed} bytes, got {given}")]
+    Workspace {
+        /// Bytes the query returned for this call.
+        needed: usize,
+        /// Bytes of the workspace given.
+        given: usize,
+    },
+    /// An output overlaps another buffer of the same call (other than a documented in-place
+    /// pair, such as BatchNorm's `y == x`).
+    #[error("{what} and {other} overlap in device memory")]
+    Overlap {
+        /// One buffer.
+        what: String,
+        /// The buffer it overlaps.
+        other: String,
     },
     /// A device address is not aligned to its element size.
     #[error("{what} is misaligned: address {address:#x} is not a multiple of {required} bytes")]

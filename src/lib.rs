@@ -36,7 +36,7 @@
 //!     source: e,
 //! })?;
 //! let mut dst = stream.alloc_zeros::<f32>(3).unwrap();
-//! warpnorm::copy::copy(&stream, &src, &mut dst)?;
+//! warpnorm::copy::copy(&stream, src.as_view(), dst.as_view_mut())?;
 //! # Ok(()) }
 //! ```
 
@@ -45,6 +45,7 @@
 pub mod abi;
 pub mod batch_norm;
 mod buffers;
+mod check;
 pub mod copy;
 pub mod cpu;
 pub mod device;
@@ -56,7 +57,7 @@ pub mod occupancy;
 pub mod plan;
 pub mod runtime;
 
-pub use buffers::check_alignment;
+pub use check::check_alignment;
 pub use device::DeviceProps;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};

@@ -194,16 +194,23 @@ impl fmt::Display for Plan {
     }
 }
 
-/// Something that runs plans: a CUDA stream ([`crate::runtime::GpuExecutor`]) or, in tests,
-/// the ptxsim simulator.
-pub trait Executor {
-    /// Runs every launch of the plan, in order.
-    fn execute(&mut self, plan: &Plan) -> Result<()>;
+/// Direction of a pass: which of an op's plans, workspaces and kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// Forward: the outputs (and the saved statistics) from the input.
+    Forward,
+    /// Backward: the input's (and the parameters') gradients.
+    Backward,
 }
 
-/// Ceiling division for u64, as used by every planner.
-pub(crate) fn div_ceil_u64(a: u64, b: u64) -> u64 {
-    a.div_ceil(b)
+/// Something that runs plans: a CUDA stream ([`crate::runtime::GpuExecutor`]) or, in the
+/// test suite, the ptxsim simulator. Plans are made for the executor's [`DeviceProps`].
+pub trait Executor {
+    /// The properties of the device plans for this executor must be made for.
+    fn props(&self) -> &DeviceProps;
+
+    /// Runs every launch of the plan, in order.
+    fn execute(&mut self, plan: &Plan) -> Result<()>;
 }
 
 /// Converts a u64 grid dimension to u32, or an overflow error naming the kernel.

@@ -179,21 +179,35 @@ pub fn device_props(stream: &Arc<CudaStream>) -> Result<DeviceProps> {
 /// the host or allocates device memory, so plans can be captured in a CUDA graph.
 pub struct GpuExecutor<'a> {
     stream: &'a Arc<CudaStream>,
+    loaded: Arc<Loaded>,
 }
 
 impl<'a> GpuExecutor<'a> {
-    /// An executor that launches on `stream`.
-    pub fn new(stream: &'a Arc<CudaStream>) -> Self {
-        GpuExecutor { stream }
+    /// An executor that launches on `stream`, with warpnorm's modules loaded into its context
+    /// (once per context; later calls find them in a cache).
+    pub fn new(stream: &'a Arc<CudaStream>) -> Result<Self> {
+        Ok(GpuExecutor {
+            stream,
+            loaded: load(stream.context())?,
+        })
+    }
+
+    /// The stream's device properties, which plans for this executor are made for.
+    pub fn props(&self) -> &DeviceProps {
+        &self.loaded.props
     }
 }
 
 impl Executor for GpuExecutor<'_> {
+    fn props(&self) -> &DeviceProps {
+        &self.loaded.props
+    }
+
     fn execute(&mut self, plan: &Plan) -> Result<()> {
         if plan.launches.is_empty() {
             return Ok(());
         }
-        let loaded = load(self.stream.context())?;
+        let loaded = &self.loaded;
         plan.check(&loaded.props)?;
         // Resolve every function before the first launch, so that a lookup failure cannot
         // leave a plan half-executed.

@@ -1,5 +1,6 @@
 //! What a BatchNorm call is about: shape, layout, dtypes, eps, mode - and their validation.
 
+use crate::check::check_param_dtype;
 use crate::{DType, Error, Result};
 
 /// Memory layout of the activations (x, y, dy, dx all share it).
@@ -22,45 +23,48 @@ pub enum Momentum {
     Cumulative,
 }
 
-/// What a forward call does.
+/// Training or eval: which statistics a call normalizes with, and how training updates the
+/// running ones. Part of the [`BatchNormDesc`], so a backward call knows which forward it
+/// differentiates.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ForwardMode {
+pub struct Mode {
     /// Normalize with the batch statistics (PyTorch's `training=True` of `F.batch_norm`; also
     /// eval with `track_running_stats=False`). Running statistics, when given, are updated and
     /// num_batches_tracked, when given, is incremented. When false, the running statistics
-    /// are required and used (eval).
+    /// are required and used (eval), and the backward is the eval-mode one
+    /// (dx = dy * gamma * invstd).
     pub batch_stats: bool,
     /// Momentum of the running statistics update (ignored in eval).
     pub momentum: Momentum,
 }
 
-impl ForwardMode {
+impl Mode {
     /// Training with momentum `m`.
-    pub fn train(m: f32) -> ForwardMode {
-        ForwardMode {
+    pub fn train(m: f32) -> Mode {
+        Mode {
             batch_stats: true,
             momentum: Momentum::Factor(m),
         }
     }
 
     /// Training with the cumulative average (`momentum=None`).
-    pub fn train_cumulative() -> ForwardMode {
-        ForwardMode {
+    pub fn train_cumulative() -> Mode {
+        Mode {
             batch_stats: true,
             momentum: Momentum::Cumulative,
         }
     }
 
     /// Eval with the running statistics.
-    pub fn eval() -> ForwardMode {
-        ForwardMode {
+    pub fn eval() -> Mode {
+        Mode {
             batch_stats: false,
             momentum: Momentum::Factor(0.0),
         }
     }
 }
 
-/// Shape, layout, dtypes and constants of a BatchNorm call.
+/// Shape, layout, dtypes, constants and mode of a BatchNorm call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BatchNormDesc {
     /// Logical dims `(N, C)`, `(N, C, L)`, `(N, C, H, W)` or `(N, C, D, H, W)`.
@@ -69,14 +73,16 @@ pub struct BatchNormDesc {
     pub layout: Layout,
     /// Element type of x, y, dy, dx.
     pub dtype: DType,
-    /// Element type of gamma, beta, running statistics, dgamma, dbeta.
+    /// Element type of gamma, beta, running statistics, dgamma, dbeta: f32 or `dtype`.
     pub param_dtype: DType,
     /// Added to the variance inside the square root (PyTorch's default 1e-5).
     pub eps: f32,
+    /// Training (batch statistics, running statistics updated) or eval.
+    pub mode: Mode,
 }
 
 impl BatchNormDesc {
-    /// A description with eps = 1e-5.
+    /// A description with eps = 1e-5 in training mode with momentum 0.1 (PyTorch's defaults).
     pub fn new(dims: &[usize], layout: Layout, dtype: DType, param_dtype: DType) -> Self {
         BatchNormDesc {
             dims: dims.to_vec(),
@@ -84,6 +90,7 @@ impl BatchNormDesc {
             dtype,
             param_dtype,
             eps: 1e-5,
+            mode: Mode::train(0.1),
         }
     }
 
@@ -93,8 +100,15 @@ impl BatchNormDesc {
         self
     }
 
-    /// Validates the shape and constants and returns the (N, C, S) view.
-    pub fn geometry(&self) -> Result<Geometry> {
+    /// The same description in another mode.
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Validates the description once (dims, dtypes, eps, momentum, one value per channel
+    /// in training, sizes): what planning takes.
+    pub fn check(&self) -> Result<Problem> {
         if !(2..=5).contains(&self.dims.len()) {
             return Err(Error::shape(
                 "BatchNorm input",
@@ -110,12 +124,14 @@ impl BatchNormDesc {
                 format!("{:?}", self.dims),
             ));
         }
+        check_param_dtype("BatchNorm", self.dtype, self.param_dtype)?;
         if !(self.eps.is_finite() && self.eps >= 0.0) {
             return Err(Error::invalid(
                 "eps",
-                format!("must be finite and >= 0, got {}", self.eps),
+                format!("expected a finite value >= 0, got {}", self.eps),
             ));
         }
+        check_momentum(self.mode.momentum)?;
         let overflow = || Error::Overflow(format!("BatchNorm input of dims {:?}", self.dims));
         let s = self.dims[2..]
             .iter()
@@ -131,19 +147,47 @@ impl BatchNormDesc {
             .checked_mul(self.dtype.size() as u64)
             .filter(|&b| b <= i64::MAX as u64)
             .ok_or_else(overflow)?;
-        Ok(Geometry {
+        let ncs = Ncs {
             n,
             c,
             s,
             numel,
             nhwc: self.layout == Layout::ChannelsLast || s == 1,
+        };
+        if self.mode.batch_stats && ncs.count() == 1 {
+            return Err(one_value_error(&self.dims));
+        }
+        Ok(Problem {
+            desc: self.clone(),
+            ncs,
         })
     }
 }
 
-/// The (N, C, S) view of a validated description.
+/// A [`BatchNormDesc`] that passed [`BatchNormDesc::check`]: the only input planning takes,
+/// so that a call validates its description once.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Problem {
+    desc: BatchNormDesc,
+    ncs: Ncs,
+}
+
+impl Problem {
+    /// The checked description.
+    pub fn desc(&self) -> &BatchNormDesc {
+        &self.desc
+    }
+
+    /// Its (N, C, S) view.
+    pub fn ncs(&self) -> &Ncs {
+        &self.ncs
+    }
+}
+
+/// The (N, C, S) view of a checked description: batch, channels, and the product of the
+/// spatial dims.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Geometry {
+pub struct Ncs {
     /// Batch size.
     pub n: u64,
     /// Channels.
@@ -156,7 +200,7 @@ pub struct Geometry {
     pub nhwc: bool,
 }
 
-impl Geometry {
+impl Ncs {
     /// Values per channel: N * S.
     pub fn count(&self) -> u64 {
         self.n * self.s
@@ -169,7 +213,7 @@ pub(crate) fn check_momentum(m: Momentum) -> Result<()> {
         if !(f.is_finite() && (0.0..=1.0).contains(&f)) {
             return Err(Error::invalid(
                 "momentum",
-                format!("must be in [0, 1], got {f}"),
+                format!("expected a value in [0, 1], got {f}"),
             ));
         }
     }

@@ -4,15 +4,16 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView};
 
 use crate::buffers::{alloc_uninit, upload};
-use crate::runtime::device_props;
 use crate::{Element, Error, Result};
 
-use super::desc::{check_momentum, BatchNormDesc, ForwardMode, Layout, Momentum};
-use super::ops::{batch_norm_backward, batch_norm_forward, BackwardBuffers, ForwardBuffers};
-use super::plan::workspace_len;
+use super::desc::{check_momentum, BatchNormDesc, Layout, Mode, Momentum};
+use super::ops::{
+    backward, backward_workspace_bytes, forward, forward_workspace_bytes, BackwardBuffers,
+    ForwardBuffers,
+};
 
 /// Construction parameters, with PyTorch's defaults from [`BatchNormConfig::new`].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -40,6 +41,14 @@ impl BatchNormConfig {
             track_running_stats: true,
         }
     }
+}
+
+/// What [`BatchNorm::forward`] returns.
+pub struct ForwardOutput<T> {
+    /// The output, like x.
+    pub y: CudaSlice<T>,
+    /// What the backward needs.
+    pub saved: SavedStats,
 }
 
 /// What a forward saves for its backward.
@@ -76,7 +85,7 @@ pub struct BatchNorm<P: Element = f32> {
     running_mean: Option<CudaSlice<P>>,
     running_var: Option<CudaSlice<P>>,
     num_batches_tracked: Option<CudaSlice<i64>>,
-    workspace: Option<CudaSlice<f32>>,
+    workspace: Option<CudaSlice<u8>>,
 }
 
 fn drv(during: &str) -> impl FnOnce(cudarc::driver::DriverError) -> Error + '_ {
@@ -231,7 +240,9 @@ impl<P: Element> BatchNorm<P> {
         Ok(())
     }
 
-    fn desc<T: Element>(&self, dims: &[usize], layout: Layout) -> Result<BatchNormDesc> {
+    /// The description of a call on an input of logical `dims` in `layout`, in the module's
+    /// current mode (batch statistics in training, or without tracked statistics).
+    pub fn desc<T: Element>(&self, dims: &[usize], layout: Layout) -> Result<BatchNormDesc> {
         if dims.get(1) != Some(&self.config.num_features) {
             return Err(Error::shape(
                 "BatchNorm input",
@@ -239,15 +250,23 @@ impl<P: Element> BatchNorm<P> {
                 format!("{dims:?}"),
             ));
         }
-        Ok(BatchNormDesc::new(dims, layout, T::DTYPE, P::DTYPE).with_eps(self.config.eps))
+        let mode = Mode {
+            batch_stats: self.training || !self.config.track_running_stats,
+            momentum: self.config.momentum,
+        };
+        Ok(BatchNormDesc::new(dims, layout, T::DTYPE, P::DTYPE)
+            .with_eps(self.config.eps)
+            .with_mode(mode))
     }
 
+    /// Grows the cached workspace to what `desc` needs.
     fn workspace(&mut self, desc: &BatchNormDesc) -> Result<()> {
-        let need = workspace_len(desc, &device_props(&self.stream)?)?.max(4);
+        let need = forward_workspace_bytes(&self.stream, desc)?
+            .max(backward_workspace_bytes(&self.stream, desc)?)
+            .max(16);
         if self.workspace.as_ref().is_none_or(|w| w.len() < need) {
             self.workspace = Some(
-                self.stream
-                    .alloc_zeros::<f32>(need)
+                alloc_uninit::<u8>(&self.stream, need)
                     .map_err(drv("allocating the BatchNorm workspace"))?,
             );
         }
@@ -259,82 +278,65 @@ impl<P: Element> BatchNorm<P> {
     /// updates the running statistics and the counter.
     pub fn forward<T: Element>(
         &mut self,
-        x: &dyn DevicePtr<T>,
+        x: &CudaView<'_, T>,
         dims: &[usize],
         layout: Layout,
-    ) -> Result<(CudaSlice<T>, SavedStats)> {
+    ) -> Result<ForwardOutput<T>> {
         let desc = self.desc::<T>(dims, layout)?;
-        let g = desc.geometry()?;
-        let mode = ForwardMode {
-            batch_stats: self.training || !self.config.track_running_stats,
-            momentum: self.config.momentum,
-        };
-        if mode.batch_stats && g.count() == 1 {
-            return Err(super::desc::one_value_error(dims));
-        }
-        self.workspace(&desc)?;
-        let c = g.c as usize;
+        let ncs = *desc.check()?.ncs();
+        let c = ncs.c as usize;
         let s = self.stream.clone();
-        // Uninitialized: the plan writes every element of y (and nothing reads it before).
-        let mut y = alloc_uninit::<T>(&s, g.numel as usize).map_err(drv("allocating y"))?;
-        let mut mean = s
-            .alloc_zeros::<f32>(c)
-            .map_err(drv("allocating save_mean"))?;
-        let mut invstd = s
-            .alloc_zeros::<f32>(c)
-            .map_err(drv("allocating save_invstd"))?;
-        let Some(workspace) = self.workspace.as_mut() else {
-            return Err(Error::invalid("workspace", "missing"));
-        };
-        let bufs = ForwardBuffers {
-            x,
-            y: &mut y,
-            gamma: self.gamma.as_ref().map(|p| p as &dyn DevicePtr<P>),
-            beta: self.beta.as_ref().map(|p| p as &dyn DevicePtr<P>),
-            running_mean: self
-                .running_mean
-                .as_mut()
-                .map(|p| p as &mut dyn DevicePtrMut<P>),
-            running_var: self
-                .running_var
-                .as_mut()
-                .map(|p| p as &mut dyn DevicePtrMut<P>),
-            num_batches_tracked: self
-                .num_batches_tracked
-                .as_mut()
-                .map(|p| p as &mut dyn DevicePtrMut<i64>),
-            save_mean: Some(&mut mean),
-            save_invstd: Some(&mut invstd),
-            workspace,
-        };
-        batch_norm_forward(&s, &desc, &mode, bufs)?;
-        Ok((
+        // Uninitialized: the plan writes every element of y and of the saved statistics.
+        let mut y = alloc_uninit::<T>(&s, ncs.numel as usize).map_err(drv("allocating y"))?;
+        let mut mean = alloc_uninit::<f32>(&s, c).map_err(drv("allocating save_mean"))?;
+        let mut invstd = alloc_uninit::<f32>(&s, c).map_err(drv("allocating save_invstd"))?;
+        self.workspace(&desc)?;
+        let mut workspace = self.workspace.take();
+        let r = forward(
+            &s,
+            &desc,
+            ForwardBuffers {
+                x: x.slice(..),
+                y: y.as_view_mut(),
+                gamma: self.gamma.as_ref().map(|p| p.as_view()),
+                beta: self.beta.as_ref().map(|p| p.as_view()),
+                running_mean: self.running_mean.as_mut().map(|p| p.as_view_mut()),
+                running_var: self.running_var.as_mut().map(|p| p.as_view_mut()),
+                num_batches_tracked: self.num_batches_tracked.as_mut().map(|p| p.as_view_mut()),
+                save_mean: Some(mean.as_view_mut()),
+                save_invstd: Some(invstd.as_view_mut()),
+                workspace: workspace.as_mut().map(|w| w.as_view_mut()),
+            },
+        );
+        self.workspace = workspace;
+        r?;
+        Ok(ForwardOutput {
             y,
-            SavedStats {
+            saved: SavedStats {
                 mean,
                 invstd,
-                frozen: !mode.batch_stats,
+                frozen: !desc.mode.batch_stats,
             },
-        ))
+        })
     }
 
     /// Gradients of a forward over the same `x`: dx, and dgamma/dbeta when affine.
     pub fn backward<T: Element>(
         &mut self,
-        x: &dyn DevicePtr<T>,
-        dy: &dyn DevicePtr<T>,
+        x: &CudaView<'_, T>,
+        dy: &CudaView<'_, T>,
         dims: &[usize],
         layout: Layout,
         saved: &SavedStats,
     ) -> Result<Gradients<T, P>> {
-        let desc = self.desc::<T>(dims, layout)?;
-        let g = desc.geometry()?;
-        self.workspace(&desc)?;
-        let c = g.c as usize;
+        let mut desc = self.desc::<T>(dims, layout)?;
+        desc.mode.batch_stats = !saved.frozen;
+        let ncs = *desc.check()?.ncs();
+        let c = ncs.c as usize;
         let s = self.stream.clone();
         // Uninitialized: the plan writes every element of dx, dgamma and dbeta (zeros for an
         // empty batch) before anything reads them.
-        let mut dx = alloc_uninit::<T>(&s, g.numel as usize).map_err(drv("allocating dx"))?;
+        let mut dx = alloc_uninit::<T>(&s, ncs.numel as usize).map_err(drv("allocating dx"))?;
         let (mut dgamma, mut dbeta) = if self.config.affine {
             (
                 Some(alloc_uninit::<P>(&s, c).map_err(drv("allocating dgamma"))?),
@@ -343,21 +345,25 @@ impl<P: Element> BatchNorm<P> {
         } else {
             (None, None)
         };
-        let Some(workspace) = self.workspace.as_mut() else {
-            return Err(Error::invalid("workspace", "missing"));
-        };
-        let bufs = BackwardBuffers {
-            x,
-            dy,
-            dx: &mut dx,
-            gamma: self.gamma.as_ref().map(|p| p as &dyn DevicePtr<P>),
-            save_mean: &saved.mean,
-            save_invstd: &saved.invstd,
-            dgamma: dgamma.as_mut().map(|p| p as &mut dyn DevicePtrMut<P>),
-            dbeta: dbeta.as_mut().map(|p| p as &mut dyn DevicePtrMut<P>),
-            workspace,
-        };
-        batch_norm_backward(&s, &desc, saved.frozen, bufs)?;
+        self.workspace(&desc)?;
+        let mut workspace = self.workspace.take();
+        let r = backward(
+            &s,
+            &desc,
+            BackwardBuffers {
+                x: x.slice(..),
+                dy: dy.slice(..),
+                save_mean: saved.mean.as_view(),
+                save_invstd: saved.invstd.as_view(),
+                gamma: self.gamma.as_ref().map(|p| p.as_view()),
+                dx: dx.as_view_mut(),
+                dgamma: dgamma.as_mut().map(|p| p.as_view_mut()),
+                dbeta: dbeta.as_mut().map(|p| p.as_view_mut()),
+                workspace: workspace.as_mut().map(|w| w.as_view_mut()),
+            },
+        );
+        self.workspace = workspace;
+        r?;
         Ok(Gradients { dx, dgamma, dbeta })
     }
 }

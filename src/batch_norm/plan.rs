@@ -31,19 +31,22 @@ use crate::abi::{
     WnBatchNormFusedBwdArgs, WnBatchNormFusedFwdArgs, WnBatchNormReduceArgs, WN_BN_BATCH_STATS,
     WN_BN_CUMULATIVE, WN_BN_FROZEN,
 };
-use crate::buffers::check_alignment;
+use crate::check::{check_workspace, Buffers};
 use crate::device::DeviceProps;
+pub use crate::plan::Direction;
 use crate::plan::{grid_dim, Launch, Plan};
 use crate::{DType, Error, Result};
 
-use super::desc::{
-    check_momentum, one_value_error, BatchNormDesc, ForwardMode, Geometry, Momentum,
-};
+use super::desc::{BatchNormDesc, Momentum, Ncs, Problem};
 
-/// Checks a momentum value (shared with the CPU reference).
-pub(crate) fn check_momentum_pub(m: Momentum) -> Result<()> {
-    check_momentum(m)
-}
+crate::abi::abi_args!(
+    WnBatchNormReduceArgs,
+    WnBatchNormFinalizeArgs,
+    WnBatchNormBwdFinalizeArgs,
+    WnBatchNormApplyArgs,
+    WnBatchNormFusedBwdArgs,
+    WnBatchNormFusedFwdArgs
+);
 
 /// Threads per block of the reduction and elementwise kernels (and the most the kernels'
 /// shared memory supports).
@@ -60,7 +63,7 @@ const UNITS_PER_THREAD: u64 = 4;
 
 /// Device addresses of a forward call (0 is never a valid address; `None` = not given).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FwdPtrs {
+pub struct ForwardPtrs {
     /// Input, `desc.dtype`.
     pub x: u64,
     /// Output, `desc.dtype`, same layout (may equal `x`).
@@ -79,13 +82,15 @@ pub struct FwdPtrs {
     pub save_mean: Option<u64>,
     /// Saved 1 / sqrt(var + eps), C f32 (batch; running in eval).
     pub save_invstd: Option<u64>,
-    /// f32 workspace of [`workspace_len`] elements, 16-byte aligned.
+    /// Workspace of at least [`workspace_bytes`] bytes, 16-byte aligned.
     pub workspace: u64,
+    /// Workspace size in bytes.
+    pub workspace_bytes: u64,
 }
 
 /// Device addresses of a backward call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BwdPtrs {
+pub struct BackwardPtrs {
     /// The forward input, `desc.dtype`.
     pub x: u64,
     /// Gradient of the output, `desc.dtype`.
@@ -102,8 +107,10 @@ pub struct BwdPtrs {
     pub dgamma: Option<u64>,
     /// Gradient of beta (output), C of `desc.param_dtype`.
     pub dbeta: Option<u64>,
-    /// f32 workspace of [`workspace_len`] elements, 16-byte aligned.
+    /// Workspace of at least [`workspace_bytes`] bytes, 16-byte aligned.
     pub workspace: u64,
+    /// Workspace size in bytes.
+    pub workspace_bytes: u64,
 }
 
 /// Elements of `T` in one 16-byte vector.
@@ -111,7 +118,7 @@ fn vec_width(dtype: DType) -> u64 {
     16 / dtype.size() as u64
 }
 
-fn layout_name(g: &Geometry) -> &'static str {
+fn layout_name(g: &Ncs) -> &'static str {
     if g.nhwc {
         "nhwc"
     } else {
@@ -120,7 +127,7 @@ fn layout_name(g: &Geometry) -> &'static str {
 }
 
 /// True when the vector variant may run: packed dimension divisible, pointers aligned.
-fn vec_ok(g: &Geometry, dtype: DType, ptrs: &[u64]) -> bool {
+fn vec_ok(g: &Ncs, dtype: DType, ptrs: &[u64]) -> bool {
     let v = vec_width(dtype);
     let packed = if g.nhwc { g.c } else { g.s };
     packed.is_multiple_of(v) && ptrs.iter().all(|p| p.is_multiple_of(16))
@@ -145,7 +152,7 @@ fn target_blocks(props: &DeviceProps) -> u64 {
     (props.sm_count as u64 * (props.max_threads_per_sm / BLOCK).max(1) as u64).max(1)
 }
 
-fn reduce_geom(g: &Geometry, vec: bool, dtype: DType, props: &DeviceProps) -> ReduceGeom {
+fn reduce_geom(g: &Ncs, vec: bool, dtype: DType, props: &DeviceProps) -> ReduceGeom {
     let v = if vec { vec_width(dtype) } else { 1 };
     let (tiles, units, bx) = if g.nhwc {
         let cp = g.c / v;
@@ -179,30 +186,42 @@ fn reduce_geom(g: &Geometry, vec: bool, dtype: DType, props: &DeviceProps) -> Re
     }
 }
 
-/// Elements of f32 workspace the forward and backward plans of `desc` need on `props`: the
-/// per-channel coefficients plus one partial per (split, channel).
-pub fn workspace_len(desc: &BatchNormDesc, props: &DeviceProps) -> Result<usize> {
-    let g = desc.geometry()?;
+/// Workspace bytes the plans of `desc` in direction `dir` need on `props`: the per-channel
+/// coefficients plus one partial per (split, channel), whatever the buffers' alignment.
+pub fn workspace_bytes(desc: &BatchNormDesc, dir: Direction, props: &DeviceProps) -> Result<usize> {
+    workspace_bytes_checked(&desc.check()?, dir, props)
+}
+
+fn workspace_bytes_checked(
+    problem: &Problem,
+    _dir: Direction,
+    props: &DeviceProps,
+) -> Result<usize> {
+    let (desc, g) = (problem.desc(), problem.ncs());
     // The vector variant is possible when the packed dimension divides (alignment is only
     // known at plan time): size for whichever of the two needs more.
-    let vec_possible = vec_ok(&g, desc.dtype, &[]);
+    let vec_possible = vec_ok(g, desc.dtype, &[]);
     let splits = [false, vec_possible]
         .iter()
-        .map(|&vec| reduce_geom(&g, vec, desc.dtype, props).splits)
+        .map(|&vec| reduce_geom(g, vec, desc.dtype, props).splits)
         .max()
         .unwrap_or(1);
-    let len = coef_stride(g.c)
+    let floats = coef_stride(g.c)
         .checked_mul(4)
         .and_then(|a| splits.checked_mul(g.c)?.checked_mul(3)?.checked_add(a))
+        .and_then(|f| f.checked_mul(4))
         .ok_or_else(|| Error::Overflow("BatchNorm workspace size".into()))?;
-    usize::try_from(len).map_err(|_| Error::Overflow("BatchNorm workspace size".into()))
+    usize::try_from(floats).map_err(|_| Error::Overflow("BatchNorm workspace size".into()))
 }
+
+/// The in-place pairs BatchNorm accepts: `y == x` forward, `dx == dy` backward.
+const IN_PLACE: &[(&str, &str)] = &[("y", "x"), ("dx", "dy")];
 
 /// Grid, block and dynamic shared memory of the fused backward, when it applies: every
 /// block's channels fit in [`FUSED_MAX_SHARED`] and there are at least two channel tiles per SM
 /// (so the single, unsplit pass still fills the GPU).
 fn fused_geom(
-    g: &Geometry,
+    g: &Ncs,
     vec: bool,
     dtype: DType,
     props: &DeviceProps,
@@ -248,30 +267,8 @@ fn fused_geom(
     })
 }
 
-fn partials_ptr(workspace: u64, g: &Geometry) -> u64 {
+fn partials_ptr(workspace: u64, g: &Ncs) -> u64 {
     workspace + coef_stride(g.c) * 4 * 4
-}
-
-fn check_common(desc: &BatchNormDesc) -> Result<Geometry> {
-    let g = desc.geometry()?;
-    for (what, d) in [("dtype", desc.dtype), ("param_dtype", desc.param_dtype)] {
-        if d != DType::F32 && d != desc.dtype {
-            return Err(Error::DType {
-                what: format!("BatchNorm {what}"),
-                expected: format!("f32 or the activation type {}", desc.dtype),
-                given: d.to_string(),
-            });
-        }
-    }
-    Ok(g)
-}
-
-fn align(what: &str, p: u64, a: usize) -> Result<()> {
-    check_alignment(what, p, a as u64)
-}
-
-fn align_opt(what: &str, p: Option<u64>, a: usize) -> Result<()> {
-    p.map_or(Ok(()), |p| align(what, p, a))
 }
 
 fn both_or_neither(a: (&str, Option<u64>), b: (&str, Option<u64>)) -> Result<()> {
@@ -320,7 +317,7 @@ fn finalize_launch<T: crate::plan::AbiArgs>(kernel: &str, c: u64, args: &T) -> R
 
 fn apply_launch(
     kernel: String,
-    g: &Geometry,
+    g: &Ncs,
     vec: bool,
     dtype: DType,
     props: &DeviceProps,
@@ -371,7 +368,7 @@ struct ReduceInputs {
 fn push_reduce(
     plan: &mut Plan,
     desc: &BatchNormDesc,
-    g: &Geometry,
+    g: &Ncs,
     props: &DeviceProps,
     dir: &str,
     stage: &str,
@@ -406,7 +403,7 @@ fn push_reduce(
 fn push_fused<T: crate::plan::AbiArgs>(
     plan: &mut Plan,
     desc: &BatchNormDesc,
-    g: &Geometry,
+    g: &Ncs,
     dir: &str,
     vec: bool,
     fg: &ReduceGeom,
@@ -443,7 +440,7 @@ struct ApplyInputs {
 fn push_apply(
     plan: &mut Plan,
     desc: &BatchNormDesc,
-    g: &Geometry,
+    g: &Ncs,
     props: &DeviceProps,
     dir: &str,
     reads: &[u64],
@@ -471,20 +468,25 @@ fn push_apply(
     Ok(())
 }
 
-/// Plans a forward call. See the module docs for the kernels.
+/// Validates a forward call and plans its launches: [`BatchNormDesc::check`], then
+/// [`plan_forward_checked`].
+pub fn plan_forward(desc: &BatchNormDesc, ptrs: &ForwardPtrs, props: &DeviceProps) -> Result<Plan> {
+    plan_forward_checked(&desc.check()?, ptrs, props)
+}
+
+/// Plans a forward call of a checked description. See the module docs for the kernels.
 ///
-/// Errors (all before anything is launched): bad shapes, dtypes, eps or momentum;
-/// `gamma`/`beta` or `running_mean`/`running_var` given alone; eval without running
-/// statistics; [`Momentum::Cumulative`] with running statistics but no counter; one value per
-/// channel with batch statistics; misaligned pointers.
-pub fn plan_batch_norm_fwd(
-    desc: &BatchNormDesc,
-    mode: &ForwardMode,
-    ptrs: &FwdPtrs,
+/// Errors (all before anything is launched): `gamma`/`beta` or `running_mean`/`running_var`
+/// given alone; eval without running statistics; [`Momentum::Cumulative`] with running
+/// statistics but no counter; a null, misaligned or overflowing buffer, an output overlapping
+/// another buffer (except `y == x`, in place); a workspace smaller than [`workspace_bytes`].
+pub fn plan_forward_checked(
+    problem: &Problem,
+    ptrs: &ForwardPtrs,
     props: &DeviceProps,
 ) -> Result<Plan> {
-    let g = check_common(desc)?;
-    check_momentum(mode.momentum)?;
+    let (desc, g) = (problem.desc(), problem.ncs());
+    let mode = &desc.mode;
     both_or_neither(("gamma", ptrs.gamma), ("beta", ptrs.beta))?;
     both_or_neither(
         ("running_mean", ptrs.running_mean),
@@ -504,20 +506,21 @@ pub fn plan_batch_norm_fwd(
             "the cumulative average (momentum None) needs num_batches_tracked",
         ));
     }
-    if mode.batch_stats && g.count() == 1 {
-        return Err(one_value_error(&desc.dims));
-    }
-    let (t, p) = (desc.dtype.size(), desc.param_dtype.size());
-    align("x", ptrs.x, t)?;
-    align("y", ptrs.y, t)?;
-    align_opt("gamma", ptrs.gamma, p)?;
-    align_opt("beta", ptrs.beta, p)?;
-    align_opt("running_mean", ptrs.running_mean, p)?;
-    align_opt("running_var", ptrs.running_var, p)?;
-    align_opt("num_batches_tracked", ptrs.num_batches_tracked, 8)?;
-    align_opt("save_mean", ptrs.save_mean, 4)?;
-    align_opt("save_invstd", ptrs.save_invstd, 4)?;
-    align("workspace", ptrs.workspace, 16)?;
+    let (t, p) = (desc.dtype.size() as u64, desc.param_dtype.size() as u64);
+    let mut bufs = Buffers::new(IN_PLACE);
+    bufs.input("x", ptrs.x, g.numel, t)?;
+    bufs.output("y", ptrs.y, g.numel, t)?;
+    bufs.input_opt("gamma", ptrs.gamma, g.c, p)?;
+    bufs.input_opt("beta", ptrs.beta, g.c, p)?;
+    bufs.output_opt("running_mean", ptrs.running_mean, g.c, p)?;
+    bufs.output_opt("running_var", ptrs.running_var, g.c, p)?;
+    bufs.output_opt("num_batches_tracked", ptrs.num_batches_tracked, 1, 8)?;
+    bufs.output_opt("save_mean", ptrs.save_mean, g.c, 4)?;
+    bufs.output_opt("save_invstd", ptrs.save_invstd, g.c, 4)?;
+    bufs.output("workspace", ptrs.workspace, ptrs.workspace_bytes, 1)?;
+    bufs.finish()?;
+    let need = workspace_bytes_checked(problem, Direction::Forward, props)? as u64;
+    check_workspace(ptrs.workspace, ptrs.workspace_bytes, need)?;
 
     let counter = if mode.batch_stats {
         ptrs.num_batches_tracked
@@ -534,7 +537,7 @@ pub fn plan_batch_norm_fwd(
         Momentum::Cumulative => 0.0,
     };
     let mut fin = WnBatchNormFinalizeArgs {
-        partials: partials_ptr(ptrs.workspace, &g),
+        partials: partials_ptr(ptrs.workspace, g),
         coef: ptrs.workspace,
         gamma: ptrs.gamma.unwrap_or(0),
         beta: ptrs.beta.unwrap_or(0),
@@ -567,8 +570,8 @@ pub fn plan_batch_norm_fwd(
         return Ok(plan);
     }
     if mode.batch_stats {
-        let vec = vec_ok(&g, desc.dtype, &[ptrs.x, ptrs.y]);
-        if let Some(fg) = fused_geom(&g, vec, desc.dtype, props, true) {
+        let vec = vec_ok(g, desc.dtype, &[ptrs.x, ptrs.y]);
+        if let Some(fg) = fused_geom(g, vec, desc.dtype, props, true) {
             let args = WnBatchNormFusedFwdArgs {
                 x: ptrs.x,
                 y: ptrs.y,
@@ -587,7 +590,7 @@ pub fn plan_batch_norm_fwd(
                 flags: fin.flags,
                 _pad: 0,
             };
-            push_fused(&mut plan, desc, &g, "fwd", vec, &fg, &args)?;
+            push_fused(&mut plan, desc, g, "fwd", vec, &fg, &args)?;
             // The counter is read by every block above; bump it afterwards (one thread).
             if let Some(counter) = counter {
                 fin.counter_bump = counter;
@@ -607,7 +610,7 @@ pub fn plan_batch_norm_fwd(
             shift: ptrs.workspace,
             partials: fin.partials,
         };
-        fin.splits = push_reduce(&mut plan, desc, &g, props, "fwd", "stats", &[ptrs.x], ins)?;
+        fin.splits = push_reduce(&mut plan, desc, g, props, "fwd", "stats", &[ptrs.x], ins)?;
     }
     plan.push(finalize_launch(&finalize_kernel, g.c, &fin)?);
     let ins = ApplyInputs {
@@ -617,32 +620,48 @@ pub fn plan_batch_norm_fwd(
         coef: ptrs.workspace,
         counter_bump: counter.unwrap_or(0),
     };
-    push_apply(&mut plan, desc, &g, props, "fwd", &[ptrs.x, ptrs.y], ins)?;
+    push_apply(&mut plan, desc, g, props, "fwd", &[ptrs.x, ptrs.y], ins)?;
     plan.check(props)?;
     Ok(plan)
 }
 
-/// Plans a backward call. `frozen` selects eval-mode backward (the statistics were the
-/// running ones, saved by an eval forward): dx = dy * gamma * invstd. Otherwise the training
-/// backward: dx = gamma * invstd * (dy - mean(dy) - (x - mean) * invstd^2 * mean(dy * (x - mean))).
-/// dgamma = sum(dy * (x - mean)) * invstd and dbeta = sum(dy) in both modes.
-pub fn plan_batch_norm_bwd(
+/// Validates a backward call and plans its launches: [`BatchNormDesc::check`], then
+/// [`plan_backward_checked`].
+pub fn plan_backward(
     desc: &BatchNormDesc,
-    frozen: bool,
-    ptrs: &BwdPtrs,
+    ptrs: &BackwardPtrs,
     props: &DeviceProps,
 ) -> Result<Plan> {
-    let g = check_common(desc)?;
-    let (t, p) = (desc.dtype.size(), desc.param_dtype.size());
-    align("x", ptrs.x, t)?;
-    align("dy", ptrs.dy, t)?;
-    align("dx", ptrs.dx, t)?;
-    align_opt("gamma", ptrs.gamma, p)?;
-    align("save_mean", ptrs.save_mean, 4)?;
-    align("save_invstd", ptrs.save_invstd, 4)?;
-    align_opt("dgamma", ptrs.dgamma, p)?;
-    align_opt("dbeta", ptrs.dbeta, p)?;
-    align("workspace", ptrs.workspace, 16)?;
+    plan_backward_checked(&desc.check()?, ptrs, props)
+}
+
+/// Plans a backward call of a checked description. In eval mode (`desc.mode.batch_stats`
+/// false: the statistics were the running ones, saved by an eval forward) dx = dy * gamma *
+/// invstd. In training: dx = gamma * invstd * (dy - mean(dy) - (x - mean) * invstd^2 *
+/// mean(dy * (x - mean))). dgamma = sum(dy * (x - mean)) * invstd and dbeta = sum(dy) in both
+/// modes. Buffers and workspace are checked as in [`plan_forward_checked`] (`dx == dy` may
+/// be in place).
+pub fn plan_backward_checked(
+    problem: &Problem,
+    ptrs: &BackwardPtrs,
+    props: &DeviceProps,
+) -> Result<Plan> {
+    let (desc, g) = (problem.desc(), problem.ncs());
+    let frozen = !desc.mode.batch_stats;
+    let (t, p) = (desc.dtype.size() as u64, desc.param_dtype.size() as u64);
+    let mut bufs = Buffers::new(IN_PLACE);
+    bufs.input("x", ptrs.x, g.numel, t)?;
+    bufs.input("dy", ptrs.dy, g.numel, t)?;
+    bufs.output("dx", ptrs.dx, g.numel, t)?;
+    bufs.input_opt("gamma", ptrs.gamma, g.c, p)?;
+    bufs.input("save_mean", ptrs.save_mean, g.c, 4)?;
+    bufs.input("save_invstd", ptrs.save_invstd, g.c, 4)?;
+    bufs.output_opt("dgamma", ptrs.dgamma, g.c, p)?;
+    bufs.output_opt("dbeta", ptrs.dbeta, g.c, p)?;
+    bufs.output("workspace", ptrs.workspace, ptrs.workspace_bytes, 1)?;
+    bufs.finish()?;
+    let need = workspace_bytes_checked(problem, Direction::Backward, props)? as u64;
+    check_workspace(ptrs.workspace, ptrs.workspace_bytes, need)?;
     let grads = ptrs.dgamma.is_some() || ptrs.dbeta.is_some();
     let mut plan = Plan::empty();
     let finalize_kernel = format!(
@@ -650,7 +669,7 @@ pub fn plan_batch_norm_bwd(
         desc.param_dtype
     );
     let mut fin = WnBatchNormBwdFinalizeArgs {
-        partials: partials_ptr(ptrs.workspace, &g),
+        partials: partials_ptr(ptrs.workspace, g),
         coef: ptrs.workspace,
         mean: ptrs.save_mean,
         invstd: ptrs.save_invstd,
@@ -672,8 +691,8 @@ pub fn plan_batch_norm_bwd(
         return Ok(plan);
     }
     if !frozen {
-        let vec = vec_ok(&g, desc.dtype, &[ptrs.x, ptrs.dy, ptrs.dx]);
-        if let Some(fg) = fused_geom(&g, vec, desc.dtype, props, false) {
+        let vec = vec_ok(g, desc.dtype, &[ptrs.x, ptrs.dy, ptrs.dx]);
+        if let Some(fg) = fused_geom(g, vec, desc.dtype, props, false) {
             let args = WnBatchNormFusedBwdArgs {
                 x: ptrs.x,
                 dy: ptrs.dy,
@@ -687,7 +706,7 @@ pub fn plan_batch_norm_bwd(
                 c: g.c as i64,
                 s: g.s as i64,
             };
-            push_fused(&mut plan, desc, &g, "bwd", vec, &fg, &args)?;
+            push_fused(&mut plan, desc, g, "bwd", vec, &fg, &args)?;
             plan.check(props)?;
             return Ok(plan);
         }
@@ -701,7 +720,7 @@ pub fn plan_batch_norm_bwd(
             partials: fin.partials,
         };
         let reads = [ptrs.x, ptrs.dy];
-        fin.splits = push_reduce(&mut plan, desc, &g, props, "bwd", "reduce", &reads, ins)?;
+        fin.splits = push_reduce(&mut plan, desc, g, props, "bwd", "reduce", &reads, ins)?;
     }
     plan.push(finalize_launch(&finalize_kernel, g.c, &fin)?);
     let ins = ApplyInputs {
@@ -712,10 +731,10 @@ pub fn plan_batch_norm_bwd(
         counter_bump: 0,
     };
     if frozen {
-        push_apply(&mut plan, desc, &g, props, "fwd", &[ptrs.dy, ptrs.dx], ins)?;
+        push_apply(&mut plan, desc, g, props, "fwd", &[ptrs.dy, ptrs.dx], ins)?;
     } else {
         let reads = [ptrs.x, ptrs.dy, ptrs.dx];
-        push_apply(&mut plan, desc, &g, props, "bwd", &reads, ins)?;
+        push_apply(&mut plan, desc, g, props, "bwd", &reads, ins)?;
     }
     plan.check(props)?;
     Ok(plan)

@@ -8,21 +8,23 @@
 //! for an empty batch and never in eval.
 //!
 //! ```
-//! use warpnorm::batch_norm::{BatchNormDesc, ForwardMode, Layout};
+//! use warpnorm::batch_norm::{BatchNormDesc, Layout, Mode};
 //! use warpnorm::cpu::batch_norm::{forward, Running};
 //! use warpnorm::DType;
 //!
-//! // x = [1, 2, 4] with one channel, momentum 0.1 (the example of docs/SEMANTICS).
-//! let desc = BatchNormDesc::new(&[3, 1], Layout::Contiguous, DType::F32, DType::F32);
+//! // x = [1, 2, 4] with one channel, momentum 0.1 (PyTorch gives the same numbers).
+//! let desc = BatchNormDesc::new(&[3, 1], Layout::Contiguous, DType::F32, DType::F32)
+//!     .with_mode(Mode::train(0.1));
 //! let (mut rm, mut rv, mut nbt) = (vec![0.0f32], vec![1.0f32], 0i64);
-//! let out = forward::<f32, f32>(&desc, &ForwardMode::train(0.1), &[1.0, 2.0, 4.0], None,
+//! let out = forward::<f32, f32>(&desc, &[1.0, 2.0, 4.0], None,
 //!     Some(Running { mean: &mut rm, var: &mut rv, num_batches_tracked: Some(&mut nbt) })).unwrap();
 //! assert!((out.y[0] + 1.0690415).abs() < 1e-6);
 //! assert!((rm[0] - 0.233333).abs() < 1e-6 && (rv[0] - 1.133333).abs() < 1e-6 && nbt == 1);
 //! ```
 
-use crate::batch_norm::{BatchNormDesc, ForwardMode, Geometry, Layout, Momentum};
-use crate::{DType, Element, Error, Result};
+use crate::batch_norm::{BatchNormDesc, Layout, Momentum, Ncs};
+use crate::check::check_element_types;
+use crate::{Element, Error, Result};
 
 /// Running statistics to use (eval) or update (training).
 pub struct Running<'a, P> {
@@ -57,30 +59,17 @@ pub struct BackwardOut<T, P> {
 }
 
 /// Memory index of logical element (n, c, s).
-pub fn index(g: &Geometry, layout: Layout, n: u64, c: u64, s: u64) -> usize {
+pub fn index(g: &Ncs, layout: Layout, n: u64, c: u64, s: u64) -> usize {
     (match layout {
         Layout::Contiguous => (n * g.c + c) * g.s + s,
         Layout::ChannelsLast => (n * g.s + s) * g.c + c,
     }) as usize
 }
 
-fn check_types<T: Element, P: Element>(desc: &BatchNormDesc) -> Result<Geometry> {
-    let g = desc.geometry()?;
-    if desc.dtype != T::DTYPE || desc.param_dtype != P::DTYPE {
-        return Err(Error::DType {
-            what: "BatchNorm buffers".into(),
-            expected: format!("{} / {}", desc.dtype, desc.param_dtype),
-            given: format!("{} / {}", T::DTYPE, P::DTYPE),
-        });
-    }
-    if desc.param_dtype != DType::F32 && desc.param_dtype != desc.dtype {
-        return Err(Error::DType {
-            what: "BatchNorm param_dtype".into(),
-            expected: format!("f32 or {}", desc.dtype),
-            given: desc.param_dtype.to_string(),
-        });
-    }
-    Ok(g)
+fn check_types<T: Element, P: Element>(desc: &BatchNormDesc) -> Result<Ncs> {
+    let problem = desc.check()?;
+    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
+    Ok(*problem.ncs())
 }
 
 fn len(what: &str, got: usize, expected: u64) -> Result<()> {
@@ -96,7 +85,7 @@ fn len(what: &str, got: usize, expected: u64) -> Result<()> {
 
 /// Per-channel values of x (as f64), in (n, s) order.
 fn channel<'a, T: Element>(
-    g: &Geometry,
+    g: &Ncs,
     layout: Layout,
     v: &'a [T],
     c: u64,
@@ -105,17 +94,16 @@ fn channel<'a, T: Element>(
     (0..g.n).flat_map(move |n| (0..g.s).map(move |s| v[index(&g, layout, n, c, s)].to_f64()))
 }
 
-/// BatchNorm forward. With `mode.batch_stats` the batch statistics are used and `running`
-/// (if given) is updated; otherwise `running` is required and used.
+/// BatchNorm forward. In training (`desc.mode.batch_stats`) the batch statistics are used and
+/// `running` (if given) is updated; in eval `running` is required and used.
 pub fn forward<T: Element, P: Element>(
     desc: &BatchNormDesc,
-    mode: &ForwardMode,
     x: &[T],
     affine: Option<(&[P], &[P])>,
     running: Option<Running<'_, P>>,
 ) -> Result<ForwardOut<T>> {
     let g = check_types::<T, P>(desc)?;
-    crate::batch_norm::plan::check_momentum_pub(mode.momentum)?;
+    let mode = &desc.mode;
     len("x", x.len(), g.numel)?;
     if let Some((w, b)) = affine {
         len("gamma", w.len(), g.c)?;
@@ -138,15 +126,6 @@ pub fn forward<T: Element, P: Element>(
         return Err(Error::invalid(
             "BatchNorm eval",
             "eval needs the running statistics",
-        ));
-    }
-    if mode.batch_stats && g.count() == 1 {
-        return Err(Error::invalid(
-            "BatchNorm input",
-            format!(
-                "Expected more than 1 value per channel when training, got input size {:?}",
-                desc.dims
-            ),
         ));
     }
     let mut factor = 0.0f64;
@@ -207,12 +186,11 @@ pub fn forward<T: Element, P: Element>(
     Ok(out)
 }
 
-/// BatchNorm backward from the forward's saved statistics. `frozen`: eval-mode backward
-/// (dx = dy * gamma * invstd); otherwise the training backward. dgamma = sum(dy * (x - mean))
+/// BatchNorm backward from the forward's saved statistics. Of an eval-mode forward
+/// (`desc.mode`): dx = dy * gamma * invstd; otherwise the training backward. dgamma = sum(dy * (x - mean))
 /// * invstd, dbeta = sum(dy) (zero for an empty batch).
 pub fn backward<T: Element, P: Element>(
     desc: &BatchNormDesc,
-    frozen: bool,
     x: &[T],
     dy: &[T],
     gamma: Option<&[P]>,
@@ -220,6 +198,7 @@ pub fn backward<T: Element, P: Element>(
     save_invstd: &[f32],
 ) -> Result<BackwardOut<T, P>> {
     let g = check_types::<T, P>(desc)?;
+    let frozen = !desc.mode.batch_stats;
     len("x", x.len(), g.numel)?;
     len("dy", dy.len(), g.numel)?;
     if let Some(w) = gamma {

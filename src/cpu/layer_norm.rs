@@ -12,20 +12,25 @@
 //!   dbeta = sum dy, each rounded once.
 //!
 //! ```
-//! use warpnorm::cpu::layer_norm::{layer_norm_fwd, layer_norm_bwd};
+//! use warpnorm::cpu::layer_norm::{backward, forward};
+//! use warpnorm::layer_norm::{Affine, LayerNormDesc};
+//! use warpnorm::DType;
+//! let desc = LayerNormDesc::from_rows(1, 4, DType::F32, DType::F32, Affine::None, 1e-5).unwrap();
 //! let x = [1.0f32, 2.0, 4.0, 7.0];
-//! let fwd = layer_norm_fwd::<f32, f32>(&x, 1, 4, None, None, 1e-5).unwrap();
+//! let fwd = forward::<f32, f32>(&desc, &x, None, None).unwrap();
 //! assert!((fwd.mean[0] - 3.5).abs() < 1e-6);
 //! let dy = [1.0f32, 0.0, 0.0, 0.0];
-//! let bwd = layer_norm_bwd::<f32, f32>(&x, &dy, &fwd.mean, &fwd.rstd, None, false, 1, 4).unwrap();
+//! let bwd = backward::<f32, f32>(&desc, &x, &dy, &fwd.mean, &fwd.rstd, None).unwrap();
 //! assert!((bwd.dx.iter().map(|v| *v as f64).sum::<f64>()).abs() < 1e-6);
 //! ```
 
+use crate::check::check_element_types;
+use crate::layer_norm::LayerNormDesc;
 use crate::{Element, Error, Result};
 
 /// Forward results: y (activation dtype) and the saved statistics (f32, one per row).
 #[derive(Clone, Debug, PartialEq)]
-pub struct FwdOut<T> {
+pub struct ForwardOut<T> {
     /// Normalized output, rows * cols.
     pub y: Vec<T>,
     /// Row means.
@@ -36,12 +41,12 @@ pub struct FwdOut<T> {
 
 /// Backward results.
 #[derive(Clone, Debug, PartialEq)]
-pub struct BwdOut<T, P> {
+pub struct BackwardOut<T, P> {
     /// Gradient of x, rows * cols.
     pub dx: Vec<T>,
     /// Gradient of gamma (when gamma was given).
     pub dgamma: Option<Vec<P>>,
-    /// Gradient of beta (when `has_bias`).
+    /// Gradient of beta (when the LayerNorm has a bias).
     pub dbeta: Option<Vec<P>>,
 }
 
@@ -56,9 +61,26 @@ fn check_len(what: &str, got: usize, expected: usize) -> Result<()> {
     Ok(())
 }
 
-fn elements(rows: usize, cols: usize) -> Result<usize> {
-    rows.checked_mul(cols)
-        .ok_or_else(|| Error::Overflow(format!("{rows} rows x {cols} cols")))
+/// The description's checks and the element types; returns (rows, cols).
+fn check<T: Element, P: Element>(desc: &LayerNormDesc) -> Result<(usize, usize)> {
+    desc.check()?;
+    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
+    Ok((desc.rows, desc.cols))
+}
+
+/// Parameters must be given exactly when `desc.affine` has them.
+fn check_presence(what: &str, given: bool, expected: bool) -> Result<()> {
+    if given != expected {
+        return Err(Error::invalid(
+            what,
+            if expected {
+                "the LayerNorm has this parameter but none was given"
+            } else {
+                "the LayerNorm has no such parameter (see LayerNormDesc::affine) but one was given"
+            },
+        ));
+    }
+    Ok(())
 }
 
 /// Mean and rstd of one row, in f64, with the f32-saved-statistics semantics above.
@@ -84,28 +106,26 @@ pub fn row_stats(row: &[f64], eps: f32) -> (f64, f64) {
     (mean, rstd)
 }
 
-/// LayerNorm forward over `rows` rows of `cols` elements.
-///
-/// `beta` requires `gamma` (PyTorch has no bias-only LayerNorm). Lengths are checked.
-pub fn layer_norm_fwd<T: Element, P: Element>(
+/// LayerNorm forward of `desc` (gamma and beta given exactly when `desc.affine` has them;
+/// lengths checked).
+pub fn forward<T: Element, P: Element>(
+    desc: &LayerNormDesc,
     x: &[T],
-    rows: usize,
-    cols: usize,
     gamma: Option<&[P]>,
     beta: Option<&[P]>,
-    eps: f32,
-) -> Result<FwdOut<T>> {
-    check_len("x", x.len(), elements(rows, cols)?)?;
+) -> Result<ForwardOut<T>> {
+    let (rows, cols) = check::<T, P>(desc)?;
+    let eps = desc.eps;
+    check_len("x", x.len(), rows * cols)?;
+    check_presence("gamma", gamma.is_some(), desc.affine.has_weight())?;
+    check_presence("beta", beta.is_some(), desc.affine.has_bias())?;
     if let Some(g) = gamma {
         check_len("gamma", g.len(), cols)?;
     }
     if let Some(b) = beta {
-        if gamma.is_none() {
-            return Err(Error::invalid("beta", "a bias needs a weight (gamma)"));
-        }
         check_len("beta", b.len(), cols)?;
     }
-    let mut out = FwdOut {
+    let mut out = ForwardOut {
         y: Vec::with_capacity(x.len()),
         mean: Vec::with_capacity(rows),
         rstd: Vec::with_capacity(rows),
@@ -132,29 +152,26 @@ pub fn layer_norm_fwd<T: Element, P: Element>(
     Ok(out)
 }
 
-/// LayerNorm backward from the saved statistics. Returns dx, and dgamma (when `gamma` is
-/// given) and dbeta (when `has_bias`; needs `gamma`).
-#[allow(clippy::too_many_arguments)]
-pub fn layer_norm_bwd<T: Element, P: Element>(
+/// LayerNorm backward of `desc` from the saved statistics. Returns dx, and dgamma / dbeta
+/// when `desc.affine` has them (`gamma` given exactly when it has a weight).
+pub fn backward<T: Element, P: Element>(
+    desc: &LayerNormDesc,
     x: &[T],
     dy: &[T],
     mean: &[f32],
     rstd: &[f32],
     gamma: Option<&[P]>,
-    has_bias: bool,
-    rows: usize,
-    cols: usize,
-) -> Result<BwdOut<T, P>> {
-    let n = elements(rows, cols)?;
+) -> Result<BackwardOut<T, P>> {
+    let (rows, cols) = check::<T, P>(desc)?;
+    let has_bias = desc.affine.has_bias();
+    check_presence("gamma", gamma.is_some(), desc.affine.has_weight())?;
+    let n = rows * cols;
     check_len("x", x.len(), n)?;
     check_len("dy", dy.len(), n)?;
     check_len("mean", mean.len(), rows)?;
     check_len("rstd", rstd.len(), rows)?;
     if let Some(g) = gamma {
         check_len("gamma", g.len(), cols)?;
-    }
-    if has_bias && gamma.is_none() {
-        return Err(Error::invalid("beta", "a bias needs a weight (gamma)"));
     }
     let mut dx = Vec::with_capacity(n);
     let mut dg = vec![0.0f64; cols];
@@ -180,7 +197,7 @@ pub fn layer_norm_bwd<T: Element, P: Element>(
             db[c] += d;
         }
     }
-    Ok(BwdOut {
+    Ok(BackwardOut {
         dx,
         dgamma: gamma.map(|_| dg.iter().map(|v| P::from_f64(*v)).collect()),
         dbeta: has_bias.then(|| db.iter().map(|v| P::from_f64(*v)).collect()),

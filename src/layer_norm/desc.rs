@@ -1,5 +1,6 @@
 //! The description of one LayerNorm problem: shape, dtypes, affine parameters, eps.
 
+use crate::check::check_param_dtype;
 use crate::{DType, Error, Result};
 
 /// Which elementwise-affine parameters a LayerNorm has (PyTorch's `elementwise_affine` and
@@ -104,37 +105,49 @@ impl LayerNormDesc {
             affine,
             eps,
         };
-        d.validate()?;
+        d.check()?;
         Ok(d)
     }
 
-    /// Checks the fields (the planners call this again, since the fields are public).
-    pub fn validate(&self) -> Result<()> {
-        if self.param_dtype != self.dtype && self.param_dtype != DType::F32 {
-            return Err(Error::DType {
-                what: "LayerNorm parameters".into(),
-                expected: format!("{} (the activation dtype) or f32", self.dtype),
-                given: self.param_dtype.to_string(),
-            });
-        }
+    /// Validates the description once (dtypes, eps, sizes): what planning takes.
+    pub fn check(&self) -> Result<Problem> {
+        check_param_dtype("LayerNorm", self.dtype, self.param_dtype)?;
         if !self.eps.is_finite() || self.eps < 0.0 {
             return Err(Error::invalid(
                 "eps",
                 format!("expected a finite value >= 0, got {}", self.eps),
             ));
         }
-        self.elements()?;
-        Ok(())
-    }
-
-    /// rows * cols, checked.
-    pub fn elements(&self) -> Result<usize> {
         let n = self
             .rows
             .checked_mul(self.cols)
             .ok_or_else(|| Error::Overflow(format!("{} rows x {} cols", self.rows, self.cols)))?;
         n.checked_mul(self.dtype.size())
+            .filter(|&b| b <= i64::MAX as usize)
             .ok_or_else(|| Error::Overflow(format!("{n} elements of {} in bytes", self.dtype)))?;
-        Ok(n)
+        Ok(Problem {
+            desc: *self,
+            elements: n as u64,
+        })
+    }
+}
+
+/// A [`LayerNormDesc`] that passed [`LayerNormDesc::check`]: the only input planning takes,
+/// so that a call validates its description once.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Problem {
+    desc: LayerNormDesc,
+    elements: u64,
+}
+
+impl Problem {
+    /// The checked description.
+    pub fn desc(&self) -> &LayerNormDesc {
+        &self.desc
+    }
+
+    /// rows * cols.
+    pub fn elements(&self) -> u64 {
+        self.elements
     }
 }

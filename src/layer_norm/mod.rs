@@ -1,40 +1,46 @@
-//! LayerNorm: functional ops, the [`LayerNorm`] module type, and launch planning.
+//! LayerNorm over the trailing dims of a tensor (PyTorch's `nn.LayerNorm`).
 //!
-//! PyTorch's semantics: normalize over the trailing dims `normalized_shape` (D elements per
-//! row, M rows), y = (x - mean) * rstd * gamma + beta with the biased variance and
-//! rstd = 1 / sqrt(var + eps). Activations in f32, f16 or bf16; parameters in the activation
-//! dtype or in f32; saved statistics always f32; all accumulation in f32.
+//! y = (x - mean) * rstd * gamma + beta per row of D elements (the product of
+//! `normalized_shape`), with the biased variance and rstd = 1 / sqrt(var + eps). Activations
+//! in f32, f16 or bf16; parameters in the activation dtype or in f32; saved statistics always
+//! f32; all accumulation in f32.
 //!
-//! 1. Describe the problem: [`LayerNormDesc::new`] (shapes) or [`LayerNormDesc::from_rows`].
-//! 2. Plan: [`plan_fwd`] / [`plan_bwd`] validate every pointer and size and return a
-//!    [`crate::Plan`] (pure Rust; what the GPU executor and the simulator tests run).
-//! 3. Run: the functional [`forward`] / [`backward`] (caller-provided outputs and workspace,
-//!    no allocation, no host sync), or the [`LayerNorm`] module type (owns gamma/beta,
-//!    allocates its outputs).
-//! 4. Check: [`crate::cpu::layer_norm`] is the f64 reference.
+//! Every op in warpnorm has the same shape (see also [`crate::batch_norm`]):
+//! 1. **Describe** the call: [`LayerNormDesc::new`] (PyTorch-style shapes) or
+//!    [`LayerNormDesc::from_rows`].
+//! 2. **Run** it: the [`LayerNorm`] module type (owns gamma/beta, allocates its outputs), or
+//!    the functional [`forward`] / [`backward`] on the caller's stream, with
+//!    [`ForwardBuffers`] / [`BackwardBuffers`] of cudarc views and a workspace of
+//!    [`forward_workspace_bytes`] / [`backward_workspace_bytes`] bytes (no allocation, no
+//!    host sync: graph-capturable).
+//! 3. **Check** against [`crate::cpu::layer_norm`], the f64 reference.
+//! 4. *Advanced:* [`plan`] turns a description and device addresses into the launches the GPU
+//!    and the simulator tests run ([`plan_forward`] / [`plan_backward`]); it needs no GPU:
 //!
-//! Planning needs no GPU:
 //! ```
-//! use warpnorm::layer_norm::{plan_fwd, Affine, FwdPtrs, LayerNormDesc};
+//! use warpnorm::layer_norm::{plan_forward, Affine, ForwardPtrs, LayerNormDesc};
 //! use warpnorm::{DType, DeviceProps};
 //! let desc = LayerNormDesc::new(&[32, 512, 4096], &[4096], DType::BF16, DType::F32,
 //!                               Affine::WeightBias, 1e-5).unwrap();
-//! let ptrs = FwdPtrs { x: 0x10000000, y: 0x20000000, gamma: Some(0x30000000),
-//!                      beta: Some(0x30010000), mean: 0x40000000, rstd: 0x40100000,
-//!                      ..Default::default() };
-//! let plan = plan_fwd(&desc, &ptrs, &DeviceProps::H200).unwrap();
+//! let ptrs = ForwardPtrs { x: 0x10000000, y: 0x20000000, gamma: Some(0x30000000),
+//!                          beta: Some(0x30010000), mean: 0x40000000, rstd: 0x40100000,
+//!                          ..Default::default() };
+//! let plan = plan_forward(&desc, &ptrs, &DeviceProps::H200).unwrap();
 //! assert_eq!(plan.launches[0].kernel, "warpnorm_layer_norm_fwd_bf16_f32_block_vec");
 //! ```
 
 mod desc;
 mod module;
 mod ops;
-mod plan;
+pub mod plan;
 
-pub use desc::{Affine, LayerNormDesc, DEFAULT_EPS};
-pub use module::{LayerNorm, LayerNormGrads, LayerNormOutput};
-pub use ops::{backward, backward_workspace_bytes, forward, forward_workspace_bytes};
+pub use desc::{Affine, LayerNormDesc, Problem, DEFAULT_EPS};
+pub use module::{ForwardOutput, Gradients, LayerNorm, SavedStats};
+pub use ops::{
+    backward, backward_workspace_bytes, forward, forward_workspace_bytes, BackwardBuffers,
+    ForwardBuffers,
+};
 pub use plan::{
-    geometry, plan_bwd, plan_fwd, workspace_bytes, BwdPtrs, Direction, FwdPtrs, Geometry, Tier,
-    SPLIT_MIN_CHUNK, SPLIT_MIN_COLS, WORKSPACE_ALIGN,
+    plan_backward, plan_backward_checked, plan_forward, plan_forward_checked, workspace_bytes,
+    BackwardPtrs, Direction, ForwardPtrs,
 };

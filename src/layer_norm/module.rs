@@ -3,18 +3,27 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView};
 
 use crate::buffers::{alloc_uninit, alloc_zeros, upload};
-use crate::{DType, Element, Error, Result};
+use crate::{Element, Error, Result};
 
 use super::desc::{Affine, LayerNormDesc};
-use super::ops::{backward, backward_workspace_bytes, forward, forward_workspace_bytes};
+use super::ops::{
+    backward, backward_workspace_bytes, forward, forward_workspace_bytes, BackwardBuffers,
+    ForwardBuffers,
+};
 
-/// Forward results: the output and the statistics the backward pass needs.
-pub struct LayerNormOutput<T> {
+/// What [`LayerNorm::forward`] returns.
+pub struct ForwardOutput<T> {
     /// y, same shape as x.
     pub y: CudaSlice<T>,
+    /// What the backward needs.
+    pub saved: SavedStats,
+}
+
+/// What a forward saves for its backward.
+pub struct SavedStats {
     /// Saved mean (f32), one per row.
     pub mean: CudaSlice<f32>,
     /// Saved 1 / sqrt(var + eps) (f32), one per row.
@@ -22,7 +31,7 @@ pub struct LayerNormOutput<T> {
 }
 
 /// Backward results.
-pub struct LayerNormGrads<T, P> {
+pub struct Gradients<T, P> {
     /// Gradient of x.
     pub dx: CudaSlice<T>,
     /// Gradient of gamma (when the module has a weight).
@@ -186,50 +195,44 @@ impl<P: Element> LayerNorm<P> {
         &self,
         x: &CudaView<'_, T>,
         x_shape: &[usize],
-    ) -> Result<LayerNormOutput<T>> {
+    ) -> Result<ForwardOutput<T>> {
         let d = self.desc::<T>(x_shape)?;
-        if P::DTYPE != T::DTYPE && P::DTYPE != DType::F32 {
-            return Err(Error::DType {
-                what: "LayerNorm parameters".into(),
-                expected: format!("{} or f32", T::DTYPE),
-                given: P::DTYPE.to_string(),
-            });
-        }
-        let n = d.elements()?;
+        let n = d.rows * d.cols;
         let ws_bytes = forward_workspace_bytes(&self.stream, &d)?;
         let mut y = self.alloc::<T>(n, "allocating y")?;
         let mut mean = self.alloc::<f32>(d.rows, "allocating mean")?;
         let mut rstd = self.alloc::<f32>(d.rows, "allocating rstd")?;
         let mut ws = self.workspace(ws_bytes)?;
-        let gamma = self.gamma.as_ref().map(|g| g.as_view());
-        let beta = self.beta.as_ref().map(|b| b.as_view());
-        let mut wsv: Option<CudaViewMut<'_, u8>> = ws.as_mut().map(|w| w.as_view_mut());
         forward(
             &self.stream,
             &d,
-            x,
-            gamma.as_ref(),
-            beta.as_ref(),
-            &mut y.as_view_mut(),
-            &mut mean.as_view_mut(),
-            &mut rstd.as_view_mut(),
-            wsv.as_mut(),
+            ForwardBuffers {
+                x: x.slice(..),
+                y: y.as_view_mut(),
+                gamma: self.gamma.as_ref().map(|g| g.as_view()),
+                beta: self.beta.as_ref().map(|b| b.as_view()),
+                mean: mean.as_view_mut(),
+                rstd: rstd.as_view_mut(),
+                workspace: ws.as_mut().map(|w| w.as_view_mut()),
+            },
         )?;
-        Ok(LayerNormOutput { y, mean, rstd })
+        Ok(ForwardOutput {
+            y,
+            saved: SavedStats { mean, rstd },
+        })
     }
 
-    /// Backward from the forward's input `x`, the output gradient `dy` and the saved
+    /// Backward from the forward's input `x`, the output gradient `dy` and the forward's saved
     /// statistics, allocating dx, dgamma, dbeta and the workspace. Asynchronous.
     pub fn backward<T: Element>(
         &self,
         x: &CudaView<'_, T>,
-        x_shape: &[usize],
         dy: &CudaView<'_, T>,
-        mean: &CudaView<'_, f32>,
-        rstd: &CudaView<'_, f32>,
-    ) -> Result<LayerNormGrads<T, P>> {
+        x_shape: &[usize],
+        saved: &SavedStats,
+    ) -> Result<Gradients<T, P>> {
         let d = self.desc::<T>(x_shape)?;
-        let n = d.elements()?;
+        let n = d.rows * d.cols;
         let ws_bytes = backward_workspace_bytes(&self.stream, &d)?;
         let mut dx = self.alloc::<T>(n, "allocating dx")?;
         let mut dgamma = match self.affine.has_weight() {
@@ -241,23 +244,21 @@ impl<P: Element> LayerNorm<P> {
             false => None,
         };
         let mut ws = self.workspace(ws_bytes)?;
-        let gamma = self.gamma.as_ref().map(|g| g.as_view());
-        let mut dgv = dgamma.as_mut().map(|g| g.as_view_mut());
-        let mut dbv = dbeta.as_mut().map(|b| b.as_view_mut());
-        let mut wsv = ws.as_mut().map(|w| w.as_view_mut());
         backward(
             &self.stream,
             &d,
-            x,
-            dy,
-            mean,
-            rstd,
-            gamma.as_ref(),
-            &mut dx.as_view_mut(),
-            dgv.as_mut(),
-            dbv.as_mut(),
-            wsv.as_mut(),
+            BackwardBuffers {
+                x: x.slice(..),
+                dy: dy.slice(..),
+                mean: saved.mean.as_view(),
+                rstd: saved.rstd.as_view(),
+                gamma: self.gamma.as_ref().map(|g| g.as_view()),
+                dx: dx.as_view_mut(),
+                dgamma: dgamma.as_mut().map(|g| g.as_view_mut()),
+                dbeta: dbeta.as_mut().map(|b| b.as_view_mut()),
+                workspace: ws.as_mut().map(|w| w.as_view_mut()),
+            },
         )?;
-        Ok(LayerNormGrads { dx, dgamma, dbeta })
+        Ok(Gradients { dx, dgamma, dbeta })
     }
 }

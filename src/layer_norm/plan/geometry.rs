@@ -1,0 +1,413 @@
+//! LayerNorm launch planning: validation of every pointer and size, tier choice, and the
+//! launches (kernel, grid, block, shared memory, argument struct) as data. A plan is a pure
+//! function of the shapes, dtypes, pointer residues mod 16, [`DeviceProps`] and the build's
+//! `ptxas` figures ([`crate::kernels::RESOURCES`], through [`crate::occupancy`]).
+//!
+//! **Packs.** The vector kernels move a row in packs of VEC = 16 / max(activation size,
+//! parameter size) elements ([`pack_width`]; 1 for the scalar variant): 16-byte activation
+//! and parameter accesses when both types have the same size (f32/f32, f16/f16, bf16/bf16) and
+//! for f32 activations, and for f16/bf16 activations with f32 parameters 8-byte activation
+//! accesses with 16-byte parameter ones. Either way each lane's gamma/beta of a pack is one
+//! aligned load of at most 16 bytes and a warp's requests are contiguous, so every request of
+//! an aligned shape is coalesced (a 16-byte f16 pack would need 32 bytes of f32 gamma per
+//! lane: two loads whose lanes sit 32 bytes apart, twice the ideal sectors). The activation
+//! access width A = VEC x activation size ([`access_bytes`]: 16 or 8 bytes) sets the alignment
+//! rules below.
+//!
+//! Tiers, for a row of D elements and `packs` = ceil(D / VEC) (+1 when rows do not start
+//! A-byte aligned):
+//!
+//! | tier | when | layout |
+//! |---|---|---|
+//! | `subwarp` | packs <= 32 | 1..32 lanes per row, one pack per lane, 128 (fwd) / 512 (bwd) threads |
+//! | `warp` | packs <= 32 * elems / VEC | a warp per row, up to `elems` elements per lane |
+//! | `block` | packs <= 512 * elems / VEC | a row per team of 128..512 threads, in registers (backward: 512 / team rows per block) |
+//! | `split` | longer rows, or fewer rows than SMs with D >= 4096 | chunks of a row on grid.y |
+//!
+//! `elems` (elements per thread) is 32 forward and 16 backward (8 for the scalar variants,
+//! and 8 backward on compute capability >= 12.0, where ptxas needs more registers), so in f32
+//! the warp tier covers D <= 1024 (fwd) / 512 (bwd) and the block tier D <= 16384 / 8192.
+//!
+//! **Vector variants, any D.** Forward needs x and y congruent mod A bytes, backward x, dy
+//! and dx; per-row heads are predicated, so odd D never falls to the scalar variant (which
+//! stays for pointers not congruent mod A). Backward accumulates dgamma/dbeta per column in
+//! registers, so each team (the rows one group/team of threads visits) must see a single head
+//! offset: a row's head repeats with period V' = VEC / gcd(D, VEC) rows ([`head_period`]), and
+//! [`bwd_grid_for_heads`] makes every team's grid-stride step (grid.x x rows per block per
+//! step) a multiple of V', or gives every team at most one row. The warp tiers' step
+//! (512 / group rows per block) is always a multiple of 8, so only the `block` (1..4 teams)
+//! and `split` tiers are ever adjusted.
+//!
+//! **Grids.** Persistent, one wave: grid.x x grid.y <= SMs x the resident blocks per SM of the
+//! tier's kernels ([`crate::occupancy::resident_blocks_of`]: registers, shared memory,
+//! threads; one block per SM when the build has no figures for the device's SASS). On an
+//! H200 the backward vector kernels use 112-128 registers, so one 512-thread block per SM:
+//! 132 blocks, not the 264 of a fixed 1024-threads-per-SM cap.
+//!
+//! **Backward partial rows.** Each block writes one f32 partial row of dgamma and of dbeta
+//! (stride [`part_stride`] = D rounded up to 8 floats, so rows start on a 32-byte sector and
+//! the vector stores and the finalize's reads are coalesced); the finalize sums them in a fixed
+//! order. The planner adds a block only for every [`bwd_min_rows_per_block`] rows, which caps
+//! the partial rows at 1/8 of the op's minimum traffic for any number of rows; one block writes
+//! dgamma/dbeta itself (no partial rows, no finalize). What this costs on particular devices and
+//! shapes: `reports/planning.md`.
+
+use crate::abi::{
+    WN_LN_BWD_THREAD_ELEMS, WN_LN_BWD_THREAD_ELEMS_CC12, WN_LN_BWD_THREAD_ELEMS_SCALAR,
+    WN_LN_BWD_WARP_BLOCK, WN_LN_FWD_THREAD_ELEMS, WN_LN_FWD_THREAD_ELEMS_SCALAR, WN_LN_MAX_BLOCK,
+    WN_LN_WARP_BLOCK,
+};
+use crate::device::DeviceProps;
+use crate::occupancy;
+use crate::plan::Direction;
+use crate::{DType, Error, Result};
+
+use super::super::desc::LayerNormDesc;
+use super::WORKSPACE_ALIGN;
+
+/// Rows shorter than this are never split across blocks to fill the GPU.
+pub const SPLIT_MIN_COLS: usize = 4096;
+/// Smallest chunk (elements) when splitting rows only to fill the GPU.
+pub const SPLIT_MIN_CHUNK: usize = 2048;
+
+/// The kernel tier a plan uses (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tier {
+    /// `group` lanes per row, one pack each.
+    Subwarp {
+        /// Lanes per row (power of two, 1..=32).
+        group: u32,
+    },
+    /// One warp per row, several packs per lane.
+    Warp,
+    /// One row per block of `threads` threads.
+    Block {
+        /// Threads per block.
+        threads: u32,
+    },
+    /// Rows split into `splits` chunks of `chunk` columns, blocks of `threads`.
+    Split {
+        /// Threads per block.
+        threads: u32,
+        /// Columns per chunk (a multiple of the vector width).
+        chunk: u64,
+        /// Chunks per row.
+        splits: u64,
+    },
+}
+
+impl Tier {
+    /// The tier's name in kernel names (`split` tiers have two kernels, see the plan).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Tier::Subwarp { .. } => "subwarp",
+            Tier::Warp => "warp",
+            Tier::Block { .. } => "block",
+            Tier::Split { .. } => "split",
+        }
+    }
+}
+
+/// A tier choice plus the derived launch geometry, before any pointer is involved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// The tier.
+    pub tier: Tier,
+    /// True for the vector kernels (`pack_width` elements per pack), false for the scalar
+    /// variant.
+    pub vec: bool,
+    /// Threads per block in x (per row team).
+    pub threads: u32,
+    /// Rows processed at once per block (block.y; backward `block` tier only, else 1).
+    pub rows_per_block: u32,
+    /// Blocks in grid.x (rows are grid-strided over them); the backward partial rows.
+    pub grid_x: u64,
+    /// Blocks in grid.y (chunks per row in the split tier, else 1).
+    pub grid_y: u64,
+    /// Dynamic shared memory (bytes) of the main kernel (backward: the team reduction of
+    /// dgamma/dbeta; split tier: of `split_dx`); 0 forward.
+    pub shared_mem_bytes: u32,
+    /// Workspace bytes this geometry needs.
+    pub workspace_bytes: u64,
+}
+
+fn next_pow2(v: u64) -> u64 {
+    v.max(1).next_power_of_two()
+}
+
+pub(super) fn round_up(v: u64, m: u64) -> u64 {
+    v.div_ceil(m) * m
+}
+
+/// Elements per pack of the vector kernels of activation type `dtype` with parameter type
+/// `param_dtype`: 16 / max of the two sizes, so that a pack's parameters are one load of at
+/// most 16 bytes per lane (`kPairVec` in cuda/layer_norm.cu). See the module docs.
+pub fn pack_width(dtype: DType, param_dtype: DType) -> u64 {
+    16 / dtype.size().max(param_dtype.size()) as u64
+}
+
+/// Bytes of one activation access of the vector kernels (the alignment unit of x, y, dy and
+/// dx): 16, or 8 for f16/bf16 activations with f32 parameters.
+pub fn access_bytes(dtype: DType, param_dtype: DType) -> u64 {
+    pack_width(dtype, param_dtype) * dtype.size() as u64
+}
+
+/// Elements per pack of a kernel variant (1 for the scalar variant).
+fn vec_width(desc: &LayerNormDesc, vec: bool) -> u64 {
+    if vec {
+        pack_width(desc.dtype, desc.param_dtype)
+    } else {
+        1
+    }
+}
+
+/// Elements per thread of a kernel variant, as cuda/layer_norm.cu instantiates it for the
+/// device's architecture.
+fn thread_elems(dir: Direction, vec: bool, props: &DeviceProps) -> u64 {
+    (match (dir, vec) {
+        (Direction::Forward, true) => WN_LN_FWD_THREAD_ELEMS,
+        (Direction::Forward, false) => WN_LN_FWD_THREAD_ELEMS_SCALAR,
+        (Direction::Backward, true) if props.compute_capability.0 >= 12 => {
+            WN_LN_BWD_THREAD_ELEMS_CC12
+        }
+        (Direction::Backward, true) => WN_LN_BWD_THREAD_ELEMS,
+        (Direction::Backward, false) => WN_LN_BWD_THREAD_ELEMS_SCALAR,
+    }) as u64
+}
+
+/// Fewest rows a backward block handles before the planner adds another block: every block
+/// writes one f32 partial row of dgamma and one of dbeta (8 bytes per column) while its rows
+/// move 3 * s bytes per column each (read x, dy; write dx), so with at least
+/// `ceil(64 / (3 s))` rows per block (6 for f32, 11 for f16/bf16) the partial rows stay
+/// within 1/8 of the op's minimum traffic whatever M; with many rows the grid is capped by
+/// the GPU's size instead and the share falls (1.07 % for bf16 at M = 16384 on an H200).
+/// See the module docs.
+pub fn bwd_min_rows_per_block(dtype: DType) -> u64 {
+    64u64.div_ceil(3 * dtype.size() as u64)
+}
+
+/// Rows mod which the head offset of a row (elements between the previous access-width
+/// boundary, [`access_bytes`], and the row start) repeats: VEC / gcd(D, VEC) for the vector
+/// variants ([`pack_width`]), 1 when every row has the same head (D a multiple of VEC) or for
+/// the scalar variant.
+pub fn head_period(dtype: DType, param_dtype: DType, cols: u64, vec: bool) -> u64 {
+    if !vec {
+        return 1;
+    }
+    let v = pack_width(dtype, param_dtype);
+    v / gcd(cols, v)
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Adjusts a backward grid of `g` blocks, each covering `unit` rows per grid-stride step, so
+/// that every team sees a single head offset (cuda/layer_norm.cu, backward): either every team
+/// has at most one row (g * unit >= rows), or the step g * unit is a multiple of the head
+/// `period` (g rounded down to a multiple of period / gcd(unit, period); up when smaller).
+pub fn bwd_grid_for_heads(g: u64, unit: u64, rows: u64, period: u64) -> u64 {
+    let q = period / gcd(unit, period);
+    let one_row_each = rows.div_ceil(unit).max(1);
+    if g * unit >= rows || q == 1 {
+        g
+    } else if g >= q {
+        g / q * q
+    } else {
+        q.min(one_row_each)
+    }
+}
+
+/// Floats between two dgamma/dbeta partial rows: D rounded up to 8 floats (32 bytes), so
+/// that every partial row starts on a sector and its stores and reads are fully coalesced.
+pub fn part_stride(cols: u64) -> u64 {
+    round_up(cols, 8)
+}
+
+/// Chooses the tier and launch geometry for `desc` in direction `dir`.
+///
+/// `vec` selects the vector variant; `rows_aligned` says every row starts aligned to the
+/// access width `access_bytes` (x aligned and D a multiple of the pack width), which saves
+/// the head pack. Grid sizes come
+/// from [`crate::occupancy`] (the build's `ptxas` figures for the SASS `props` runs).
+pub fn geometry(
+    desc: &LayerNormDesc,
+    dir: Direction,
+    vec: bool,
+    rows_aligned: bool,
+    props: &DeviceProps,
+) -> Result<Geometry> {
+    let rows = desc.rows as u64;
+    let cols = desc.cols as u64;
+    let v = vec_width(desc, vec);
+    let extra = u64::from(vec && !rows_aligned);
+    let packs_of = |n: u64| n.div_ceil(v) + if n > 0 { extra } else { 0 };
+    let npack = thread_elems(dir, vec, props) / v;
+    let max_block = WN_LN_MAX_BLOCK as u64;
+    let sms = props.sm_count.max(1) as u64;
+    let packs = packs_of(cols);
+    let fwd = dir == Direction::Forward;
+    let dir_name = if fwd { "fwd" } else { "bwd" };
+    let has_params = desc.affine.has_weight() || desc.affine.has_bias();
+    let warp_block = if fwd {
+        WN_LN_WARP_BLOCK
+    } else {
+        WN_LN_BWD_WARP_BLOCK
+    } as u64;
+    // Persistent grids of one wave: as many blocks as are resident at once (occupancy from
+    // the kernels' registers and shared memory), fewest over the kernels of the tier.
+    let cap = |passes: &[&str], threads: u64, smem: &[u64]| -> u64 {
+        passes
+            .iter()
+            .zip(smem)
+            .map(|(pass, &sm)| {
+                let name = kernel(dir_name, desc, pass, vec);
+                let b = occupancy::resident_blocks_of(
+                    &name,
+                    threads as u32,
+                    u32::try_from(sm).unwrap_or(u32::MAX),
+                    props,
+                );
+                sms * b as u64
+            })
+            .min()
+            .unwrap_or(sms)
+    };
+    // Backward: dynamic shared memory of the team reduction (teams * segment floats).
+    let red_smem = |teams: u64, seg: u64| {
+        if fwd || !has_params {
+            0
+        } else {
+            teams * seg * 4
+        }
+    };
+    // Backward: blocks wanted by the partial-traffic rule (module docs).
+    let want = (rows / bwd_min_rows_per_block(desc.dtype)).max(1);
+    let block_threads = |p: u64| {
+        let t = if fwd { p.div_ceil(npack) } else { p };
+        next_pow2(t).clamp(128, max_block)
+    };
+    let few_rows = rows < sms && cols as usize >= SPLIT_MIN_COLS;
+    let mut rows_per_block = 1u64;
+    let fits_block = packs <= max_block * npack;
+    // (tier, threads, grid_x, grid_y, rows per block per grid-stride step, dynamic smem)
+    let (tier, threads, grid_x, grid_y, unit, smem) = if packs <= 32 * npack {
+        let (tier, group) = if packs <= 32 {
+            let group = next_pow2(packs);
+            (
+                Tier::Subwarp {
+                    group: group as u32,
+                },
+                group,
+            )
+        } else {
+            (Tier::Warp, 32)
+        };
+        let per_block = warp_block / group;
+        let smem = red_smem(per_block, cols);
+        let c = cap(&[tier.name()], warp_block, &[smem]);
+        let mut g = rows.div_ceil(per_block).min(c);
+        if !fwd {
+            g = g.min(want);
+        }
+        (tier, warp_block, g, 1, per_block, smem)
+    } else if fits_block && !few_rows {
+        let t = block_threads(packs);
+        // Backward: several rows per 512-thread block when rows are short (one team of t
+        // threads per row), so that one block per SM covers 512 threads.
+        let r = if fwd { 1 } else { max_block / t };
+        let smem = red_smem(r, cols);
+        let c = cap(&["block"], t * r, &[smem]);
+        let mut g = rows.div_ceil(r).min(c);
+        if !fwd {
+            g = g.min(want);
+        }
+        rows_per_block = r;
+        (Tier::Block { threads: t as u32 }, t, g, 1, r, smem)
+    } else {
+        // Split: enough chunks that each fits a block, and (for few rows) enough blocks to
+        // fill the GPU, but chunks of at least SPLIT_MIN_CHUNK elements.
+        let max_chunk = (max_block * npack - extra) * v;
+        let s_min = cols.div_ceil(max_chunk);
+        let row_blocks = if fwd { rows } else { rows.min(want) };
+        let s_fill = (2 * sms)
+            .div_ceil(row_blocks.max(1))
+            .min(cols / SPLIT_MIN_CHUNK as u64);
+        let s = s_min.max(s_fill).max(1);
+        let chunk = round_up(cols.div_ceil(s), v).min(max_chunk);
+        let splits = cols.div_ceil(chunk);
+        if splits > props.max_grid_yz as u64 {
+            return Err(Error::Overflow(format!(
+                "a row of {cols} elements needs {splits} chunks, more than the grid's {} in y",
+                props.max_grid_yz
+            )));
+        }
+        let t = block_threads(packs_of(chunk));
+        let (passes, smem) = if fwd {
+            (["split_stats", "split_norm"], [0, 0])
+        } else {
+            (["split_sums", "split_dx"], [0, red_smem(1, chunk)])
+        };
+        let c = cap(&passes, t, &smem);
+        let g = row_blocks.min((c / splits).max(1));
+        (
+            Tier::Split {
+                threads: t as u32,
+                chunk,
+                splits,
+            },
+            t,
+            g,
+            splits,
+            1,
+            smem[1],
+        )
+    };
+    let mut grid_x = grid_x.max(1);
+    if !fwd {
+        grid_x = bwd_grid_for_heads(
+            grid_x,
+            unit,
+            rows,
+            head_period(desc.dtype, desc.param_dtype, cols, vec),
+        );
+    }
+    let f32b = 4u64;
+    let mut ws = 0u64;
+    if let Tier::Split { splits, .. } = tier {
+        // Per chunk: forward (mean hi, mean lo, m2 / D, pad), backward two row sums.
+        let per_chunk = if fwd { 4 } else { 2 };
+        ws += round_up(rows * splits * per_chunk * f32b, WORKSPACE_ALIGN);
+    }
+    if !fwd && grid_x > 1 {
+        // (A single block writes dgamma/dbeta directly: no partial rows.)
+        let part = round_up(grid_x * part_stride(cols) * f32b, WORKSPACE_ALIGN);
+        ws += part * (u64::from(desc.affine.has_weight()) + u64::from(desc.affine.has_bias()));
+    }
+    let shared_mem_bytes = u32::try_from(smem)
+        .map_err(|_| Error::Overflow(format!("{smem} bytes of shared memory")))?;
+    Ok(Geometry {
+        tier,
+        vec,
+        threads: threads as u32,
+        rows_per_block: rows_per_block as u32,
+        grid_x,
+        grid_y,
+        shared_mem_bytes,
+        workspace_bytes: ws,
+    })
+}
+
+/// The kernel of one pass: `warpnorm_layer_norm_<dir>_<T>_<P>_<tier or pass>_<vec|scalar>`.
+pub(super) fn kernel(dir: &str, desc: &LayerNormDesc, tier: &str, vec: bool) -> String {
+    format!(
+        "warpnorm_layer_norm_{dir}_{}_{}_{tier}_{}",
+        desc.dtype.name(),
+        desc.param_dtype.name(),
+        if vec { "vec" } else { "scalar" }
+    )
+}

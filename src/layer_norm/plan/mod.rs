@@ -1,0 +1,423 @@
+//! LayerNorm launch planning: validation of every pointer and size, then the launches
+//! (kernel, grid, block, shared memory, argument struct) as data. A plan is a pure function of
+//! the checked description, the pointers (their residues mod 16 choose the variant),
+//! [`DeviceProps`] and the build's `ptxas` figures ([`crate::kernels::RESOURCES`], through
+//! [`crate::occupancy`]). The tiers, packs and grids: [`geometry`].
+
+use crate::abi::{
+    WnLayerNormBwdArgs, WnLayerNormFinalizeArgs, WnLayerNormFwdArgs, WN_LN_FINALIZE_COLS,
+    WN_LN_FINALIZE_LANES,
+};
+use crate::check::{check_workspace, Buffers};
+use crate::device::DeviceProps;
+pub use crate::plan::Direction;
+use crate::plan::{grid_dim, Launch, Plan};
+use crate::{Error, Result};
+
+use super::desc::{LayerNormDesc, Problem};
+
+mod geometry;
+pub use geometry::{
+    access_bytes, bwd_grid_for_heads, bwd_min_rows_per_block, geometry, head_period, pack_width,
+    part_stride, Geometry, Tier, SPLIT_MIN_CHUNK, SPLIT_MIN_COLS,
+};
+use geometry::{kernel, round_up};
+
+pub use crate::check::WORKSPACE_ALIGN;
+
+crate::abi::abi_args!(
+    WnLayerNormFwdArgs,
+    WnLayerNormBwdArgs,
+    WnLayerNormFinalizeArgs
+);
+
+/// Workspace bytes a plan for `desc` may need on `props` (the maximum over the aligned and
+/// misaligned variants, so that it does not depend on the buffers' addresses). 0 when none.
+pub fn workspace_bytes(desc: &LayerNormDesc, dir: Direction, props: &DeviceProps) -> Result<usize> {
+    workspace_bytes_checked(&desc.check()?, dir, props)
+}
+
+fn workspace_bytes_checked(
+    problem: &Problem,
+    dir: Direction,
+    props: &DeviceProps,
+) -> Result<usize> {
+    let desc = problem.desc();
+    if desc.rows == 0 || desc.cols == 0 {
+        return Ok(0);
+    }
+    let mut max = 0u64;
+    for (vec, aligned) in [(true, true), (true, false), (false, true)] {
+        max = max.max(geometry(desc, dir, vec, aligned, props)?.workspace_bytes);
+    }
+    usize::try_from(max).map_err(|_| Error::Overflow(format!("workspace of {max} bytes")))
+}
+
+/// The workspace must hold what the chosen geometry uses; a shortfall is reported with the
+/// number [`workspace_bytes`] returns, which is what callers size it by.
+fn check_workspace_for(
+    problem: &Problem,
+    dir: Direction,
+    ptr: u64,
+    given: u64,
+    geo: &Geometry,
+    props: &DeviceProps,
+) -> Result<()> {
+    if given < geo.workspace_bytes {
+        let needed = workspace_bytes_checked(problem, dir, props)? as u64;
+        return check_workspace(ptr, given, needed);
+    }
+    check_workspace(ptr, given, geo.workspace_bytes)
+}
+
+/// The in-place pairs LayerNorm accepts: `y == x` forward, `dx == dy` backward (every kernel
+/// reads a thread's elements before writing the same elements).
+const IN_PLACE: &[(&str, &str)] = &[("y", "x"), ("dx", "dy")];
+
+/// Device addresses of a forward call (0 allowed only for empty buffers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ForwardPtrs {
+    /// Input, rows * cols activation elements.
+    pub x: u64,
+    /// Output, rows * cols activation elements.
+    pub y: u64,
+    /// Scale, cols parameter elements (Some exactly when the desc has a weight).
+    pub gamma: Option<u64>,
+    /// Shift, cols parameter elements (Some exactly when the desc has a bias).
+    pub beta: Option<u64>,
+    /// Saved mean, rows f32.
+    pub mean: u64,
+    /// Saved rstd, rows f32.
+    pub rstd: u64,
+    /// Workspace (16-byte aligned).
+    pub workspace: u64,
+    /// Workspace size in bytes.
+    pub workspace_bytes: u64,
+}
+
+/// Device addresses of a backward call (0 allowed only for empty buffers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BackwardPtrs {
+    /// Forward input, rows * cols.
+    pub x: u64,
+    /// Output gradient, rows * cols.
+    pub dy: u64,
+    /// Input gradient (written), rows * cols.
+    pub dx: u64,
+    /// Scale, cols (Some exactly when the desc has a weight).
+    pub gamma: Option<u64>,
+    /// Saved mean, rows f32.
+    pub mean: u64,
+    /// Saved rstd, rows f32.
+    pub rstd: u64,
+    /// Gradient of gamma (written), cols (Some exactly when the desc has a weight).
+    pub dgamma: Option<u64>,
+    /// Gradient of beta (written), cols (Some exactly when the desc has a bias).
+    pub dbeta: Option<u64>,
+    /// Workspace (16-byte aligned).
+    pub workspace: u64,
+    /// Workspace size in bytes.
+    pub workspace_bytes: u64,
+}
+
+fn check_presence(what: &str, given: bool, expected: bool) -> Result<()> {
+    if given != expected {
+        let msg = if expected {
+            "the LayerNorm has this parameter but none was given"
+        } else {
+            "the LayerNorm has no such parameter (see LayerNormDesc::affine) but one was given"
+        };
+        return Err(Error::invalid(what, msg));
+    }
+    Ok(())
+}
+
+/// Validates a forward call and plans its launches: [`LayerNormDesc::check`], then
+/// [`plan_forward_checked`].
+pub fn plan_forward(desc: &LayerNormDesc, p: &ForwardPtrs, props: &DeviceProps) -> Result<Plan> {
+    plan_forward_checked(&desc.check()?, p, props)
+}
+
+/// Plans a forward call of a checked description.
+///
+/// Checks every buffer (non-null when non-empty, aligned to its element size, no address
+/// overflow, no output overlapping another buffer except `y == x` in place), parameter
+/// presence against `desc.affine`, and the workspace (size and 16-byte alignment). An empty
+/// input (rows == 0) gives an empty plan; cols == 0 writes mean = 0 and rstd = NaN per row,
+/// as PyTorch.
+pub fn plan_forward_checked(
+    problem: &Problem,
+    p: &ForwardPtrs,
+    props: &DeviceProps,
+) -> Result<Plan> {
+    let desc = problem.desc();
+    let n = problem.elements();
+    let (rows, cols) = (desc.rows as u64, desc.cols as u64);
+    let (s, ps) = (desc.dtype.size() as u64, desc.param_dtype.size() as u64);
+    check_presence("gamma", p.gamma.is_some(), desc.affine.has_weight())?;
+    check_presence("beta", p.beta.is_some(), desc.affine.has_bias())?;
+    let mut bufs = Buffers::new(IN_PLACE);
+    bufs.input("x", p.x, n, s)?;
+    bufs.output("y", p.y, n, s)?;
+    bufs.input_opt("gamma", p.gamma, cols, ps)?;
+    bufs.input_opt("beta", p.beta, cols, ps)?;
+    bufs.output("mean", p.mean, rows, 4)?;
+    bufs.output("rstd", p.rstd, rows, 4)?;
+    if p.workspace_bytes > 0 {
+        bufs.output("workspace", p.workspace, p.workspace_bytes, 1)?;
+    }
+    bufs.finish()?;
+    if rows == 0 {
+        return Ok(Plan::empty());
+    }
+    // Vector variant: x and y congruent mod the access width (heads are predicated).
+    let a = access_bytes(desc.dtype, desc.param_dtype);
+    let vec = p.x % a == p.y % a;
+    let rows_aligned = p.x.is_multiple_of(a) && (cols * s).is_multiple_of(a);
+    let geo = geometry(desc, Direction::Forward, vec, rows_aligned, props)?;
+    check_workspace_for(
+        problem,
+        Direction::Forward,
+        p.workspace,
+        p.workspace_bytes,
+        &geo,
+        props,
+    )?;
+    let mut args = WnLayerNormFwdArgs {
+        x: p.x,
+        y: p.y,
+        gamma: p.gamma.unwrap_or(0),
+        beta: p.beta.unwrap_or(0),
+        mean: p.mean,
+        rstd: p.rstd,
+        partials: 0,
+        rows: rows as i64,
+        cols: cols as i64,
+        chunk: cols as i64,
+        splits: 1,
+        eps: desc.eps,
+        group: 0,
+    };
+    let block = [geo.threads, 1, 1];
+    let mut plan = Plan::empty();
+    match geo.tier {
+        Tier::Subwarp { .. } | Tier::Warp | Tier::Block { .. } => {
+            args.group = match geo.tier {
+                Tier::Subwarp { group } => group,
+                Tier::Warp => 32,
+                _ => 0,
+            };
+            let name = kernel("fwd", desc, geo.tier.name(), vec);
+            let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
+            plan.push(Launch::new(name, grid, block, 0, &args));
+        }
+        Tier::Split { chunk, splits, .. } => {
+            args.partials = p.workspace;
+            args.chunk = chunk as i64;
+            args.splits = splits as i64;
+            for pass in ["split_stats", "split_norm"] {
+                let name = kernel("fwd", desc, pass, vec);
+                let grid = [
+                    grid_dim(geo.grid_x, &name)?,
+                    grid_dim(geo.grid_y, &name)?,
+                    1,
+                ];
+                plan.push(Launch::new(name, grid, block, 0, &args));
+            }
+        }
+    }
+    plan.check(props)?;
+    Ok(plan)
+}
+
+/// Validates a backward call and plans its launches (dx, then the dgamma/dbeta finalize):
+/// [`LayerNormDesc::check`], then [`plan_backward_checked`].
+pub fn plan_backward(desc: &LayerNormDesc, p: &BackwardPtrs, props: &DeviceProps) -> Result<Plan> {
+    plan_backward_checked(&desc.check()?, p, props)
+}
+
+/// Plans a backward call of a checked description.
+///
+/// Same checks as [`plan_forward_checked`] (`dx == dy` may be in place), plus
+/// dgamma/dbeta presence against `desc.affine`. rows == 0 writes zero dgamma/dbeta;
+/// cols == 0 gives an empty plan.
+pub fn plan_backward_checked(
+    problem: &Problem,
+    p: &BackwardPtrs,
+    props: &DeviceProps,
+) -> Result<Plan> {
+    let desc = problem.desc();
+    let n = problem.elements();
+    let (rows, cols) = (desc.rows as u64, desc.cols as u64);
+    let (s, ps) = (desc.dtype.size() as u64, desc.param_dtype.size() as u64);
+    check_presence("gamma", p.gamma.is_some(), desc.affine.has_weight())?;
+    check_presence("dgamma", p.dgamma.is_some(), desc.affine.has_weight())?;
+    check_presence("dbeta", p.dbeta.is_some(), desc.affine.has_bias())?;
+    let mut bufs = Buffers::new(IN_PLACE);
+    bufs.input("x", p.x, n, s)?;
+    bufs.input("dy", p.dy, n, s)?;
+    bufs.output("dx", p.dx, n, s)?;
+    bufs.input_opt("gamma", p.gamma, cols, ps)?;
+    bufs.input("mean", p.mean, rows, 4)?;
+    bufs.input("rstd", p.rstd, rows, 4)?;
+    bufs.output_opt("dgamma", p.dgamma, cols, ps)?;
+    bufs.output_opt("dbeta", p.dbeta, cols, ps)?;
+    if p.workspace_bytes > 0 {
+        bufs.output("workspace", p.workspace, p.workspace_bytes, 1)?;
+    }
+    bufs.finish()?;
+    let mut plan = Plan::empty();
+    if cols == 0 {
+        return Ok(plan);
+    }
+    let finalize = |plan: &mut Plan, part_rows: u64, dg: u64, db: u64| -> Result<()> {
+        if !desc.affine.has_weight() {
+            return Ok(());
+        }
+        let name = format!(
+            "warpnorm_layer_norm_bwd_{}_finalize",
+            desc.param_dtype.name()
+        );
+        let args = WnLayerNormFinalizeArgs {
+            dgamma_part: dg,
+            dbeta_part: db,
+            dgamma: p.dgamma.unwrap_or(0),
+            dbeta: p.dbeta.unwrap_or(0),
+            part_rows: part_rows as i64,
+            cols: cols as i64,
+            part_stride: part_stride(cols) as i64,
+        };
+        let grid = [
+            grid_dim(cols.div_ceil(WN_LN_FINALIZE_COLS as u64), &name)?,
+            1,
+            1,
+        ];
+        let block = [WN_LN_FINALIZE_COLS, WN_LN_FINALIZE_LANES, 1];
+        plan.push(Launch::new(name, grid, block, 0, &args));
+        Ok(())
+    };
+    if rows == 0 {
+        // No rows: the finalize kernel writes zeros (dgamma_part/dbeta_part are only
+        // non-null to say which outputs to write; nothing is read with 0 partial rows).
+        let dg = u64::from(desc.affine.has_weight());
+        let db = u64::from(desc.affine.has_bias());
+        finalize(&mut plan, 0, dg, db)?;
+        plan.check(props)?;
+        return Ok(plan);
+    }
+    // Vector variant: x, dy, dx congruent mod the access width (heads are predicated).
+    let a = access_bytes(desc.dtype, desc.param_dtype);
+    let vec = p.x % a == p.dy % a && p.x % a == p.dx % a;
+    let rows_aligned = p.x.is_multiple_of(a) && (cols * s).is_multiple_of(a);
+    let geo = geometry(desc, Direction::Backward, vec, rows_aligned, props)?;
+    check_workspace_for(
+        problem,
+        Direction::Backward,
+        p.workspace,
+        p.workspace_bytes,
+        &geo,
+        props,
+    )?;
+    let stride = part_stride(cols);
+    let part = round_up(geo.grid_x * stride * 4, WORKSPACE_ALIGN);
+    let mut next = p.workspace;
+    let mut take = |bytes: u64| {
+        let at = next;
+        next += bytes;
+        at
+    };
+    // One block: it writes dgamma/dbeta itself, without partial rows or finalize.
+    let direct = geo.grid_x == 1;
+    let dgamma_part = if desc.affine.has_weight() && !direct {
+        take(part)
+    } else {
+        0
+    };
+    let dbeta_part = if desc.affine.has_bias() && !direct {
+        take(part)
+    } else {
+        0
+    };
+    let row_sums = match geo.tier {
+        Tier::Split { splits, .. } => take(round_up(rows * splits * 8, WORKSPACE_ALIGN)),
+        _ => 0,
+    };
+    let mut args = WnLayerNormBwdArgs {
+        x: p.x,
+        dy: p.dy,
+        dx: p.dx,
+        gamma: p.gamma.unwrap_or(0),
+        mean: p.mean,
+        rstd: p.rstd,
+        dgamma_part,
+        dbeta_part,
+        row_sums,
+        dgamma: if direct { p.dgamma.unwrap_or(0) } else { 0 },
+        dbeta: if direct { p.dbeta.unwrap_or(0) } else { 0 },
+        rows: rows as i64,
+        cols: cols as i64,
+        chunk: cols as i64,
+        splits: 1,
+        part_stride: stride as i64,
+        group: 0,
+        _pad: 0,
+    };
+    let block = [geo.threads, 1, 1];
+    match geo.tier {
+        Tier::Subwarp { group } => {
+            args.group = group;
+            push_bwd_warp(&mut plan, desc, "subwarp", vec, &geo, &args)?;
+        }
+        Tier::Warp => {
+            args.group = 32;
+            push_bwd_warp(&mut plan, desc, "warp", vec, &geo, &args)?;
+        }
+        Tier::Block { .. } => {
+            let name = kernel("bwd", desc, "block", vec);
+            let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
+            // The row teams sum their dgamma/dbeta in shared memory (teams * cols floats).
+            let block = [geo.threads, geo.rows_per_block, 1];
+            plan.push(Launch::new(name, grid, block, geo.shared_mem_bytes, &args));
+        }
+        Tier::Split { chunk, splits, .. } => {
+            args.chunk = chunk as i64;
+            args.splits = splits as i64;
+            // split_dx stages its chunk of dgamma/dbeta in shared memory (chunk floats).
+            for (pass, smem) in [("split_sums", 0), ("split_dx", geo.shared_mem_bytes)] {
+                let name = kernel("bwd", desc, pass, vec);
+                let grid = [
+                    grid_dim(geo.grid_x, &name)?,
+                    grid_dim(geo.grid_y, &name)?,
+                    1,
+                ];
+                plan.push(Launch::new(name, grid, block, smem, &args));
+            }
+        }
+    }
+    if !direct {
+        finalize(&mut plan, geo.grid_x, dgamma_part, dbeta_part)?;
+    }
+    plan.check(props)?;
+    Ok(plan)
+}
+
+fn push_bwd_warp(
+    plan: &mut Plan,
+    desc: &LayerNormDesc,
+    tier: &str,
+    vec: bool,
+    geo: &Geometry,
+    args: &WnLayerNormBwdArgs,
+) -> Result<()> {
+    let name = kernel("bwd", desc, tier, vec);
+    // The groups' dgamma/dbeta accumulators are summed in shared memory (groups * cols floats).
+    let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
+    plan.push(Launch::new(
+        name,
+        grid,
+        [geo.threads, 1, 1],
+        geo.shared_mem_bytes,
+        args,
+    ));
+    Ok(())
+}

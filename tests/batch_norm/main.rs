@@ -1,0 +1,11 @@
+//! BatchNorm: every test of the op in one binary (planning, the kernels on ptxsim against the
+//! CPU reference, PyTorch fixtures, coalescing, 64-bit offsets, and the GPU layer when a GPU -
+//! or the emulated driver - is present).
+
+mod coalescing;
+mod fixtures;
+mod gpu;
+mod plan;
+mod sim;
+mod sim_huge;
+mod support;

@@ -1,0 +1,697 @@
+//! Pure planner tests (no GPU, no simulator): tiers, variants, grids for H200 and SIM, the
+//! workspace, empty batches, and every rejected input with its error variant.
+
+use warpnorm::abi::{WnBatchNormFinalizeArgs, WnBatchNormReduceArgs};
+use warpnorm::batch_norm::{
+    plan_backward, plan_forward, workspace_bytes, BackwardPtrs, BatchNormDesc, Direction,
+    ForwardPtrs, Layout, Mode, Momentum,
+};
+use warpnorm::cpu::batch_norm as cpu;
+use warpnorm::{kernels, DType, DeviceProps, Error, Plan};
+
+const A: u64 = 0x7000_0000_0000; // 256-byte aligned base addresses
+/// Distance between two buffers: 64 GiB, more than any tensor planned here.
+const G: u64 = 0x10_0000_0000;
+
+fn fwd_ptrs() -> ForwardPtrs {
+    ForwardPtrs {
+        x: A,
+        y: A + G,
+        gamma: Some(A + 3 * G),
+        beta: Some(A + 4 * G),
+        running_mean: Some(A + 5 * G),
+        running_var: Some(A + 6 * G),
+        num_batches_tracked: Some(A + 7 * G),
+        save_mean: Some(A + 8 * G),
+        save_invstd: Some(A + 9 * G),
+        workspace: A + 12 * G,
+        workspace_bytes: 1 << 44,
+    }
+}
+
+fn bwd_ptrs() -> BackwardPtrs {
+    BackwardPtrs {
+        x: A,
+        dy: A + G,
+        dx: A + 2 * G,
+        gamma: Some(A + 3 * G),
+        save_mean: A + 8 * G,
+        save_invstd: A + 9 * G,
+        dgamma: Some(A + 10 * G),
+        dbeta: Some(A + 11 * G),
+        workspace: A + 12 * G,
+        workspace_bytes: 1 << 44,
+    }
+}
+
+fn desc(dims: &[usize], layout: Layout, dt: DType) -> BatchNormDesc {
+    BatchNormDesc::new(dims, layout, dt, DType::F32)
+}
+
+fn names(p: &Plan) -> Vec<&str> {
+    p.launches.iter().map(|l| l.kernel.as_str()).collect()
+}
+
+fn train() -> Mode {
+    Mode::train(0.1)
+}
+
+/// Every planned kernel exists in the build and the plan fits the device.
+fn sane(p: &Plan, props: &DeviceProps) {
+    p.check(props).expect("plan within device limits");
+    if kernels::BUILT {
+        for l in &p.launches {
+            assert!(
+                kernels::all_entries().any(|k| k == l.kernel),
+                "{} not built",
+                l.kernel
+            );
+        }
+    }
+}
+
+#[test]
+fn h200_batchnorm1d_few_channels_large_batch_is_split_across_the_gpu() {
+    let d = desc(&[65536 * 16, 8], Layout::Contiguous, DType::F32);
+    let p = plan_forward(
+        &d.clone().with_mode(train()),
+        &fwd_ptrs(),
+        &DeviceProps::H200,
+    )
+    .unwrap();
+    sane(&p, &DeviceProps::H200);
+    assert_eq!(
+        names(&p),
+        [
+            "warpnorm_batch_norm_fwd_f32_stats_nhwc_vec",
+            "warpnorm_batch_norm_fwd_f32params_finalize",
+            "warpnorm_batch_norm_fwd_f32_apply_nhwc_vec"
+        ]
+    );
+    let s = &p.launches[0];
+    // 8 channels = 2 vectors of 4: block (2, 128); ~1 wave of 256-thread blocks on 132 SMs.
+    assert_eq!(s.block, [2, 128, 1]);
+    assert_eq!(s.grid, [1, 1056, 1]);
+    let r: WnBatchNormReduceArgs = s.args.get().unwrap();
+    // chunk = ceil(2^20 / 1056) = 993 rows; the last split is shorter.
+    assert_eq!(r.chunk, 993);
+    // Finalize: one block of 8 channels x 16 rows of splits.
+    assert_eq!(p.launches[1].grid, [1, 1, 1]);
+    assert_eq!(p.launches[1].block, [8, 16, 1]);
+    let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
+    assert_eq!(f.splits, 1056);
+    assert_eq!(f.count, 65536 * 16);
+}
+
+#[test]
+fn h200_resnet_shapes_nchw_and_nhwc() {
+    let props = DeviceProps::H200;
+    let d = desc(&[32, 256, 56, 56], Layout::Contiguous, DType::F32);
+    let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+    sane(&p, &props);
+    assert_eq!(
+        p.launches[0].kernel,
+        "warpnorm_batch_norm_fwd_f32_stats_nchw_vec"
+    );
+    assert_eq!(p.launches[0].block, [1, 256, 1]);
+    assert_eq!(p.launches[0].grid, [256, 5, 1]);
+    let d = desc(&[32, 256, 56, 56], Layout::ChannelsLast, DType::F16);
+    let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+    sane(&p, &props);
+    assert_eq!(
+        p.launches[0].kernel,
+        "warpnorm_batch_norm_fwd_f16_stats_nhwc_vec"
+    );
+    // 256 f16 channels = 32 vectors of 8: block (32, 8), one channel tile.
+    assert_eq!(p.launches[0].block, [32, 8, 1]);
+    // 100352 rows of 2-byte values: the 12-byte partials stay within 1% of the channel's
+    // 200704 bytes with at most 167 splits: chunk ceil(100352 / 167) = 601 rows, 167 splits.
+    assert_eq!(p.launches[0].grid, [1, 167, 1]);
+    let b = plan_backward(&d, &bwd_ptrs(), &props).unwrap();
+    sane(&b, &props);
+    assert_eq!(
+        names(&b),
+        [
+            "warpnorm_batch_norm_bwd_f16_reduce_nhwc_vec",
+            "warpnorm_batch_norm_bwd_f32params_finalize",
+            "warpnorm_batch_norm_bwd_f16_apply_nhwc_vec"
+        ]
+    );
+}
+
+#[test]
+fn variants_follow_divisibility_and_alignment() {
+    let props = DeviceProps::H200;
+    // Odd spatial size: scalar nchw kernels.
+    let d = desc(&[4, 3, 7, 7], Layout::Contiguous, DType::F32);
+    let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+    assert_eq!(
+        p.launches[0].kernel,
+        "warpnorm_batch_norm_fwd_f32_stats_nchw_scalar"
+    );
+    // Channel count not a multiple of 8 halves: scalar nhwc.
+    let d = desc(&[4, 12, 8, 8], Layout::ChannelsLast, DType::BF16);
+    let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+    assert_eq!(
+        p.launches[0].kernel,
+        "warpnorm_batch_norm_fwd_bf16_stats_nhwc_scalar"
+    );
+    // Misaligned view of y only: statistics stay vectorized, the elementwise pass does not.
+    let d = desc(&[4, 16, 8, 8], Layout::Contiguous, DType::F16);
+    let mut ptrs = fwd_ptrs();
+    ptrs.y += 2;
+    let p = plan_forward(&d.clone().with_mode(train()), &ptrs, &props).unwrap();
+    assert_eq!(
+        p.launches[0].kernel,
+        "warpnorm_batch_norm_fwd_f16_stats_nchw_vec"
+    );
+    assert_eq!(
+        p.launches[2].kernel,
+        "warpnorm_batch_norm_fwd_f16_apply_nchw_scalar"
+    );
+    // (N, C, 1) and (N, C) use the channels-innermost kernels whatever the layout says.
+    let d = desc(&[64, 32, 1], Layout::Contiguous, DType::F32);
+    let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+    assert_eq!(
+        p.launches[0].kernel,
+        "warpnorm_batch_norm_fwd_f32_stats_nhwc_vec"
+    );
+}
+
+#[test]
+fn sim_device_reaches_split_reductions_with_small_shapes() {
+    let props = DeviceProps::SIM;
+    for (dims, layout) in [
+        (vec![9usize, 2, 4, 256], Layout::Contiguous),
+        (vec![4, 16, 20, 20], Layout::ChannelsLast),
+        (vec![65539, 3], Layout::Contiguous),
+    ] {
+        let d = desc(&dims, layout, DType::F16);
+        let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+        sane(&p, &props);
+        assert!(p.launches[0].grid[1] > 1, "{dims:?}: {p}");
+        let ws = workspace_bytes(&d, Direction::Forward, &props).unwrap() as u64 / 4;
+        let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
+        let c = dims[1] as u64;
+        let need = (f.partials - fwd_ptrs().workspace) / 4 + f.splits as u64 * c * 3;
+        assert!(need <= ws, "{dims:?}: workspace {ws} < {need}");
+    }
+    // A single split when the reduction is short.
+    let d = desc(&[2, 64, 3, 3], Layout::Contiguous, DType::F32);
+    let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+    assert_eq!(p.launches[0].grid, [64, 1, 1]);
+    assert_eq!(p.launches[0].block, [1, 32, 1]);
+}
+
+#[test]
+fn eval_and_backward_plans() {
+    let props = DeviceProps::H200;
+    let d = desc(&[8, 64, 14, 14], Layout::Contiguous, DType::F32);
+    let p = plan_forward(&d.clone().with_mode(Mode::eval()), &fwd_ptrs(), &props).unwrap();
+    assert_eq!(
+        names(&p),
+        [
+            "warpnorm_batch_norm_fwd_f32params_finalize",
+            "warpnorm_batch_norm_fwd_f32_apply_nchw_vec"
+        ]
+    );
+    // Eval must not count the batch.
+    let f: WnBatchNormFinalizeArgs = p.launches[0].args.get().unwrap();
+    assert_eq!((f.counter, f.counter_bump), (0, 0));
+    // Frozen backward without parameter gradients: no reduction, dx through the forward apply.
+    let mut b = bwd_ptrs();
+    b.dgamma = None;
+    b.dbeta = None;
+    let p = plan_backward(&d.clone().with_mode(Mode::eval()), &b, &props).unwrap();
+    assert_eq!(
+        names(&p),
+        [
+            "warpnorm_batch_norm_bwd_f32params_finalize",
+            "warpnorm_batch_norm_fwd_f32_apply_nchw_vec"
+        ]
+    );
+}
+
+#[test]
+fn empty_batch_counts_in_training_only() {
+    let props = DeviceProps::H200;
+    let d = desc(&[0, 3, 4, 4], Layout::Contiguous, DType::F32);
+    let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+    assert_eq!(names(&p), ["warpnorm_batch_norm_fwd_f32params_finalize"]);
+    let f: WnBatchNormFinalizeArgs = p.launches[0].args.get().unwrap();
+    assert_eq!(
+        (f.count, f.counter_bump),
+        (0, fwd_ptrs().num_batches_tracked.unwrap())
+    );
+    assert!(
+        plan_forward(&d.clone().with_mode(Mode::eval()), &fwd_ptrs(), &props)
+            .unwrap()
+            .launches
+            .is_empty()
+    );
+    let mut no_counter = fwd_ptrs();
+    no_counter.num_batches_tracked = None;
+    assert!(
+        plan_forward(&d.clone().with_mode(train()), &no_counter, &props)
+            .unwrap()
+            .launches
+            .is_empty()
+    );
+    // Backward: zero dgamma/dbeta only.
+    let p = plan_backward(
+        &desc(&[2, 3, 0], Layout::Contiguous, DType::F32),
+        &bwd_ptrs(),
+        &props,
+    )
+    .unwrap();
+    assert_eq!(names(&p), ["warpnorm_batch_norm_bwd_f32params_finalize"]);
+    // N * S = 1 is fine in eval.
+    let d = desc(&[1, 3], Layout::Contiguous, DType::F32);
+    assert!(plan_forward(&d.clone().with_mode(Mode::eval()), &fwd_ptrs(), &props).is_ok());
+}
+
+#[test]
+fn plans_are_pure() {
+    let d = desc(&[7, 1000, 9], Layout::ChannelsLast, DType::BF16);
+    let a = plan_forward(
+        &d.clone().with_mode(train()),
+        &fwd_ptrs(),
+        &DeviceProps::A100,
+    )
+    .unwrap();
+    let b = plan_forward(
+        &d.clone().with_mode(train()),
+        &fwd_ptrs(),
+        &DeviceProps::A100,
+    )
+    .unwrap();
+    assert_eq!(a, b);
+}
+
+fn fwd_err(d: &BatchNormDesc, mode: &Mode, ptrs: &ForwardPtrs) -> Error {
+    plan_forward(&d.clone().with_mode(*mode), ptrs, &DeviceProps::H200)
+        .expect_err("must be rejected")
+}
+
+#[test]
+fn every_bad_input_is_an_error_before_any_launch() {
+    let ok = desc(&[4, 3, 5], Layout::Contiguous, DType::F32);
+    let p = fwd_ptrs();
+    let t = train();
+    let shape = |e: Error| assert!(matches!(e, Error::Shape { .. }), "{e}");
+    let dtype = |e: Error| assert!(matches!(e, Error::DType { .. }), "{e}");
+    let invalid = |e: Error| assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    let align = |e: Error| assert!(matches!(e, Error::Alignment { .. }), "{e}");
+    shape(fwd_err(&desc(&[4], Layout::Contiguous, DType::F32), &t, &p));
+    shape(fwd_err(
+        &desc(&[1, 2, 3, 4, 5, 6], Layout::Contiguous, DType::F32),
+        &t,
+        &p,
+    ));
+    shape(fwd_err(
+        &desc(&[4, 0, 5], Layout::Contiguous, DType::F32),
+        &t,
+        &p,
+    ));
+    let e = fwd_err(
+        &desc(&[usize::MAX / 2, 4, 4], Layout::Contiguous, DType::F32),
+        &t,
+        &p,
+    );
+    assert!(matches!(e, Error::Overflow(_)), "{e}");
+    dtype(fwd_err(
+        &BatchNormDesc::new(&[4, 3], Layout::Contiguous, DType::BF16, DType::F16),
+        &t,
+        &p,
+    ));
+    dtype(fwd_err(
+        &BatchNormDesc::new(&[4, 3], Layout::Contiguous, DType::F32, DType::F16),
+        &t,
+        &p,
+    ));
+    invalid(fwd_err(&ok.clone().with_eps(-1.0), &t, &p));
+    invalid(fwd_err(&ok.clone().with_eps(f32::NAN), &t, &p));
+    invalid(fwd_err(&ok, &Mode::train(1.5), &p));
+    invalid(fwd_err(&ok, &Mode::train(f32::NAN), &p));
+    let mut q = p;
+    q.beta = None;
+    invalid(fwd_err(&ok, &t, &q));
+    let mut q = p;
+    q.running_var = None;
+    invalid(fwd_err(&ok, &t, &q));
+    let mut q = p;
+    q.running_mean = None;
+    q.running_var = None;
+    invalid(fwd_err(&ok, &Mode::eval(), &q));
+    let mut q = p;
+    q.num_batches_tracked = None;
+    invalid(fwd_err(&ok, &Mode::train_cumulative(), &q));
+    // One value per channel in training, with PyTorch's message.
+    for dims in [[1usize, 3].as_slice(), &[1, 3, 1, 1]] {
+        let e = fwd_err(&desc(dims, Layout::Contiguous, DType::F32), &t, &p);
+        assert!(
+            e.to_string()
+                .contains("Expected more than 1 value per channel when training"),
+            "{e}"
+        );
+        invalid(e);
+    }
+    // Misaligned pointers.
+    for f in [
+        |q: &mut ForwardPtrs| q.x += 2,
+        |q: &mut ForwardPtrs| q.y += 1,
+        |q: &mut ForwardPtrs| q.gamma = Some(A + 2),
+        |q: &mut ForwardPtrs| q.running_var = Some(A + 6),
+        |q: &mut ForwardPtrs| q.num_batches_tracked = Some(A + 4),
+        |q: &mut ForwardPtrs| q.save_invstd = Some(A + 1),
+        |q: &mut ForwardPtrs| q.workspace += 8,
+    ] {
+        let mut q = p;
+        f(&mut q);
+        align(fwd_err(&ok, &t, &q));
+    }
+    let h = desc(&[4, 3, 5], Layout::Contiguous, DType::F16);
+    let mut q = p;
+    q.x += 2; // aligned for f16: accepted (scalar variant)
+    assert!(plan_forward(&h.clone().with_mode(t), &q, &DeviceProps::H200).is_ok());
+    // Backward.
+    let b = bwd_ptrs();
+    for f in [
+        |q: &mut BackwardPtrs| q.dy += 2,
+        |q: &mut BackwardPtrs| q.dx += 2,
+        |q: &mut BackwardPtrs| q.save_mean += 2,
+        |q: &mut BackwardPtrs| q.dgamma = Some(A + 2),
+        |q: &mut BackwardPtrs| q.workspace += 4,
+    ] {
+        let mut q = b;
+        f(&mut q);
+        align(plan_backward(&ok, &q, &DeviceProps::H200).expect_err("misaligned"));
+    }
+    shape(
+        plan_backward(
+            &desc(&[4], Layout::Contiguous, DType::F32),
+            &b,
+            &DeviceProps::H200,
+        )
+        .unwrap_err(),
+    );
+}
+
+#[test]
+fn cpu_reference_rejects_the_same_inputs_and_keeps_its_statistics() {
+    let d = desc(&[1, 3, 1, 1], Layout::Contiguous, DType::F32);
+    let (mut rm, mut rv, mut n) = (vec![0.5f32; 3], vec![2.0f32; 3], 7i64);
+    let r = cpu::forward::<f32, f32>(
+        &d.clone().with_mode(Mode::train(0.1)),
+        &[1.0, 2.0, 3.0],
+        None,
+        Some(cpu::Running {
+            mean: &mut rm,
+            var: &mut rv,
+            num_batches_tracked: Some(&mut n),
+        }),
+    );
+    assert!(matches!(r, Err(Error::InvalidArgument { .. })));
+    assert_eq!((rm, rv, n), (vec![0.5f32; 3], vec![2.0f32; 3], 7));
+    // Cumulative momentum without a counter.
+    let d = desc(&[2, 1], Layout::Contiguous, DType::F32);
+    let (mut rm, mut rv) = (vec![0.0f32], vec![1.0f32]);
+    let r = cpu::forward::<f32, f32>(
+        &d.clone().with_mode(Mode {
+            batch_stats: true,
+            momentum: Momentum::Cumulative,
+        }),
+        &[1.0, 2.0],
+        None,
+        Some(cpu::Running {
+            mean: &mut rm,
+            var: &mut rv,
+            num_batches_tracked: None,
+        }),
+    );
+    assert!(matches!(r, Err(Error::InvalidArgument { .. })));
+    assert_eq!((rm, rv), (vec![0.0f32], vec![1.0f32]));
+    // Wrong lengths.
+    let r = cpu::forward::<f32, f32>(&d.clone().with_mode(Mode::train(0.1)), &[1.0], None, None);
+    assert!(matches!(r, Err(Error::Length { .. })));
+}
+
+#[test]
+fn cpu_reference_semantics_examples() {
+    // SEMANTICS.md: momentum None over [1,2,4], [3,5], [0,10,20,30].
+    let (mut rm, mut rv, mut n) = (vec![0.0f32], vec![1.0f32], 0i64);
+    let want = [
+        (2.3333333, 2.3333333),
+        (3.1666667, 2.1666667),
+        (7.111111, 57.0),
+    ];
+    for (x, w) in [
+        vec![1.0f32, 2.0, 4.0],
+        vec![3.0, 5.0],
+        vec![0.0, 10.0, 20.0, 30.0],
+    ]
+    .iter()
+    .zip(want)
+    {
+        let d = desc(&[x.len(), 1], Layout::Contiguous, DType::F32);
+        cpu::forward::<f32, f32>(
+            &d.clone().with_mode(Mode::train_cumulative()),
+            x,
+            None,
+            Some(cpu::Running {
+                mean: &mut rm,
+                var: &mut rv,
+                num_batches_tracked: Some(&mut n),
+            }),
+        )
+        .unwrap();
+        assert!(
+            (rm[0] as f64 - w.0).abs() < 1e-5 && (rv[0] as f64 - w.1).abs() < 1e-4,
+            "{rm:?} {rv:?}"
+        );
+    }
+    assert_eq!(n, 3);
+    // Eval: x = 3, rm = 1, rv = 4 -> 0.99999875.
+    let d = desc(&[1, 1], Layout::Contiguous, DType::F32);
+    let (mut rm, mut rv) = (vec![1.0f32], vec![4.0f32]);
+    let out = cpu::forward::<f32, f32>(
+        &d.clone().with_mode(Mode::eval()),
+        &[3.0],
+        None,
+        Some(cpu::Running {
+            mean: &mut rm,
+            var: &mut rv,
+            num_batches_tracked: None,
+        }),
+    )
+    .unwrap();
+    assert!((out.y[0] - 0.99999875).abs() < 1e-7);
+}
+
+#[test]
+fn h200_fused_backward_tier() {
+    let props = DeviceProps::H200;
+    // BatchNorm1d over 4096 features, batch 256: 1024 channel vectors, bx = 2 gives 512 tiles
+    // (>= 2 per SM); x and dy of a tile: 256 rows * 2 * 16 bytes * 2 = 16 KiB, plus 2560
+    // bytes of merge scratch and coefficients per channel a thread owns (4).
+    let d = desc(&[256, 4096], Layout::Contiguous, DType::F32);
+    let p = plan_backward(&d, &bwd_ptrs(), &props).unwrap();
+    sane(&p, &props);
+    assert_eq!(
+        names(&p),
+        ["warpnorm_batch_norm_bwd_f32_f32params_fused_nhwc_vec"]
+    );
+    assert_eq!(p.launches[0].grid, [512, 1, 1]);
+    assert_eq!(p.launches[0].block, [2, 128, 1]);
+    assert_eq!(p.launches[0].shared_mem_bytes, 16 * 1024 + 4 * 2560);
+    // (32, 512, 7, 7) NCHW bf16: one block per channel, 32 * 49 elements of x and dy.
+    let d = BatchNormDesc::new(
+        &[32, 512, 7, 7],
+        Layout::Contiguous,
+        DType::BF16,
+        DType::BF16,
+    );
+    let p = plan_backward(&d, &bwd_ptrs(), &props).unwrap();
+    sane(&p, &props);
+    assert_eq!(
+        names(&p),
+        ["warpnorm_batch_norm_bwd_bf16_bf16params_fused_nchw_scalar"]
+    );
+    assert_eq!(p.launches[0].shared_mem_bytes, 32 * 49 * 2 * 2 + 2560);
+    // Too few channels to fill the GPU unsplit, or too much data per channel: three launches.
+    for dims in [[32usize, 256, 14, 14], [32, 512, 56, 56]] {
+        let d = desc(&dims, Layout::Contiguous, DType::F32);
+        assert_eq!(
+            plan_backward(&d, &bwd_ptrs(), &props)
+                .unwrap()
+                .launches
+                .len(),
+            3
+        );
+    }
+    // The forward fuses under the same conditions: x only (8 KiB) plus 1024 + 4 * 2560 bytes,
+    // then the finalize kernel bumps num_batches_tracked after every block has read it.
+    let d = desc(&[256, 4096], Layout::Contiguous, DType::F32);
+    let p = plan_forward(
+        &d.clone().with_mode(Mode::train_cumulative()),
+        &fwd_ptrs(),
+        &props,
+    )
+    .unwrap();
+    sane(&p, &props);
+    assert_eq!(
+        names(&p),
+        [
+            "warpnorm_batch_norm_fwd_f32_f32params_fused_nhwc_vec",
+            "warpnorm_batch_norm_fwd_f32params_finalize"
+        ]
+    );
+    assert_eq!(p.launches[0].shared_mem_bytes, 8 * 1024 + 1024 + 4 * 2560);
+    let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
+    assert_eq!(
+        (f.count, f.counter_bump),
+        (0, fwd_ptrs().num_batches_tracked.unwrap())
+    );
+    assert_eq!(p.launches[1].grid, [1, 1, 1]);
+    // Eval forward and eval-mode backward never fuse (no reduction is needed for y or dx).
+    assert_eq!(
+        plan_forward(&d.clone().with_mode(Mode::eval()), &fwd_ptrs(), &props)
+            .unwrap()
+            .launches
+            .len(),
+        2
+    );
+    let d = desc(&[256, 4096], Layout::Contiguous, DType::F32);
+    assert_eq!(
+        plan_backward(&d.clone().with_mode(Mode::eval()), &bwd_ptrs(), &props)
+            .unwrap()
+            .launches
+            .len(),
+        3
+    );
+}
+
+#[test]
+fn tensors_over_2_pow_31_elements_plan_with_64_bit_sizes() {
+    use warpnorm::abi::WnBatchNormApplyArgs;
+    let props = DeviceProps::H200;
+    for layout in [Layout::Contiguous, Layout::ChannelsLast] {
+        // 3 * 2^31 elements of f16 (12 GiB).
+        let d = desc(&[1 << 21, 3, 32, 32], layout, DType::F16);
+        let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+        sane(&p, &props);
+        let r: WnBatchNormReduceArgs = p.launches[0].args.get().unwrap();
+        assert_eq!((r.n, r.c, r.s), (1 << 21, 3, 1024));
+        let a: WnBatchNormApplyArgs = p.launches[2].args.get().unwrap();
+        assert!(a.n * a.c * a.s > i32::MAX as i64);
+        let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
+        assert_eq!(f.count, (1i64 << 21) * 1024);
+        let b = plan_backward(&d, &bwd_ptrs(), &props).unwrap();
+        sane(&b, &props);
+    }
+    // A channel count beyond the grid's x limit is an error, not a panic.
+    let d = desc(&[2, 1 << 31, 3], Layout::Contiguous, DType::F32);
+    let e = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap_err();
+    assert!(
+        matches!(e, Error::Overflow(_) | Error::InvalidArgument { .. }),
+        "{e}"
+    );
+}
+
+/// The layout choices that keep aligned shapes coalesced (tests/batch_norm/coalescing.rs measures the
+/// requests): nchw splits start on a 32-byte sector of each channel slice (chunk = a whole
+/// number of 32-byte pieces), the finalize blocks take up to 8 consecutive channels (one f32
+/// sector per split) and spend the rest of their 128 threads on splits, and the partials start
+/// on a sector after coefficient arrays of C rounded up to 8 floats.
+#[test]
+fn splits_and_finalize_blocks_keep_requests_on_sectors() {
+    let props = DeviceProps::H200;
+    // Expected chunks worked out from the planner's rules (1056 target blocks on H200, 4 units
+    // per thread, partials within 1% of the bytes): 12544 packs in 13 splits would be 965
+    // (odd), 7800 packs in 8 splits 975 (odd); rounded up to even.
+    for (dims, dt, chunk) in [
+        (vec![32usize, 64, 56, 56], DType::F32, 1476),
+        (vec![32, 64, 56, 56], DType::BF16, 966),
+        (vec![3, 2, 100, 104], DType::F32, 976),
+        (vec![7, 3, 40, 40], DType::F32, 934),
+    ] {
+        let d = desc(&dims, Layout::Contiguous, dt);
+        let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+        sane(&p, &props);
+        let r: WnBatchNormReduceArgs = p.launches[0].args.get().unwrap();
+        assert!(
+            p.launches[0].kernel.ends_with("_stats_nchw_vec"),
+            "{dims:?}: {}",
+            p.launches[0].kernel
+        );
+        // Units are 16-byte packs: 2 per sector.
+        let units = (dims[0] * dims[2] * dims[3]) as i64 * dt.size() as i64 / 16;
+        assert_eq!(r.chunk, chunk, "{dims:?} {dt}");
+        let splits = p.launches[0].grid[1] as i64;
+        assert!(splits > 1, "{dims:?} {dt}: split");
+        assert!(r.chunk * (splits - 1) < units && r.chunk * splits >= units);
+        let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
+        assert_eq!(f.splits, splits);
+        let c = dims[1] as u32;
+        let bx = c.next_power_of_two().min(8);
+        assert_eq!(p.launches[1].block, [bx, 128 / bx, 1], "{dims:?}");
+        assert_eq!(p.launches[1].grid, [c.div_ceil(bx), 1, 1], "{dims:?}");
+        assert_eq!(f.coef_stride, (dims[1] as i64 + 7) / 8 * 8);
+        assert_eq!(f.partials - f.coef, 16 * f.coef_stride as u64);
+    }
+}
+
+/// Every buffer is checked by the same helper as LayerNorm's: a short workspace is reported in
+/// the bytes `workspace_bytes` returns; outputs overlapping other buffers are rejected, except
+/// `y == x` and `dx == dy` in place.
+#[test]
+fn workspace_and_overlap_checks() {
+    let props = DeviceProps::H200;
+    let d = desc(&[32, 64, 14, 14], Layout::Contiguous, DType::BF16);
+    let need = workspace_bytes(&d, Direction::Forward, &props).unwrap();
+    let mut p = fwd_ptrs();
+    p.workspace_bytes = need as u64 - 4;
+    let e = plan_forward(&d, &p, &props).unwrap_err();
+    assert!(
+        matches!(e, Error::Workspace { needed, .. } if needed == need),
+        "{e} (the query says {need} bytes)"
+    );
+    let mut b = bwd_ptrs();
+    b.workspace_bytes = 0;
+    assert!(matches!(
+        plan_backward(&d, &b, &props).unwrap_err(),
+        Error::Workspace { .. }
+    ));
+    let overlap = |e: Error| matches!(e, Error::Overlap { .. });
+    let fwd = |edit: &dyn Fn(&mut ForwardPtrs)| {
+        let mut p = fwd_ptrs();
+        edit(&mut p);
+        plan_forward(&d, &p, &props)
+    };
+    let bwd = |edit: &dyn Fn(&mut BackwardPtrs)| {
+        let mut p = bwd_ptrs();
+        edit(&mut p);
+        plan_backward(&d, &p, &props)
+    };
+    assert!(overlap(fwd(&|p| p.save_invstd = p.save_mean).unwrap_err()));
+    assert!(overlap(
+        fwd(&|p| p.running_var = p.running_mean).unwrap_err()
+    ));
+    assert!(overlap(fwd(&|p| p.y = p.x + 2).unwrap_err()));
+    assert!(overlap(
+        fwd(&|p| p.save_mean = Some(p.workspace)).unwrap_err()
+    ));
+    assert!(overlap(bwd(&|p| p.dx = p.x).unwrap_err()));
+    assert!(overlap(bwd(&|p| p.dgamma = p.dbeta).unwrap_err()));
+    fwd(&|p| p.y = p.x).unwrap();
+    bwd(&|p| p.dx = p.dy).unwrap();
+    // Null and overflowing addresses are errors too (BatchNorm once checked alignment only).
+    assert!(matches!(
+        fwd(&|p| p.x = 0).unwrap_err(),
+        Error::InvalidArgument { .. }
+    ));
+    assert!(matches!(
+        bwd(&|p| p.dy = u64::MAX - 15).unwrap_err(),
+        Error::Overflow(_)
+    ));
+}

@@ -1,0 +1,531 @@
+//! BatchNorm on tensors of more than 3 * 2^30 elements on ptxsim: 64-bit offsets in every
+//! kernel family (statistics, reductions, finalize, elementwise passes, fused tiers; NCHW and
+//! channels-last).
+//!
+//! Each case plans a training forward and backward for the full shape (16-bit activations,
+//! so byte offsets pass 2^32 as well) and runs, on ptxsim, only the blocks that compute the
+//! last channels: a channel set K at the end of the tensor whose elements lie past element
+//! 2^31. The buffers are simulator allocations of the full size, mapped lazily by the host:
+//! only what is written here uses memory, and initcheck proves the blocks read nothing else.
+//! The blocks follow the layouts of `cuda/abi/batch_norm.h`: statistics, reductions and
+//! fused blocks own a channel (NCHW) or a tile of `block.x * V` channels (channels-last) and
+//! every split of it (grid.y), the finalize kernels `block.x` channels, the channels-last
+//! elementwise pass a tile of channels over every row group, and the NCHW elementwise pass
+//! the packs p with (p mod grid.x * block.x) / block.x == blockIdx.x (its grid-stride loop),
+//! which also visits other channels: those get initialized data and coefficients here, and
+//! only K is checked. Every output of K - y, save_mean, save_invstd, running_mean,
+//! running_var, dx, dgamma, dbeta - is compared with the CPU reference run on the sub-tensor
+//! of K (tolerances of `tests/batch_norm/support.rs`).
+
+use std::ops::Range;
+
+use crate::support::{check_backward, check_forward, make_input, BwdGot, FwdGot, Rng};
+use half::{bf16, f16};
+use testkit::sim::{skip_without_kernels, Sim};
+use warpnorm::abi::WnBatchNormApplyArgs;
+use warpnorm::batch_norm::{
+    plan_backward, plan_forward, workspace_bytes, BackwardPtrs, BatchNormDesc, Direction,
+    ForwardPtrs, Layout, Mode, Momentum,
+};
+use warpnorm::cpu::batch_norm as cpu;
+use warpnorm::{DType, DeviceProps, Element, Launch, Plan};
+
+#[derive(Clone, Debug)]
+struct Huge {
+    dims: Vec<usize>,
+    layout: Layout,
+    dtype: DType,
+    param_dtype: DType,
+    /// SMs of the planned device (few: fused tiers; many: split reductions).
+    sms: u32,
+    /// A piece of the forward's and of the backward's first kernel name.
+    kernels: (&'static str, &'static str),
+}
+
+/// The (n, c, s) geometry and memory order of the full tensor.
+#[derive(Clone, Copy)]
+struct Geo {
+    n: usize,
+    c: usize,
+    s: usize,
+    nhwc: bool,
+}
+
+impl Geo {
+    /// Element ranges of channels `k` (contiguous channel range): one per (n, c) slice in
+    /// NCHW, one per row in channels-last.
+    fn ranges(&self, k: &Range<usize>) -> Vec<Range<usize>> {
+        if self.nhwc {
+            (0..self.n * self.s)
+                .map(|r| r * self.c + k.start..r * self.c + k.end)
+                .collect()
+        } else {
+            (0..self.n)
+                .flat_map(|n| k.clone().map(move |c| (n * self.c + c) * self.s))
+                .map(|b| b..b + self.s)
+                .collect()
+        }
+    }
+}
+
+/// Elements per access of a kernel (its `_vec` or `_scalar` suffix).
+fn access_width(kernel: &str, dtype: DType) -> usize {
+    if kernel.ends_with("_vec") {
+        16 / dtype.size()
+    } else {
+        1
+    }
+}
+
+/// A box of a launch's grid (block index ranges in x, y, z).
+type GridBox = [Range<u32>; 3];
+
+/// The boxes of `l`'s grid that compute channels `k` (module docs), and the element ranges
+/// of other channels those blocks read (NCHW elementwise pass only).
+fn boxes_for(
+    l: &Launch,
+    geo: &Geo,
+    dtype: DType,
+    k: &Range<usize>,
+) -> Result<(Vec<GridBox>, Vec<Range<usize>>), String> {
+    let all_y = 0..l.grid[1];
+    let v = access_width(&l.kernel, dtype);
+    let bx = l.block[0] as usize;
+    let nchw_apply = l.kernel.contains("_apply_nchw");
+    if nchw_apply {
+        // Blocks owning a pack of K, then every pack those blocks own.
+        let bd = bx;
+        let stride = l.grid[0] as usize * bd;
+        let total = geo.n * geo.c * geo.s / v;
+        let mut blocks: Vec<usize> = geo
+            .ranges(k)
+            .iter()
+            .flat_map(|r| (r.start / v..r.end / v).map(|q| (q % stride) / bd))
+            .collect();
+        blocks.sort_unstable();
+        blocks.dedup();
+        let mut extra = Vec::new();
+        for &b in &blocks {
+            let mut base = b * bd;
+            while base < total {
+                extra.push(base * v..(base + bd).min(total) * v);
+                base += stride;
+            }
+        }
+        let boxes = blocks
+            .iter()
+            .map(|&b| [b as u32..b as u32 + 1, all_y.clone(), 0..1])
+            .collect();
+        return Ok((boxes, extra));
+    }
+    // Channels per blockIdx.x.
+    let w = if l.kernel.ends_with("_finalize") {
+        bx
+    } else if geo.nhwc {
+        bx * v
+    } else {
+        1
+    };
+    let (x0, x1) = (k.start / w, (k.end - 1) / w + 1);
+    let owned = x0 * w..(x1 * w).min(geo.c);
+    if owned != *k {
+        return Err(format!(
+            "{}: blocks {x0}..{x1} own channels {owned:?}, not exactly {k:?}: pick another shape",
+            l.kernel
+        ));
+    }
+    Ok((vec![[x0 as u32..x1 as u32, all_y, 0..1]], Vec::new()))
+}
+
+/// The blocks of a plan that compute channels K, and what else they read.
+struct Blocks<'a> {
+    /// Per launch, the boxes to run.
+    work: Vec<(&'a Launch, Vec<GridBox>)>,
+    /// Element ranges of other channels the blocks read.
+    extra: Vec<Range<usize>>,
+    /// Coefficient arrays (address, floats) of launches that read other channels' ones.
+    coefs: Vec<(u64, usize)>,
+}
+
+/// The blocks of every launch of `plan` that compute channels `k`; the caller initializes
+/// `extra` and `coefs`.
+fn blocks_for_channels<'a>(
+    plan: &'a Plan,
+    geo: &Geo,
+    dtype: DType,
+    k: &Range<usize>,
+) -> Result<Blocks<'a>, String> {
+    let mut b = Blocks {
+        work: Vec::new(),
+        extra: Vec::new(),
+        coefs: Vec::new(),
+    };
+    for l in &plan.launches {
+        let (boxes, e) = boxes_for(l, geo, dtype, k)?;
+        if !e.is_empty() {
+            let a: WnBatchNormApplyArgs = l.args.get().expect("apply args");
+            b.coefs.push((a.coef, 4 * a.coef_stride as usize));
+        }
+        b.extra.extend(e);
+        b.work.push((l, boxes));
+    }
+    Ok(b)
+}
+
+/// Runs the blocks; returns how many ran.
+fn run_work(sim: &mut Sim, work: &[(&Launch, Vec<GridBox>)]) -> Result<u64, String> {
+    let mut blocks = 0;
+    for (l, boxes) in work {
+        for b in boxes {
+            let s = sim
+                .run_blocks(l, b.clone())
+                .map_err(|e| format!("{} blocks {b:?}: {e}", l.kernel))?;
+            blocks += s.blocks;
+        }
+    }
+    Ok(blocks)
+}
+
+/// Zeros over `ranges` of the buffers at `bases` (elements of E) and over `coefs`.
+fn fill_zeros<E: Element>(
+    sim: &mut Sim,
+    bases: &[u64],
+    ranges: &[Range<usize>],
+    coefs: &[(u64, usize)],
+) {
+    for &base in bases {
+        for r in ranges {
+            let at = base + (r.start * std::mem::size_of::<E>()) as u64;
+            sim.write(at, &vec![E::from_f64(0.0); r.len()]);
+        }
+    }
+    for &(p, n) in coefs {
+        sim.write(p, &vec![0.0f32; n]);
+    }
+}
+
+/// Writes `sub` (the sub-tensor of channels K, in the order of `geo.ranges(k)`) into the
+/// full buffer at `base`.
+fn scatter<E: Element>(sim: &mut Sim, base: u64, geo: &Geo, k: &Range<usize>, sub: &[E]) {
+    let size = std::mem::size_of::<E>();
+    let mut at = 0;
+    for r in geo.ranges(k) {
+        sim.write(base + (r.start * size) as u64, &sub[at..at + r.len()]);
+        at += r.len();
+    }
+}
+
+/// Reads the sub-tensor of channels K from the full buffer at `base`.
+fn gather<E: Element + Default>(sim: &Sim, base: u64, geo: &Geo, k: &Range<usize>) -> Vec<E> {
+    let size = std::mem::size_of::<E>();
+    geo.ranges(k)
+        .iter()
+        .flat_map(|r| sim.download::<E>(base + (r.start * size) as u64, r.len()))
+        .collect()
+}
+
+/// Elements `k` of the buffer at `base`.
+fn download_k<E: Element + Default>(sim: &Sim, base: u64, k: &Range<usize>) -> Vec<E> {
+    sim.download(base + (k.start * std::mem::size_of::<E>()) as u64, k.len())
+}
+
+/// Writes `vals` at elements `k` of the buffer at `base`.
+fn upload_k<E: Element>(sim: &mut Sim, base: u64, k: &Range<usize>, vals: &[E]) {
+    sim.write(base + (k.start * std::mem::size_of::<E>()) as u64, vals);
+}
+
+fn run_huge<T: Element + Default, P: Element + Default>(
+    arch: u32,
+    h: &Huge,
+) -> Result<String, String> {
+    let desc = BatchNormDesc::new(&h.dims, h.layout, h.dtype, h.param_dtype);
+    let g = crate::support::ncs(&desc).map_err(|e| e.to_string())?;
+    let geo = Geo {
+        n: g.n as usize,
+        c: g.c as usize,
+        s: g.s as usize,
+        nhwc: g.nhwc,
+    };
+    let (c, numel) = (geo.c, g.numel as usize);
+    let props = DeviceProps {
+        sm_count: h.sms,
+        ..DeviceProps::SIM
+    };
+    let mut sim = Sim::new(arch);
+    let ws_bytes =
+        workspace_bytes(&desc, Direction::Forward, &props).map_err(|e| e.to_string())? as u64;
+    let ws_len = ws_bytes as usize / 4;
+    let pws = sim.alloc::<f32>(ws_len, 0);
+    let px = sim.alloc::<T>(numel, 0);
+    let py = sim.alloc::<T>(numel, 0);
+    let psm = sim.alloc::<f32>(c, 0);
+    let psi = sim.alloc::<f32>(c, 0);
+    let [pg, pb, prm, prv] = [0; 4].map(|_| sim.alloc::<P>(c, 0));
+    let mode = Mode {
+        batch_stats: true,
+        momentum: Momentum::Factor(0.1),
+    };
+    let fwd = plan_forward(
+        &desc.clone().with_mode(mode),
+        &ForwardPtrs {
+            x: px,
+            y: py,
+            gamma: Some(pg),
+            beta: Some(pb),
+            running_mean: Some(prm),
+            running_var: Some(prv),
+            num_batches_tracked: None,
+            save_mean: Some(psm),
+            save_invstd: Some(psi),
+            workspace: pws,
+            workspace_bytes: ws_bytes,
+        },
+        &props,
+    )
+    .map_err(|e| format!("plan_batch_norm_fwd: {e}"))?;
+    let first = &fwd.launches[0];
+    if !first.kernel.contains(h.kernels.0) {
+        return Err(format!(
+            "forward runs {}, not {}",
+            first.kernel, h.kernels.0
+        ));
+    }
+    // K: the channels the first kernel's last block computes (a channel or a tile).
+    let w = if geo.nhwc {
+        first.block[0] as usize * access_width(&first.kernel, h.dtype)
+    } else {
+        1
+    };
+    let k = (c - 1) / w * w..c;
+    let kn = k.len();
+    assert!(
+        geo.ranges(&k).last().unwrap().start >= 1 << 31,
+        "{h:?}: K must reach past element 2^31"
+    );
+
+    // Parameters and running statistics: only K's are written (the only ones read).
+    let mut rng = Rng::new(11);
+    let gamma: Vec<P> = (0..kn)
+        .map(|_| P::from_f64(1.0 + 0.5 * rng.signed()))
+        .collect();
+    let beta: Vec<P> = (0..kn).map(|_| P::from_f64(0.5 * rng.signed())).collect();
+    let mut rm: Vec<P> = (0..kn).map(|_| P::from_f64(rng.signed())).collect();
+    let mut rv: Vec<P> = (0..kn).map(|_| P::from_f64(1.5 + rng.signed())).collect();
+    for (p, v) in [(pg, &gamma), (pb, &beta), (prm, &rm), (prv, &rv)] {
+        upload_k(&mut sim, p, &k, v);
+    }
+
+    // The sub-tensor of K: (N, |K|, S) in NCHW, (rows, |K|) channels-last.
+    let sub = if geo.nhwc {
+        BatchNormDesc::new(
+            &[geo.n * geo.s, kn],
+            Layout::Contiguous,
+            h.dtype,
+            h.param_dtype,
+        )
+    } else {
+        BatchNormDesc::new(
+            &[geo.n, kn, geo.s],
+            Layout::Contiguous,
+            h.dtype,
+            h.param_dtype,
+        )
+    };
+    let x: Vec<T> = make_input(&sub, &mut rng);
+    let dy: Vec<T> = (0..x.len()).map(|_| T::from_f64(rng.signed())).collect();
+
+    // Forward (training, momentum 0.1).
+    let b = blocks_for_channels(&fwd, &geo, h.dtype, &k)?;
+    fill_zeros::<T>(&mut sim, &[px], &b.extra, &b.coefs);
+    scatter(&mut sim, px, &geo, &k, &x);
+    let blocks_f = run_work(&mut sim, &b.work).map_err(|e| format!("{e}\n{fwd}"))?;
+    let want = cpu::forward::<T, P>(
+        &sub.clone().with_mode(mode),
+        &x,
+        Some((&gamma[..], &beta[..])),
+        Some(cpu::Running {
+            mean: &mut rm,
+            var: &mut rv,
+            num_batches_tracked: None,
+        }),
+    )
+    .map_err(|e| e.to_string())?;
+    let got = FwdGot {
+        y: gather::<T>(&sim, py, &geo, &k),
+        save_mean: download_k(&sim, psm, &k),
+        save_invstd: download_k(&sim, psi, &k),
+        running_mean: download_k(&sim, prm, &k),
+        running_var: download_k(&sim, prv, &k),
+    };
+    let ctx = format!("compute_{arch} {h:?} channels {k:?}");
+    check_forward(
+        &format!("{ctx} forward"),
+        &sub,
+        true,
+        &x,
+        &want,
+        &rm,
+        &rv,
+        &got,
+    )?;
+    sim.dev.free(py).map_err(|e| e.to_string())?;
+
+    // Backward (training) from the kernels' saved statistics.
+    let pdy = sim.alloc::<T>(numel, 0);
+    let pdx = sim.alloc::<T>(numel, 0);
+    let pdg = sim.alloc::<P>(c, 0);
+    let pdb = sim.alloc::<P>(c, 0);
+    let bwd = plan_backward(
+        &desc,
+        &BackwardPtrs {
+            x: px,
+            dy: pdy,
+            dx: pdx,
+            gamma: Some(pg),
+            save_mean: psm,
+            save_invstd: psi,
+            dgamma: Some(pdg),
+            dbeta: Some(pdb),
+            workspace: pws,
+            workspace_bytes: ws_bytes,
+        },
+        &props,
+    )
+    .map_err(|e| format!("plan_batch_norm_bwd: {e}"))?;
+    if !bwd.launches[0].kernel.contains(h.kernels.1) {
+        return Err(format!(
+            "backward runs {}, not {}",
+            bwd.launches[0].kernel, h.kernels.1
+        ));
+    }
+    let b = blocks_for_channels(&bwd, &geo, h.dtype, &k)?;
+    fill_zeros::<T>(&mut sim, &[px, pdy], &b.extra, &b.coefs);
+    scatter(&mut sim, px, &geo, &k, &x);
+    scatter(&mut sim, pdy, &geo, &k, &dy);
+    let blocks_b = run_work(&mut sim, &b.work).map_err(|e| format!("{e}\n{bwd}"))?;
+    let wb = cpu::backward::<T, P>(
+        &sub,
+        &x,
+        &dy,
+        Some(&gamma),
+        &got.save_mean,
+        &got.save_invstd,
+    )
+    .map_err(|e| e.to_string())?;
+    let gotb = BwdGot {
+        dx: gather::<T>(&sim, pdx, &geo, &k),
+        dgamma: download_k(&sim, pdg, &k),
+        dbeta: download_k(&sim, pdb, &k),
+    };
+    check_backward(
+        &format!("{ctx} backward"),
+        &sub,
+        false,
+        &x,
+        &dy,
+        Some(&gamma),
+        &got.save_mean,
+        &got.save_invstd,
+        &wb,
+        &gotb,
+    )?;
+    let names = |p: &Plan| {
+        p.launches
+            .iter()
+            .map(|l| l.kernel.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Ok(format!(
+        "{:?} {:?} {}/{}, channels {k:?} (elements up to {}): forward [{}] {blocks_f} blocks, backward [{}] {blocks_b} blocks",
+        h.dims,
+        h.layout,
+        h.dtype,
+        h.param_dtype,
+        geo.ranges(&k).last().unwrap().end,
+        names(&fwd),
+        names(&bwd),
+    ))
+}
+
+fn run_huge_dyn(arch: u32, h: &Huge) -> Result<String, String> {
+    match (h.dtype, h.param_dtype) {
+        (DType::F16, DType::F16) => run_huge::<f16, f16>(arch, h),
+        (DType::F16, DType::F32) => run_huge::<f16, f32>(arch, h),
+        (DType::BF16, DType::BF16) => run_huge::<bf16, bf16>(arch, h),
+        (DType::BF16, DType::F32) => run_huge::<bf16, f32>(arch, h),
+        (t, p) => Err(format!("not a huge-test dtype pair: {t}/{p}")),
+    }
+}
+
+fn huge_cases() -> Vec<Huge> {
+    // NCHW: C = 3 * 2^19 + 1 channels of 2 x 1024 (3 * 2^30 + 2048 elements); C = 1 mod 8, so
+    // the last finalize block (8 channels) holds the last channel alone.
+    let nchw_c = (3 << 19) + 1;
+    vec![
+        // Channels-last, split statistics (many SMs: no fused tier), 8192 rows x 393472.
+        Huge {
+            dims: vec![2, 393_472, 64, 64],
+            layout: Layout::ChannelsLast,
+            dtype: DType::BF16,
+            param_dtype: DType::F32,
+            sms: 1 << 20,
+            kernels: ("_stats_nhwc_vec", "_reduce_nhwc_vec"),
+        },
+        // NCHW, split statistics and the grid-stride elementwise passes.
+        Huge {
+            dims: vec![2, nchw_c, 32, 32],
+            layout: Layout::Contiguous,
+            dtype: DType::F16,
+            param_dtype: DType::F16,
+            sms: 1 << 21,
+            kernels: ("_stats_nchw_vec", "_reduce_nchw_vec"),
+        },
+        // The same with S = 31 x 33 (odd): the scalar variants.
+        Huge {
+            dims: vec![2, 1_574_401, 31, 33],
+            layout: Layout::Contiguous,
+            dtype: DType::BF16,
+            param_dtype: DType::F32,
+            sms: 1 << 21,
+            kernels: ("_stats_nchw_scalar", "_reduce_nchw_scalar"),
+        },
+        // NCHW, fused forward and backward (4 SMs).
+        Huge {
+            dims: vec![2, nchw_c, 32, 32],
+            layout: Layout::Contiguous,
+            dtype: DType::F16,
+            param_dtype: DType::F32,
+            sms: 4,
+            kernels: ("_fused_nchw_vec", "_fused_nchw_vec"),
+        },
+        // (N, C) with 64 rows of 50331904 channels: fused forward; the backward's x and dy
+        // do not fit on chip, so it takes the channels-last reduction tier.
+        Huge {
+            dims: vec![64, 50_331_904],
+            layout: Layout::Contiguous,
+            dtype: DType::BF16,
+            param_dtype: DType::BF16,
+            sms: 4,
+            kernels: ("_fused_nhwc_vec", "_reduce_nhwc_vec"),
+        },
+    ]
+}
+
+#[test]
+fn past_three_times_two_to_the_30_elements() {
+    if skip_without_kernels("past_three_times_two_to_the_30_elements") {
+        return;
+    }
+    let mut failures = Vec::new();
+    for arch in [80, 75, 90] {
+        for h in huge_cases() {
+            let t = std::time::Instant::now();
+            match run_huge_dyn(arch, &h) {
+                Ok(s) => eprintln!("compute_{arch}: {s} in {:?}", t.elapsed()),
+                Err(e) => failures.push(format!("compute_{arch}: {h:?}: {e}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
