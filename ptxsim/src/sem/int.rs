@@ -328,6 +328,19 @@ pub(crate) fn sub_base(m: &Mods, s: [u64; 4]) -> u64 {
     )
 }
 
+/// isspacep: whether generic address `s[0]` is in the space `aux` (0 global or const,
+/// 1 shared, 2 local, 3 param).
+pub(crate) fn isspacep(m: &Mods, s: [u64; 4]) -> u64 {
+    use crate::memory::{window, Window};
+    matches!(
+        (window(s[0]), m.aux),
+        (Window::Global(_), 0)
+            | (Window::Shared(_), 1)
+            | (Window::Local(_), 2)
+            | (Window::Param(_), 3)
+    ) as u64
+}
+
 /// shf.{l,r}.{wrap,clamp}.b32 d, a, b, c: aux bit0 = right, bit1 = clamp.
 pub(crate) fn shf(m: &Mods, s: [u64; 4]) -> u64 {
     let c = s[2] as u32;
