@@ -2,8 +2,8 @@
 
 use super::float::h_to_f64;
 use super::int::ival;
-use crate::ir::{Cmp, Mods};
-use crate::types::Ty;
+use crate::ir::{BoolOp, Cmp, CmpFn, Mods};
+use crate::types::{extend, Ty};
 
 /// Integer comparison (signedness from the type; `.lo/.ls/.hi/.hs` are unsigned).
 pub(crate) fn icmp(m: &Mods, a: u64, b: u64) -> bool {
@@ -62,4 +62,53 @@ pub(crate) fn fcmp(m: &Mods, a: u64, b: u64) -> bool {
         }
     };
     fcmp_vals(m, conv(a), conv(b))
+}
+
+/// The `.and`/`.or`/`.xor` combiner of `setp`/`set` with the value of the third predicate
+/// operand (`None`: no third operand).
+#[inline]
+pub(crate) fn combine(x: bool, c: Option<(bool, BoolOp)>) -> bool {
+    match c {
+        None => x,
+        Some((c, BoolOp::And)) => x && c,
+        Some((c, BoolOp::Or)) => x || c,
+        Some((c, BoolOp::Xor)) => x ^ c,
+    }
+}
+
+/// How `set.{type}` writes a boolean: `.f32` 1.0 or 0.0, an integer type all ones or 0;
+/// `None` (`setp`): the predicate 1 or 0.
+#[inline]
+pub(crate) fn set_value(x: bool, set_ty: Option<Ty>) -> u64 {
+    match (x, set_ty) {
+        (_, None) => x as u64,
+        (false, Some(_)) => 0,
+        (true, Some(Ty::F32)) => 1.0f32.to_bits() as u64,
+        (true, Some(t)) => extend(u64::MAX, t.bits(), t.is_signed()),
+    }
+}
+
+/// `setp`/`set`: `(p, q) = (cmp(a, b) bop c, !cmp(a, b) bop c)`, each written by [`set_value`].
+#[inline]
+pub(crate) fn setp(
+    f: CmpFn,
+    m: &Mods,
+    a: u64,
+    b: u64,
+    c: Option<(bool, BoolOp)>,
+    set_ty: Option<Ty>,
+) -> (u64, u64) {
+    let t = f(m, a, b);
+    (
+        set_value(combine(t, c), set_ty),
+        set_value(combine(!t, c), set_ty),
+    )
+}
+
+/// Packed `setp.{f16x2,bf16x2}`: `(p, q)` compare the low halves and the high halves.
+#[inline]
+pub(crate) fn setp_x2(f: CmpFn, m: &Mods, a: u64, b: u64, c: Option<(bool, BoolOp)>) -> (u64, u64) {
+    let lo = combine(f(m, a & 0xffff, b & 0xffff), c);
+    let hi = combine(f(m, (a >> 16) & 0xffff, (b >> 16) & 0xffff), c);
+    (lo as u64, hi as u64)
 }

@@ -328,6 +328,45 @@ pub(crate) fn sub_base(m: &Mods, s: [u64; 4]) -> u64 {
     )
 }
 
+/// Mask of a field of `w` bits (`mov` pack/unpack).
+#[inline]
+fn field_mask(w: u8) -> u64 {
+    if w >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << w) - 1
+    }
+}
+
+/// `mov.bN d, {f0, f1, ..}`: field `j` (its low `w` bits) at bit `j * w`.
+#[inline]
+pub(crate) fn pack(fields: impl Iterator<Item = u64>, w: u8) -> u64 {
+    let fm = field_mask(w);
+    let mut v = 0u64;
+    for (j, f) in fields.enumerate() {
+        v |= (f & fm) << (j as u32 * w as u32);
+    }
+    v
+}
+
+/// `mov.bN {f0, f1, ..}, v`: field `j` of `w` bits.
+#[inline]
+pub(crate) fn unpack_field(v: u64, j: usize, w: u8) -> u64 {
+    (v >> (j as u32 * w as u32)) & field_mask(w)
+}
+
+/// `%clock`, `%clock64`, `%globaltimer`: the block's warp-instruction count `steps` times `mul`,
+/// truncated to `bits`.
+#[inline]
+pub(crate) fn clock(steps: u64, mul: u64, bits: u8) -> u64 {
+    let v = steps.wrapping_mul(mul);
+    if bits == 32 {
+        v & 0xffff_ffff
+    } else {
+        v
+    }
+}
+
 /// isspacep: whether generic address `s[0]` is in the space `aux` (0 global or const,
 /// 1 shared, 2 local, 3 param).
 pub(crate) fn isspacep(m: &Mods, s: [u64; 4]) -> u64 {
