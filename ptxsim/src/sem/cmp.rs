@@ -112,3 +112,49 @@ pub(crate) fn setp_x2(f: CmpFn, m: &Mods, a: u64, b: u64, c: Option<(bool, BoolO
     let hi = combine(f(m, (a >> 16) & 0xffff, (b >> 16) & 0xffff), c);
     (lo as u64, hi as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lt(ty: Ty) -> Mods {
+        let mut m = Mods::new(ty);
+        m.cmp = Cmp::Lt;
+        m
+    }
+
+    #[test]
+    fn setp_combiners_and_set_encodings() {
+        for x in [false, true] {
+            for c in [false, true] {
+                assert_eq!(combine(x, None), x);
+                assert_eq!(combine(x, Some((c, BoolOp::And))), x && c);
+                assert_eq!(combine(x, Some((c, BoolOp::Or))), x || c);
+                assert_eq!(combine(x, Some((c, BoolOp::Xor))), x != c);
+            }
+        }
+        assert_eq!(set_value(true, None), 1);
+        assert_eq!(set_value(true, Some(Ty::F32)), 0x3f80_0000);
+        assert_eq!(set_value(true, Some(Ty::U32)), 0xffff_ffff);
+        assert_eq!(set_value(true, Some(Ty::S32)), u64::MAX);
+        assert_eq!(set_value(false, Some(Ty::F32)), 0);
+        // setp.lt.s32 p|q, -1, 0 (and with c = false): p = false, q = false
+        let m = lt(Ty::S32);
+        assert_eq!(setp(icmp, &m, u64::MAX, 0, None, None), (1, 0));
+        let and_false = Some((false, BoolOp::And));
+        assert_eq!(setp(icmp, &m, u64::MAX, 0, and_false, None), (0, 0));
+        assert_eq!(
+            setp(icmp, &m, 0, u64::MAX, None, Some(Ty::U32)),
+            (0, 0xffff_ffff)
+        );
+    }
+
+    #[test]
+    fn setp_packed_halves() {
+        // f16: 1.0 = 0x3c00, 2.0 = 0x4000. Low: 1 < 2; high: 2 < 1 is false.
+        let m = lt(Ty::F16);
+        assert_eq!(setp_x2(fcmp, &m, 0x4000_3c00, 0x3c00_4000, None), (1, 0));
+        let or_true = Some((true, BoolOp::Or));
+        assert_eq!(setp_x2(fcmp, &m, 0x4000_3c00, 0x3c00_4000, or_true), (1, 1));
+    }
+}

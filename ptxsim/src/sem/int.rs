@@ -530,4 +530,36 @@ mod tests {
         assert_eq!(not(&m(Ty::Pred), [1, 0, 0, 0]), 0);
         assert_eq!(bfind(&m(Ty::U32), [0x10, 0, 0, 0]), 4);
     }
+
+    #[test]
+    fn pack_unpack_clock() {
+        // mov.b32 d, {a, b, c, e} of 8-bit fields: only the low 8 bits of each field count.
+        assert_eq!(pack([0x1ff, 0x02, 0x03, 0x04].into_iter(), 8), 0x0403_02ff);
+        assert_eq!(pack([0xdead_beef, 0x1].into_iter(), 32), 0x1_dead_beef);
+        assert_eq!(pack([u64::MAX].into_iter(), 64), u64::MAX);
+        for j in 0..4 {
+            assert_eq!(unpack_field(0x0403_02ff, j, 8), [0xff, 2, 3, 4][j]);
+        }
+        assert_eq!(unpack_field(0x1_dead_beef, 1, 32), 1);
+        assert_eq!(unpack_field(u64::MAX, 0, 64), u64::MAX);
+        assert_eq!(clock(0x1_0000_0005, 1, 32), 5);
+        assert_eq!(clock(0x1_0000_0005, 1, 64), 0x1_0000_0005);
+        assert_eq!(clock(3, 32, 64), 96);
+    }
+
+    #[test]
+    fn isspacep_windows() {
+        use crate::memory::{LOCAL_AUX, SHARED_AUX, WINDOW_UNIT};
+        let space = |aux: u32| {
+            let mut m = m(Ty::Pred);
+            m.aux = aux;
+            m
+        };
+        let shared = SHARED_AUX as u64 * WINDOW_UNIT + 16;
+        let local = LOCAL_AUX as u64 * WINDOW_UNIT + 16;
+        assert_eq!(isspacep(&space(1), [shared, 0, 0, 0]), 1);
+        assert_eq!(isspacep(&space(0), [shared, 0, 0, 0]), 0);
+        assert_eq!(isspacep(&space(2), [local, 0, 0, 0]), 1);
+        assert_eq!(isspacep(&space(1), [local, 0, 0, 0]), 0);
+    }
 }
