@@ -287,7 +287,7 @@ impl Block<'_, '_> {
         }
     }
 
-    /// Loads `sz` bytes (element of an access already checked by [`check_access`]).
+    /// Loads `sz` bytes (element of an access already checked by [`Block::check_access`]).
     #[inline]
     pub(crate) fn load(
         &self,

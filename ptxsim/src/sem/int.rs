@@ -266,7 +266,7 @@ pub(crate) fn bfind(m: &Mods, s: [u64; 4]) -> u64 {
     let pos = 63 - a.leading_zeros();
     (if m.aux & 1 != 0 { b - 1 - pos } else { pos }) as u64
 }
-/// selp: s[2] is the predicate.
+/// selp: `s[2]` is the predicate.
 pub(crate) fn selp(m: &Mods, s: [u64; 4]) -> u64 {
     let v = if s[2] & 1 != 0 { s[0] } else { s[1] };
     if m.ty.is_float() {
