@@ -461,6 +461,39 @@ fn hand_local_out_of_bounds() {
         Some([37, 0, 0]),
         "hand",
     );
+    // The kind names the space; the message does not repeat it.
+    assert_eq!(f.message, "store of 4 bytes at offset 0x10 (size 16 bytes)");
+    let shown = f.to_string();
+    assert!(
+        shown.starts_with(
+            "out-of-bounds local store of 4 bytes at offset 0x10 (size 16 bytes) in kernel hand"
+        ),
+        "{shown}"
+    );
+    assert_eq!(shown.matches("local").count(), 1, "{shown}");
+}
+
+#[test]
+fn hand_kernel_parameter_write() {
+    let (f, ptx, _) = hand_fault(&only_thread(
+        "mov.u64 %rd1, 7;\nst.param.u64 [hand_p0], %rd1;",
+    ));
+    check(
+        &f,
+        FaultKind::ParamOutOfBounds,
+        "hand",
+        one_line(&ptx, "hand", "st.param.u64"),
+        [1, 0, 0],
+        Some([37, 0, 0]),
+        "hand",
+    );
+    let shown = f.to_string();
+    assert!(
+        shown.starts_with(
+            "out-of-bounds parameter store of 8 bytes at offset 0x0 (kernel parameters are read-only) in kernel hand"
+        ),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -479,6 +512,19 @@ fn hand_shared_out_of_bounds_static() {
         Some([37, 0, 0]),
         "hand",
     );
+    // The kind names the space; the message does not repeat it.
+    assert_eq!(
+        f.message,
+        "store of 4 bytes at offset 0x80 (size 128 bytes)"
+    );
+    let shown = f.to_string();
+    assert!(
+        shown.starts_with(
+            "out-of-bounds shared store of 4 bytes at offset 0x80 (size 128 bytes) in kernel hand"
+        ),
+        "{shown}"
+    );
+    assert_eq!(shown.matches("shared").count(), 1, "{shown}");
 }
 
 #[test]

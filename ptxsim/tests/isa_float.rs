@@ -406,13 +406,13 @@ fn testp_copysign_selp() {
         f32::NAN,
     ];
     type Class = (&'static str, fn(f64) -> bool);
-    // IEEE classes: zero is neither normal nor subnormal.
+    // IEEE classes, except that the PTX ISA counts +0 and -0 as normal numbers.
     let classes: [Class; 6] = [
         ("finite", |x| x.is_finite()),
         ("infinite", |x| x.is_infinite()),
         ("number", |x| !x.is_nan()),
         ("notanumber", |x| x.is_nan()),
-        ("normal", |x| x.is_normal()),
+        ("normal", |x| x.is_normal() || x == 0.0),
         ("subnormal", |x| x.is_subnormal()),
     ];
     let mut cases = Vec::new();
@@ -422,7 +422,7 @@ fn testp_copysign_selp() {
             .map(|&x| {
                 // f32 subnormals are normal as f64: classify in f32.
                 let v = match cls {
-                    "normal" => x.is_normal(),
+                    "normal" => x.is_normal() || x == 0.0,
                     "subnormal" => x.is_subnormal(),
                     _ => f(x as f64),
                 };
@@ -502,6 +502,64 @@ fn testp_copysign_selp() {
         .row(b32(3.0), b32(2.0), 0, b32(2.0))
         .row(b32(f32::NAN), b32(2.0), 0, b32(2.0)),
     );
+    run_cases(&cases);
+}
+
+/// `testp.normal` and `testp.subnormal` on hand-classified values: the PTX ISA counts +0 and -0
+/// as normal numbers; subnormals, infinities and NaN are not normal.
+#[test]
+fn testp_normal_zero_is_normal() {
+    // (bits, normal, subnormal)
+    let f32_cases: [(u32, bool, bool); 8] = [
+        (0x0000_0000, true, false),  // +0
+        (0x8000_0000, true, false),  // -0
+        (0x0000_0001, false, true),  // smallest subnormal
+        (0x807f_ffff, false, true),  // largest negative subnormal
+        (0x3f80_0000, true, false),  // 1.0
+        (0x0080_0000, true, false),  // smallest normal
+        (0x7f80_0000, false, false), // +inf
+        (0x7fc0_0000, false, false), // NaN
+    ];
+    let f64_cases: [(u64, bool, bool); 8] = [
+        (0x0000_0000_0000_0000, true, false),  // +0
+        (0x8000_0000_0000_0000, true, false),  // -0
+        (0x0000_0000_0000_0001, false, true),  // smallest subnormal
+        (0x800f_ffff_ffff_ffff, false, true),  // largest negative subnormal
+        (0xc008_0000_0000_0000, true, false),  // -3.0
+        (0x0010_0000_0000_0000, true, false),  // smallest normal
+        (0xfff0_0000_0000_0000, false, false), // -inf
+        (0x7ff8_0000_0000_0000, false, false), // NaN
+    ];
+    let mut cases = Vec::new();
+    for (cls, pick) in [("normal", 0), ("subnormal", 1)] {
+        let want = |n: bool, s: bool| [n, s][pick] as u64;
+        cases.push(
+            Case::new(
+                format!("testp.{cls}.f32 (zero, subnormal, normal, inf, NaN)"),
+                format!("testp.{cls}.f32 %p1, %a;\nselp.u32 %d, 1, 0, %p1;"),
+                [B32; 4],
+            )
+            .rows(
+                f32_cases
+                    .iter()
+                    .map(|&(x, n, s)| row(x as u64, 0, 0, want(n, s)))
+                    .collect::<Vec<_>>(),
+            ),
+        );
+        cases.push(
+            Case::new(
+                format!("testp.{cls}.f64 (zero, subnormal, normal, inf, NaN)"),
+                format!("testp.{cls}.f64 %p1, %a;\nselp.u32 %d, 1, 0, %p1;"),
+                [B64, B64, B64, B32],
+            )
+            .rows(
+                f64_cases
+                    .iter()
+                    .map(|&(x, n, s)| row(x, 0, 0, want(n, s)))
+                    .collect::<Vec<_>>(),
+            ),
+        );
+    }
     run_cases(&cases);
 }
 

@@ -89,18 +89,14 @@ impl Block<'_, '_> {
         sz: usize,
         limit: usize,
     ) -> Fault {
-        let what = match kind {
-            FaultKind::SharedOutOfBounds => "shared",
-            FaultKind::LocalOutOfBounds => "local",
-            _ => "parameter",
-        };
+        // The kind already names the space ("out-of-bounds shared"), so the message does not.
         let mut f = self.fault(
             kind,
             w,
             l,
             pc,
             format!(
-                "{what} {} of {sz} bytes at offset {off:#x} ({what} memory is {limit} bytes)",
+                "{} of {sz} bytes at offset {off:#x} (size {limit} bytes)",
                 dir.name()
             ),
         );
@@ -266,7 +262,10 @@ impl Block<'_, '_> {
                         len,
                         self.cx.params.len(),
                     );
-                    f.message = format!("write to kernel parameter memory at offset {o:#x}");
+                    f.message = format!(
+                        "{} of {len} bytes at offset {o:#x} (kernel parameters are read-only)",
+                        dir.name()
+                    );
                     Err(f.into())
                 } else if o.saturating_add(len as u64) > self.cx.params.len() as u64 {
                     Err(self
@@ -288,7 +287,7 @@ impl Block<'_, '_> {
         }
     }
 
-    /// Loads `sz` bytes (element of an access already checked by [`check_access`]).
+    /// Loads `sz` bytes (element of an access already checked by [`Block::check_access`]).
     #[inline]
     pub(crate) fn load(
         &self,

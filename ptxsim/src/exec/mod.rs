@@ -3,9 +3,11 @@
 //! program counter (the group with the lowest PC runs; groups reconverge when PCs meet).
 
 mod block;
+mod control;
 pub(crate) mod events;
 mod mem;
 mod memops;
+mod regops;
 mod step;
 mod sync;
 

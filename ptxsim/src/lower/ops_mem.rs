@@ -1,6 +1,6 @@
 //! Lowering of memory instructions: `ld`, `st`, `atom`/`red`, `cp.async`.
 
-use super::ops::{need, Sfx};
+use super::sfx::{need, Sfx};
 use super::{unsupported, KCtx, R};
 use crate::error::SimError;
 use crate::ir::*;

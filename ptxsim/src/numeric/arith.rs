@@ -324,26 +324,26 @@ pub fn max_f64(a: f64, b: f64) -> f64 {
     }
 }
 
-/// `testp.class.f32`.
+/// `testp.class.f32`. As the PTX ISA specifies, `+0` and `-0` count as normal numbers.
 pub fn testp_f32(x: f32, class: TestClass) -> bool {
     match class {
         TestClass::Finite => x.is_finite(),
         TestClass::Infinite => x.is_infinite(),
         TestClass::Number => !x.is_nan(),
         TestClass::NotANumber => x.is_nan(),
-        TestClass::Normal => x.is_normal(),
+        TestClass::Normal => x.is_normal() || x == 0.0,
         TestClass::Subnormal => x.is_subnormal(),
     }
 }
 
-/// `testp.class.f64`.
+/// `testp.class.f64`. As the PTX ISA specifies, `+0` and `-0` count as normal numbers.
 pub fn testp_f64(x: f64, class: TestClass) -> bool {
     match class {
         TestClass::Finite => x.is_finite(),
         TestClass::Infinite => x.is_infinite(),
         TestClass::Number => !x.is_nan(),
         TestClass::NotANumber => x.is_nan(),
-        TestClass::Normal => x.is_normal(),
+        TestClass::Normal => x.is_normal() || x == 0.0,
         TestClass::Subnormal => x.is_subnormal(),
     }
 }

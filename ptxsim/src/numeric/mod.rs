@@ -112,7 +112,8 @@ pub enum TestClass {
     Number,
     /// `.notanumber`: NaN.
     NotANumber,
-    /// `.normal`: a normal number (not zero, subnormal, infinite or NaN).
+    /// `.normal`: a normal number or zero (not subnormal, infinite or NaN); the PTX ISA counts
+    /// `+0` and `-0` as normal.
     Normal,
     /// `.subnormal`: a subnormal number (not zero).
     Subnormal,

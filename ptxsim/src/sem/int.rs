@@ -266,7 +266,7 @@ pub(crate) fn bfind(m: &Mods, s: [u64; 4]) -> u64 {
     let pos = 63 - a.leading_zeros();
     (if m.aux & 1 != 0 { b - 1 - pos } else { pos }) as u64
 }
-/// selp: s[2] is the predicate.
+/// selp: `s[2]` is the predicate.
 pub(crate) fn selp(m: &Mods, s: [u64; 4]) -> u64 {
     let v = if s[2] & 1 != 0 { s[0] } else { s[1] };
     if m.ty.is_float() {
@@ -326,6 +326,58 @@ pub(crate) fn sub_base(m: &Mods, s: [u64; 4]) -> u64 {
         m.ty,
         s[0].wrapping_sub(m.aux as u64 * crate::memory::WINDOW_UNIT),
     )
+}
+
+/// Mask of a field of `w` bits (`mov` pack/unpack).
+#[inline]
+fn field_mask(w: u8) -> u64 {
+    if w >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << w) - 1
+    }
+}
+
+/// `mov.bN d, {f0, f1, ..}`: field `j` (its low `w` bits) at bit `j * w`.
+#[inline]
+pub(crate) fn pack(fields: impl Iterator<Item = u64>, w: u8) -> u64 {
+    let fm = field_mask(w);
+    let mut v = 0u64;
+    for (j, f) in fields.enumerate() {
+        v |= (f & fm) << (j as u32 * w as u32);
+    }
+    v
+}
+
+/// `mov.bN {f0, f1, ..}, v`: field `j` of `w` bits.
+#[inline]
+pub(crate) fn unpack_field(v: u64, j: usize, w: u8) -> u64 {
+    (v >> (j as u32 * w as u32)) & field_mask(w)
+}
+
+/// `%clock`, `%clock64`, `%globaltimer`: the block's warp-instruction count `steps` times `mul`,
+/// truncated to `bits`.
+#[inline]
+pub(crate) fn clock(steps: u64, mul: u64, bits: u8) -> u64 {
+    let v = steps.wrapping_mul(mul);
+    if bits == 32 {
+        v & 0xffff_ffff
+    } else {
+        v
+    }
+}
+
+/// isspacep: whether generic address `s[0]` is in the space `aux` (0 global or const,
+/// 1 shared, 2 local, 3 param).
+pub(crate) fn isspacep(m: &Mods, s: [u64; 4]) -> u64 {
+    use crate::memory::{window, Window};
+    matches!(
+        (window(s[0]), m.aux),
+        (Window::Global(_), 0)
+            | (Window::Shared(_), 1)
+            | (Window::Local(_), 2)
+            | (Window::Param(_), 3)
+    ) as u64
 }
 
 /// shf.{l,r}.{wrap,clamp}.b32 d, a, b, c: aux bit0 = right, bit1 = clamp.
@@ -477,5 +529,37 @@ mod tests {
         assert_eq!(rem(&m(Ty::S32), [(-7i64) as u64, 2, 0, 0]), (-1i64) as u64);
         assert_eq!(not(&m(Ty::Pred), [1, 0, 0, 0]), 0);
         assert_eq!(bfind(&m(Ty::U32), [0x10, 0, 0, 0]), 4);
+    }
+
+    #[test]
+    fn pack_unpack_clock() {
+        // mov.b32 d, {a, b, c, e} of 8-bit fields: only the low 8 bits of each field count.
+        assert_eq!(pack([0x1ff, 0x02, 0x03, 0x04].into_iter(), 8), 0x0403_02ff);
+        assert_eq!(pack([0xdead_beef, 0x1].into_iter(), 32), 0x1_dead_beef);
+        assert_eq!(pack([u64::MAX].into_iter(), 64), u64::MAX);
+        for j in 0..4 {
+            assert_eq!(unpack_field(0x0403_02ff, j, 8), [0xff, 2, 3, 4][j]);
+        }
+        assert_eq!(unpack_field(0x1_dead_beef, 1, 32), 1);
+        assert_eq!(unpack_field(u64::MAX, 0, 64), u64::MAX);
+        assert_eq!(clock(0x1_0000_0005, 1, 32), 5);
+        assert_eq!(clock(0x1_0000_0005, 1, 64), 0x1_0000_0005);
+        assert_eq!(clock(3, 32, 64), 96);
+    }
+
+    #[test]
+    fn isspacep_windows() {
+        use crate::memory::{LOCAL_AUX, SHARED_AUX, WINDOW_UNIT};
+        let space = |aux: u32| {
+            let mut m = m(Ty::Pred);
+            m.aux = aux;
+            m
+        };
+        let shared = SHARED_AUX as u64 * WINDOW_UNIT + 16;
+        let local = LOCAL_AUX as u64 * WINDOW_UNIT + 16;
+        assert_eq!(isspacep(&space(1), [shared, 0, 0, 0]), 1);
+        assert_eq!(isspacep(&space(0), [shared, 0, 0, 0]), 0);
+        assert_eq!(isspacep(&space(2), [local, 0, 0, 0]), 1);
+        assert_eq!(isspacep(&space(1), [local, 0, 0, 0]), 0);
     }
 }

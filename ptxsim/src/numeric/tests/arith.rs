@@ -584,8 +584,10 @@ fn ftz_sat_testp_copysign() {
     }
     use TestClass::*;
     let classes = [Finite, Infinite, Number, NotANumber, Normal, Subnormal];
-    let table: [(f32, [bool; 6]); 6] = [
-        (0.0, [true, false, true, false, false, false]),
+    // The PTX ISA counts +0 and -0 as normal numbers.
+    let table: [(f32, [bool; 6]); 7] = [
+        (0.0, [true, false, true, false, true, false]),
+        (-0.0, [true, false, true, false, true, false]),
         (-1.0, [true, false, true, false, true, false]),
         (f32::from_bits(1), [true, false, true, false, false, true]),
         (f32::NEG_INFINITY, [false, true, true, false, false, false]),
