@@ -188,7 +188,21 @@ fn device_queries() {
             CStr::from_ptr(s).to_str().unwrap(),
             "CUDA_ERROR_ILLEGAL_ADDRESS"
         );
+        assert_eq!(
+            cuGetErrorString(CUDA_ERROR_ILLEGAL_ADDRESS, &mut s),
+            CUDA_SUCCESS
+        );
+        assert_eq!(
+            CStr::from_ptr(s).to_str().unwrap(),
+            "an illegal memory access was encountered"
+        );
         assert_eq!(cuGetErrorString(12345, &mut s), CUDA_ERROR_INVALID_VALUE);
+        assert!(s.is_null());
+        assert_eq!(
+            error_name(CUDA_ERROR_LAUNCH_FAILED),
+            "CUDA_ERROR_LAUNCH_FAILED"
+        );
+        assert_eq!(error_name(12345), "?");
     }
 }
 
