@@ -35,9 +35,11 @@ pub type CUhostFn = Option<unsafe extern "C" fn(*mut c_void)>;
 /// Runs the body, turning a panic into `CUDA_ERROR_UNKNOWN`.
 macro_rules! guard {
     ($($body:tt)*) => {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> CUresult { $($body)* })) {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+            || -> $crate::consts::CUresult { $($body)* },
+        )) {
             Ok(r) => r,
-            Err(_) => CUDA_ERROR_UNKNOWN,
+            Err(_) => $crate::consts::CUDA_ERROR_UNKNOWN,
         }
     };
 }
@@ -54,11 +56,12 @@ macro_rules! ctx {
 }
 pub(crate) use ctx;
 
-/// Returns the result `$e` unless it is `CUDA_SUCCESS`.
+/// Returns the result `$e` unless it is `CUDA_SUCCESS` (a path, so that the pattern is the
+/// constant wherever the macro is used, never a binding).
 macro_rules! check {
     ($e:expr) => {
         match $e {
-            CUDA_SUCCESS => {}
+            $crate::consts::CUDA_SUCCESS => {}
             e => return e,
         }
     };
