@@ -1,7 +1,6 @@
 //! Numeric values of the CUDA driver API (`cuda.h`) that the emulated driver uses: result
 //! codes, device and function attributes, flags. Enums cross the C ABI as 32-bit integers.
-
-use std::ffi::CStr;
+//! The result codes' names and descriptions are in [`crate::error::ERRORS`].
 
 /// `CUresult`.
 pub type CUresult = i32;
@@ -26,119 +25,6 @@ pub const CUDA_ERROR_MISALIGNED_ADDRESS: CUresult = 716;
 pub const CUDA_ERROR_LAUNCH_FAILED: CUresult = 719;
 pub const CUDA_ERROR_NOT_SUPPORTED: CUresult = 801;
 pub const CUDA_ERROR_UNKNOWN: CUresult = 999;
-
-/// Names and descriptions for `cuGetErrorName` / `cuGetErrorString` (the codes above plus the
-/// ones a caller is likely to ask about).
-pub const ERRORS: &[(CUresult, &CStr, &CStr)] = &[
-    (CUDA_SUCCESS, c"CUDA_SUCCESS", c"no error"),
-    (
-        CUDA_ERROR_INVALID_VALUE,
-        c"CUDA_ERROR_INVALID_VALUE",
-        c"invalid argument",
-    ),
-    (
-        CUDA_ERROR_OUT_OF_MEMORY,
-        c"CUDA_ERROR_OUT_OF_MEMORY",
-        c"out of memory",
-    ),
-    (
-        CUDA_ERROR_NOT_INITIALIZED,
-        c"CUDA_ERROR_NOT_INITIALIZED",
-        c"initialization error",
-    ),
-    (4, c"CUDA_ERROR_DEINITIALIZED", c"driver shutting down"),
-    (
-        34,
-        c"CUDA_ERROR_STUB_LIBRARY",
-        c"CUDA driver is a stub library",
-    ),
-    (
-        CUDA_ERROR_NO_DEVICE,
-        c"CUDA_ERROR_NO_DEVICE",
-        c"no CUDA-capable device is detected",
-    ),
-    (
-        CUDA_ERROR_INVALID_DEVICE,
-        c"CUDA_ERROR_INVALID_DEVICE",
-        c"invalid device ordinal",
-    ),
-    (
-        CUDA_ERROR_INVALID_IMAGE,
-        c"CUDA_ERROR_INVALID_IMAGE",
-        c"device kernel image is invalid",
-    ),
-    (
-        CUDA_ERROR_INVALID_CONTEXT,
-        c"CUDA_ERROR_INVALID_CONTEXT",
-        c"invalid device context",
-    ),
-    (
-        CUDA_ERROR_NO_BINARY_FOR_GPU,
-        c"CUDA_ERROR_NO_BINARY_FOR_GPU",
-        c"no kernel image is available for execution on the device",
-    ),
-    (
-        CUDA_ERROR_INVALID_PTX,
-        c"CUDA_ERROR_INVALID_PTX",
-        c"a PTX JIT compilation failed",
-    ),
-    (
-        222,
-        c"CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
-        c"the provided PTX was compiled with an unsupported toolchain.",
-    ),
-    (
-        CUDA_ERROR_INVALID_HANDLE,
-        c"CUDA_ERROR_INVALID_HANDLE",
-        c"invalid resource handle",
-    ),
-    (
-        CUDA_ERROR_NOT_FOUND,
-        c"CUDA_ERROR_NOT_FOUND",
-        c"named symbol not found",
-    ),
-    (
-        CUDA_ERROR_NOT_READY,
-        c"CUDA_ERROR_NOT_READY",
-        c"device not ready",
-    ),
-    (
-        CUDA_ERROR_ILLEGAL_ADDRESS,
-        c"CUDA_ERROR_ILLEGAL_ADDRESS",
-        c"an illegal memory access was encountered",
-    ),
-    (
-        701,
-        c"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
-        c"too many resources requested for launch",
-    ),
-    (
-        CUDA_ERROR_LAUNCH_TIMEOUT,
-        c"CUDA_ERROR_LAUNCH_TIMEOUT",
-        c"the launch timed out and was terminated",
-    ),
-    (
-        CUDA_ERROR_ASSERT,
-        c"CUDA_ERROR_ASSERT",
-        c"device-side assert triggered",
-    ),
-    (
-        CUDA_ERROR_MISALIGNED_ADDRESS,
-        c"CUDA_ERROR_MISALIGNED_ADDRESS",
-        c"misaligned address",
-    ),
-    (
-        CUDA_ERROR_LAUNCH_FAILED,
-        c"CUDA_ERROR_LAUNCH_FAILED",
-        c"unspecified launch failure",
-    ),
-    (
-        CUDA_ERROR_NOT_SUPPORTED,
-        c"CUDA_ERROR_NOT_SUPPORTED",
-        c"operation not supported",
-    ),
-    (CUDA_ERROR_UNKNOWN, c"CUDA_ERROR_UNKNOWN", c"unknown error"),
-];
 
 // Device attributes (`CUdevice_attribute`) with non-zero values on the emulated device.
 pub const ATTR_MAX_THREADS_PER_BLOCK: i32 = 1;

@@ -1,5 +1,6 @@
-//! The images `cuModuleLoadData` accepts: a fatbin container (what `nvcc -fatbin` writes and
-//! warpnorm embeds), a `__fatBinC_Wrapper_t` pointing at one, or NUL-terminated PTX text.
+//! The images `cuModuleLoadData` accepts ([`load_image`]): a fatbin container (what
+//! `nvcc -fatbin` writes and warpnorm embeds), a `__fatBinC_Wrapper_t` pointing at one, or
+//! NUL-terminated PTX text; and which PTX of a fatbin runs ([`select_ptx`]).
 //!
 //! Fatbin layout (little-endian, as nvcc 12.x/13.x writes it; not documented by NVIDIA):
 //!
@@ -15,6 +16,8 @@
 //! Flag `0x8000` marks a zstd-compressed payload (nvcc 12.4 and later compress by default,
 //! PTX included); `0x2000` the LZ4 compression of older toolkits, which is not supported.
 //! Decompressed PTX is NUL-terminated text.
+
+use std::ffi::{c_char, c_void, CStr};
 
 use crate::consts::*;
 
@@ -195,6 +198,40 @@ pub fn ptx_text(bytes: &[u8]) -> Result<String, LoadError> {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8(bytes[..end].to_vec())
         .map_err(|_| err(CUDA_ERROR_INVALID_PTX, "PTX text is not valid UTF-8"))
+}
+
+/// The PTX to run, on a device of compute capability `arch`, from an image given to
+/// `cuModuleLoadData`: a fatbin (see [`select_ptx`]), a `__fatBinC_Wrapper_t` pointing at one
+/// (followed when `unwrap`), or NUL-terminated PTX text (`arch` 0 in the result). A cubin is
+/// `CUDA_ERROR_NO_BINARY_FOR_GPU`: simcuda runs no SASS.
+///
+/// # Safety
+/// `image` is null or points to one of those images, readable to its end (a fatbin to the
+/// size its header gives, text to its NUL).
+pub unsafe fn load_image(image: *const c_void, unwrap: bool, arch: u32) -> Result<Ptx, LoadError> {
+    if image.is_null() {
+        return Err(err(CUDA_ERROR_INVALID_VALUE, "null image"));
+    }
+    let p = image as *const u8;
+    let magic = (p as *const u32).read_unaligned();
+    if magic == WRAPPER_MAGIC && unwrap {
+        let data = (p.add(8) as *const *const c_void).read_unaligned();
+        return load_image(data, false, arch);
+    }
+    if magic == FATBIN_MAGIC {
+        let header = (p as *const [u8; 16]).read_unaligned();
+        let len = fatbin_len(&header)?;
+        let data = std::slice::from_raw_parts(p, len);
+        return select_ptx(data, arch);
+    }
+    if magic == u32::from_le_bytes(*b"\x7fELF") {
+        return Err(err(
+            CUDA_ERROR_NO_BINARY_FOR_GPU,
+            "the image is a cubin (SASS): simcuda runs PTX only",
+        ));
+    }
+    let text = ptx_text(CStr::from_ptr(p as *const c_char).to_bytes())?;
+    Ok(Ptx { text, arch: 0 })
 }
 
 /// Chooses what to run from a fatbin on a device of compute capability `device_arch`

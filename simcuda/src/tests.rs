@@ -2,8 +2,19 @@
 //! lock and each one retains and releases the primary context (the last release destroys it,
 //! sticky error included).
 
-use super::*;
+use std::ffi::{c_char, c_void, CStr};
 use std::sync::Mutex;
+
+use crate::consts::*;
+use crate::context::*;
+use crate::device::*;
+use crate::error::*;
+use crate::event::*;
+use crate::ffi::Handle;
+use crate::launch::*;
+use crate::memory::*;
+use crate::module::*;
+use crate::stream::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -177,7 +188,21 @@ fn device_queries() {
             CStr::from_ptr(s).to_str().unwrap(),
             "CUDA_ERROR_ILLEGAL_ADDRESS"
         );
+        assert_eq!(
+            cuGetErrorString(CUDA_ERROR_ILLEGAL_ADDRESS, &mut s),
+            CUDA_SUCCESS
+        );
+        assert_eq!(
+            CStr::from_ptr(s).to_str().unwrap(),
+            "an illegal memory access was encountered"
+        );
         assert_eq!(cuGetErrorString(12345, &mut s), CUDA_ERROR_INVALID_VALUE);
+        assert!(s.is_null());
+        assert_eq!(
+            error_name(CUDA_ERROR_LAUNCH_FAILED),
+            "CUDA_ERROR_LAUNCH_FAILED"
+        );
+        assert_eq!(error_name(12345), "?");
     }
 }
 
@@ -364,14 +389,14 @@ fn calls_need_a_current_context() {
 
 #[test]
 fn architectures() {
-    assert_eq!(state::Spec::of(120, 8).unwrap().shared_optin(), 101_376);
-    assert_eq!(state::Spec::of(80, 8).unwrap().shared_optin(), 166_912);
-    assert_eq!(state::Spec::of(90, 8).unwrap().shared_optin(), 232_448);
-    assert!(state::Spec::of(61, 8).is_none());
-    assert_eq!(state::parse_arch("12.0"), Some(120));
-    assert_eq!(state::parse_arch(" 90 "), Some(90));
-    assert_eq!(state::parse_arch("8.6"), Some(86));
-    assert_eq!(state::parse_arch("x"), None);
+    assert_eq!(Spec::of(120, 8).unwrap().shared_optin(), 101_376);
+    assert_eq!(Spec::of(80, 8).unwrap().shared_optin(), 166_912);
+    assert_eq!(Spec::of(90, 8).unwrap().shared_optin(), 232_448);
+    assert!(Spec::of(61, 8).is_none());
+    assert_eq!(parse_arch("12.0"), Some(120));
+    assert_eq!(parse_arch(" 90 "), Some(90));
+    assert_eq!(parse_arch("8.6"), Some(86));
+    assert_eq!(parse_arch("x"), None);
 }
 
 #[test]
