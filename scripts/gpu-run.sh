@@ -6,7 +6,9 @@
 #   2. every GPU test binary, with WARPNORM_REQUIRE_GPU=1 (a skip is a failure);
 #   3. the two benches (bench_layer_norm, bench_batch_norm), then the demo;
 #   4. scripts/torch_compare.py (when `python3 -c 'import torch'` works), then
-#      scripts/gpu-report.py: warpnorm and torch side by side in $OUT/compare.md.
+#      scripts/gpu-report.py: warpnorm and torch side by side in $OUT/compare.md;
+#      scripts/perf-model-vs-measured.py: the performance model's predictions beside the
+#      benches' figures, appended to $OUT/compare.md.
 # Each step runs under `timeout` and within an overall time budget; a failing step never stops
 # the run. Results in $OUT (default ./gpu-out), at most 8 files (what the device tool returns):
 #   summary.txt       one line per step: name, status, exit code, seconds, note (tab-separated)
@@ -326,6 +328,15 @@ if [ "$quick" = 0 ]; then
     cat "$logs/report.log" >>"$runlog"
     secs="$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')"
     record report "$(status_of "$rc")" "$rc" "$secs" "$(tail -n 1 "$logs/report.log" | cut -c1-100)"
+    # The performance model's predictions (reports/perf-model.json) beside the measured figures.
+    t0="$(now)"
+    python3 scripts/perf-model-vs-measured.py --logs "$logs" --info "$info" \
+      --md "$logs/perf-model-vs-measured.md" >"$logs/perf-model.log" 2>&1
+    rc=$?
+    cat "$logs/perf-model.log" >>"$runlog"
+    [ -f "$logs/perf-model-vs-measured.md" ] && cat "$logs/perf-model-vs-measured.md" >>"$OUT/compare.md"
+    secs="$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')"
+    record perf_model "$(status_of "$rc")" "$rc" "$secs" "$(tail -n 1 "$logs/perf-model.log" | cut -c1-100)"
   fi
 fi
 

@@ -49,6 +49,22 @@ impl DeviceProps {
         reserved_shared_per_block: 1024,
     };
 
+    /// An NVIDIA H100 SXM: sm_90, 132 SMs, the same SM limits as the H200 (227 KiB opt-in
+    /// shared memory per block, 228 KiB per SM); 3.35 TB/s of HBM3 instead of 4.8 TB/s of HBM3e.
+    pub const H100: DeviceProps = DeviceProps {
+        compute_capability: (9, 0),
+        sm_count: 132,
+        max_threads_per_block: 1024,
+        max_threads_per_sm: 2048,
+        max_shared_per_block: 48 * 1024,
+        max_shared_per_block_optin: 232_448,
+        max_grid_yz: 65_535,
+        max_blocks_per_sm: 32,
+        registers_per_sm: 65_536,
+        shared_per_sm: 233_472,
+        reserved_shared_per_block: 1024,
+    };
+
     /// An NVIDIA A100: sm_80, 108 SMs, 163 KiB opt-in shared memory per block, 164 KiB per SM.
     pub const A100: DeviceProps = DeviceProps {
         compute_capability: (8, 0),

@@ -1,0 +1,438 @@
+//! Every call into warpnorm's planning API, in this one file: the cases the model predicts
+//! (op x shape x dtype pair, planned for a device) and the DRAM bytes of each launch, which
+//! depend on the kernels' names and argument structs.
+//!
+//! Shapes: the benches' (benches/layer_norm.rs, benches/batch_norm.rs), the LayerNorm row
+//! lengths of issue 12 at 16384 rows, the channels-last grid of issue 11 ([256, 256, 14, 14])
+//! and small-batch shapes that fill about one wave. Pointers are distinct, 256-byte aligned
+//! fake addresses: plans depend only on their residues.
+
+use warpnorm::batch_norm::{self as bn, BatchNormDesc, Layout, Mode};
+use warpnorm::copy::plan_copy;
+use warpnorm::layer_norm::{self as ln, Affine, Direction, LayerNormDesc};
+use warpnorm::{DType, DeviceProps, Launch, Plan};
+
+/// The ops the model predicts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Op {
+    /// LayerNorm forward (weight and bias).
+    LnFwd,
+    /// LayerNorm backward (dx, dgamma, dbeta).
+    LnBwd,
+    /// BatchNorm training forward (batch statistics, running statistics updated).
+    BnTrainFwd,
+    /// BatchNorm training backward.
+    BnTrainBwd,
+    /// BatchNorm eval forward (an apply pass with the running statistics).
+    BnEvalFwd,
+    /// BatchNorm eval backward (dx = dy * gamma * invstd: an apply pass).
+    BnEvalBwd,
+    /// Device-to-device copy (the roofline itself).
+    Copy,
+}
+
+impl Op {
+    /// Name in reports and in `below_budget.txt` (no spaces).
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::LnFwd => "LayerNorm-fwd",
+            Op::LnBwd => "LayerNorm-bwd",
+            Op::BnTrainFwd => "BatchNorm-train-fwd",
+            Op::BnTrainBwd => "BatchNorm-train-bwd",
+            Op::BnEvalFwd => "BatchNorm-eval-fwd",
+            Op::BnEvalBwd => "BatchNorm-eval-bwd",
+            Op::Copy => "copy",
+        }
+    }
+
+    /// Minimum DRAM bytes per element in units of the activation size (shared/KERNELS.md).
+    pub fn min_bytes_factor(self) -> f64 {
+        match self {
+            Op::LnFwd | Op::BnEvalFwd | Op::BnEvalBwd | Op::Copy => 2.0,
+            Op::LnBwd | Op::BnTrainFwd => 3.0,
+            Op::BnTrainBwd => 5.0,
+        }
+    }
+
+    /// The budget (fraction of the copy roofline) issue 11 sets: 90% for LayerNorm forward and
+    /// BatchNorm eval/apply passes, 85% for LayerNorm backward and BatchNorm training.
+    pub fn budget(self) -> Option<f64> {
+        match self {
+            Op::LnFwd | Op::BnEvalFwd | Op::BnEvalBwd => Some(0.90),
+            Op::LnBwd | Op::BnTrainFwd | Op::BnTrainBwd => Some(0.85),
+            Op::Copy => None,
+        }
+    }
+}
+
+/// DRAM bytes one launch reads and writes.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Traffic {
+    /// Bytes read.
+    pub read: f64,
+    /// Bytes written.
+    pub write: f64,
+}
+
+/// One op, shape and dtype pair, planned for one device.
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// The op.
+    pub op: Op,
+    /// Shape as written in reports, e.g. `16384x768` or `32x256x56x56-nhwc`.
+    pub shape: String,
+    /// `activation/parameter` dtypes, e.g. `bf16/f32`.
+    pub dtypes: String,
+    /// Activation elements.
+    pub elements: u64,
+    /// Bytes of one activation element.
+    pub elem_bytes: u64,
+    /// The plan.
+    pub plan: Plan,
+    /// DRAM traffic of each launch (parallel to `plan.launches`).
+    pub traffic: Vec<Traffic>,
+}
+
+impl Case {
+    /// The op's minimum DRAM bytes.
+    pub fn min_bytes(&self) -> f64 {
+        self.op.min_bytes_factor() * (self.elements * self.elem_bytes) as f64
+    }
+
+    /// The key of the case in `below_budget.txt` and the JSON: `op shape dtypes`.
+    pub fn key(&self) -> String {
+        format!("{} {} {}", self.op.name(), self.shape, self.dtypes)
+    }
+}
+
+/// The dtype pairs (activation, parameter) of every op.
+pub const DTYPE_PAIRS: [(DType, DType); 5] = [
+    (DType::F32, DType::F32),
+    (DType::F16, DType::F16),
+    (DType::BF16, DType::BF16),
+    (DType::F16, DType::F32),
+    (DType::BF16, DType::F32),
+];
+
+/// LayerNorm (rows, cols): the benches', issue 12's row lengths at 16384 rows, and small
+/// batches of about one wave.
+pub const LN_SHAPES: [(usize, usize); 14] = [
+    (16384, 768),
+    (16384, 1024),
+    (16384, 2048),
+    (16384, 4096),
+    (16384, 5120),
+    (16384, 8192),
+    (16384, 12288),
+    (16384, 16384),
+    (4, 1 << 20),
+    (4096, 2041),
+    (4096, 2040),
+    (1024, 1024),
+    (264, 4096),
+    (132, 8192),
+];
+
+/// BatchNorm (dims, layout): the benches', issue 11's channels-last example and a small batch.
+pub fn bn_shapes() -> Vec<(Vec<usize>, Layout)> {
+    use Layout::{ChannelsLast as L, Contiguous as C};
+    vec![
+        (vec![65536 * 16, 8], C),
+        (vec![32, 256, 56, 56], C),
+        (vec![32, 256, 56, 56], L),
+        (vec![256, 64, 4096], C),
+        (vec![64, 3, 224, 224], C),
+        (vec![128, 2048, 7, 7], C),
+        (vec![256, 4096], C),
+        (vec![32, 512, 7, 7], C),
+        (vec![256, 256, 14, 14], L),
+        (vec![8, 256, 14, 14], C),
+    ]
+}
+
+/// Bytes of the copy case: the benches' roofline copy (2 x 256 MiB).
+pub const COPY_BYTES: u64 = 256 << 20;
+
+/// Distinct, 256-byte aligned fake device addresses.
+struct Addrs(u64);
+impl Addrs {
+    fn next(&mut self) -> u64 {
+        self.0 += 1 << 36;
+        self.0
+    }
+}
+
+fn dt(t: DType, p: DType) -> String {
+    format!("{}/{}", t.name(), p.name())
+}
+
+/// DRAM bytes of one launch, from its kernel name: the activation passes it makes (`n` elements
+/// of `s` bytes), plus LayerNorm's per-row statistics and the backward's partial rows.
+/// Parameters (O(C) or O(D), read from L2 after the first block) and the finalize kernels
+/// (a few MB at most, read from L2 right after they were written) count nothing.
+fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> {
+    let k = l.kernel.as_str();
+    let ns = n * s;
+    let t = |read: f64, write: f64| Some(Traffic { read, write });
+    if k.contains("finalize") {
+        return t(0.0, 0.0);
+    }
+    if k.starts_with("warpnorm_copy") {
+        return t(ns, ns);
+    }
+    if k.starts_with("warpnorm_layer_norm_fwd") {
+        if k.contains("split_stats") {
+            return t(ns, 0.0);
+        }
+        return t(ns, ns + 8.0 * rows);
+    }
+    if k.starts_with("warpnorm_layer_norm_bwd") {
+        if k.contains("split_sums") {
+            return t(2.0 * ns + 8.0 * rows, 0.0);
+        }
+        // Partial rows of dgamma and dbeta: one f32 row each per block.
+        let partial = l.grid[0] as f64 * cols * 8.0;
+        return t(2.0 * ns + 8.0 * rows, ns + partial);
+    }
+    if k.starts_with("warpnorm_batch_norm") {
+        let fwd = k.starts_with("warpnorm_batch_norm_fwd");
+        if k.contains("_stats_") {
+            return t(ns, 0.0);
+        }
+        if k.contains("_reduce_") {
+            return t(2.0 * ns, 0.0);
+        }
+        if k.contains("_fused_") || k.contains("_apply_") {
+            return if fwd { t(ns, ns) } else { t(2.0 * ns, ns) };
+        }
+    }
+    None
+}
+
+/// `size`: (elements, bytes per element); `rc`: LayerNorm (rows, cols), zeros otherwise.
+fn case(
+    op: Op,
+    shape: String,
+    dtypes: String,
+    size: (u64, u64),
+    plan: Plan,
+    rc: (f64, f64),
+) -> Result<Case, String> {
+    let ((n, s), (rows, cols)) = (size, rc);
+    let traffic = plan
+        .launches
+        .iter()
+        .map(|l| {
+            traffic(l, n as f64, s as f64, rows, cols)
+                .ok_or_else(|| format!("no byte accounting for kernel {}", l.kernel))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Case {
+        op,
+        shape,
+        dtypes,
+        elements: n,
+        elem_bytes: s,
+        plan,
+        traffic,
+    })
+}
+
+fn layer_norm(
+    rows: usize,
+    cols: usize,
+    t: DType,
+    p: DType,
+    props: &DeviceProps,
+) -> Result<Vec<Case>, String> {
+    let e = |e: warpnorm::Error| e.to_string();
+    let desc = LayerNormDesc::from_rows(rows, cols, t, p, Affine::WeightBias, 1e-5).map_err(e)?;
+    let mut a = Addrs(1 << 40);
+    let ws = ln::workspace_bytes(&desc, Direction::Forward, props)
+        .map_err(e)?
+        .max(ln::workspace_bytes(&desc, Direction::Backward, props).map_err(e)?)
+        as u64;
+    let (x, y, dy, dx) = (a.next(), a.next(), a.next(), a.next());
+    let (g, b, m, r, dg, db, w) = (
+        a.next(),
+        a.next(),
+        a.next(),
+        a.next(),
+        a.next(),
+        a.next(),
+        a.next(),
+    );
+    let fp = ln::ForwardPtrs {
+        x,
+        y,
+        gamma: Some(g),
+        beta: Some(b),
+        mean: m,
+        rstd: r,
+        workspace: w,
+        workspace_bytes: ws,
+    };
+    let bp = ln::BackwardPtrs {
+        x,
+        dy,
+        dx,
+        gamma: Some(g),
+        mean: m,
+        rstd: r,
+        dgamma: Some(dg),
+        dbeta: Some(db),
+        workspace: w,
+        workspace_bytes: ws,
+    };
+    let shape = format!("{rows}x{cols}");
+    let n = (rows * cols) as u64;
+    let s = t.size() as u64;
+    let (rf, cf) = (rows as f64, cols as f64);
+    Ok(vec![
+        case(
+            Op::LnFwd,
+            shape.clone(),
+            dt(t, p),
+            (n, s),
+            ln::plan_forward(&desc, &fp, props).map_err(e)?,
+            (rf, cf),
+        )?,
+        case(
+            Op::LnBwd,
+            shape,
+            dt(t, p),
+            (n, s),
+            ln::plan_backward(&desc, &bp, props).map_err(e)?,
+            (rf, cf),
+        )?,
+    ])
+}
+
+fn batch_norm(
+    dims: &[usize],
+    layout: Layout,
+    t: DType,
+    p: DType,
+    props: &DeviceProps,
+) -> Result<Vec<Case>, String> {
+    let e = |e: warpnorm::Error| e.to_string();
+    let desc = BatchNormDesc::new(dims, layout, t, p);
+    let mut a = Addrs(1 << 40);
+    let (x, y, dy, dx) = (a.next(), a.next(), a.next(), a.next());
+    let (g, b, rm, rv, nbt) = (a.next(), a.next(), a.next(), a.next(), a.next());
+    let (sm, si, dg, db, ws) = (a.next(), a.next(), a.next(), a.next(), a.next());
+    let ws_bytes = bn::workspace_bytes(&desc, Direction::Forward, props)
+        .map_err(e)?
+        .max(bn::workspace_bytes(&desc, Direction::Backward, props).map_err(e)?)
+        as u64;
+    let fp = bn::ForwardPtrs {
+        x,
+        y,
+        gamma: Some(g),
+        beta: Some(b),
+        running_mean: Some(rm),
+        running_var: Some(rv),
+        num_batches_tracked: Some(nbt),
+        save_mean: Some(sm),
+        save_invstd: Some(si),
+        workspace: ws,
+        workspace_bytes: ws_bytes,
+    };
+    let bp = bn::BackwardPtrs {
+        x,
+        dy,
+        dx,
+        gamma: Some(g),
+        save_mean: sm,
+        save_invstd: si,
+        dgamma: Some(dg),
+        dbeta: Some(db),
+        workspace: ws,
+        workspace_bytes: ws_bytes,
+    };
+    let dims_s: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+    let shape = format!(
+        "{}{}",
+        dims_s.join("x"),
+        if layout == Layout::ChannelsLast {
+            "-nhwc"
+        } else {
+            ""
+        }
+    );
+    let n: u64 = dims.iter().map(|&d| d as u64).product();
+    let s = t.size() as u64;
+    let d = dt(t, p);
+    let train = desc.clone().with_mode(Mode::train(0.1));
+    let eval = desc.clone().with_mode(Mode::eval());
+    Ok(vec![
+        case(
+            Op::BnTrainFwd,
+            shape.clone(),
+            d.clone(),
+            (n, s),
+            bn::plan_forward(&train, &fp, props).map_err(e)?,
+            (0.0, 0.0),
+        )?,
+        case(
+            Op::BnTrainBwd,
+            shape.clone(),
+            d.clone(),
+            (n, s),
+            bn::plan_backward(&train, &bp, props).map_err(e)?,
+            (0.0, 0.0),
+        )?,
+        case(
+            Op::BnEvalFwd,
+            shape.clone(),
+            d.clone(),
+            (n, s),
+            bn::plan_forward(&eval, &fp, props).map_err(e)?,
+            (0.0, 0.0),
+        )?,
+        case(
+            Op::BnEvalBwd,
+            shape,
+            d,
+            (n, s),
+            bn::plan_backward(&eval, &bp, props).map_err(e)?,
+            (0.0, 0.0),
+        )?,
+    ])
+}
+
+/// The f32 roofline copy of the benches (256 MiB), planned for `props`.
+pub fn copy_case(props: &DeviceProps) -> Result<Case, String> {
+    let plan = plan_copy(1 << 40, 1 << 41, COPY_BYTES, props).map_err(|e| e.to_string())?;
+    case(
+        Op::Copy,
+        format!("{}", COPY_BYTES / 4),
+        dt(DType::F32, DType::F32),
+        (COPY_BYTES / 4, 4),
+        plan,
+        (0.0, 0.0),
+    )
+}
+
+/// Every case, planned for `props`, in report order (copy, LayerNorm, BatchNorm). A shape a
+/// planner rejects is an error naming it.
+pub fn cases(props: &DeviceProps) -> Result<Vec<Case>, String> {
+    let mut out = vec![copy_case(props)?];
+    for &(rows, cols) in &LN_SHAPES {
+        for &(t, p) in &DTYPE_PAIRS {
+            out.extend(
+                layer_norm(rows, cols, t, p, props)
+                    .map_err(|e| format!("LayerNorm {rows}x{cols} {}: {e}", dt(t, p)))?,
+            );
+        }
+    }
+    for (dims, layout) in bn_shapes() {
+        for &(t, p) in &DTYPE_PAIRS {
+            out.extend(
+                batch_norm(&dims, layout, t, p, props)
+                    .map_err(|e| format!("BatchNorm {dims:?} {layout:?} {}: {e}", dt(t, p)))?,
+            );
+        }
+    }
+    Ok(out)
+}
