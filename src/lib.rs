@@ -4,16 +4,25 @@
 //! kernels built on warp-shuffle reductions, compiled by nvcc when this crate builds, and
 //! wrapped by safe Rust types over [cudarc](https://docs.rs/cudarc).
 //!
-//! ## 1. Layers
-//! - **Functional ops** take the caller's `Arc<CudaStream>` and cudarc buffers and write into
-//!   caller-provided outputs: no allocation, no host synchronization, so they can be captured
-//!   in a CUDA graph. [`copy::copy`] is the simplest one.
-//! - **Module types** own their parameters (and BatchNorm's running statistics) on the device.
-//! - **Plans.** Every op first validates its arguments and plans its launches in pure Rust
-//!   ([`plan::Plan`]): kernel names, grid, block, shared memory, and the argument structs
-//!   defined once in `cuda/abi.h` ([`abi`]). The GPU executor ([`runtime::GpuExecutor`]) and
-//!   the test suite's simulator (ptxsim) run the same plans.
-//! - [`cpu`] holds f64-accumulating reference implementations with identical semantics.
+//! ## 1. The user API
+//! Every op has the same shape ([`layer_norm`], [`batch_norm`]):
+//! - a **description** (`LayerNormDesc`, `BatchNormDesc`: shapes, dtypes, eps, mode);
+//! - **module types** (`LayerNorm`, `BatchNorm`) that own their parameters (and BatchNorm's
+//!   running statistics) on the device and allocate their outputs;
+//! - **functional ops** (`forward` / `backward`) on the caller's `Arc<CudaStream>`, taking
+//!   `ForwardBuffers` / `BackwardBuffers` of cudarc views and writing caller-provided outputs:
+//!   no allocation, no host synchronization, so they can be captured in a CUDA graph; a
+//!   workspace of `forward_workspace_bytes` / `backward_workspace_bytes` bytes;
+//! - f64 **CPU references** with identical semantics ([`cpu`]).
+//!
+//! [`copy::copy`] is the smallest op; [`runtime::context`] opens a device; every failure is an
+//! [`Error`], and every check runs before the first launch, so a rejected call changes nothing.
+//!
+//! *Advanced* (for tests, tools and new ops): [`plan`] (launch plans as data, the [`Executor`]
+//! trait), each op's `plan` module (`plan_forward` / `plan_backward`: pure Rust, no GPU),
+//! [`abi`] (the kernel argument structs of `cuda/abi.h`), [`kernels`] (what the build produced),
+//! [`occupancy`] and [`device`] (what plans depend on). `ARCHITECTURE.md` maps every concept
+//! to its file.
 //!
 //! ## 2. Without a GPU, or without nvcc
 //! The crate always builds. Without nvcc, [`kernels::BUILT`] is false and every GPU call

@@ -1,4 +1,4 @@
-//! Resident blocks per SM of a kernel, from the build's `ptxas` figures
+//! *Advanced.* Resident blocks per SM of a kernel, from the build's `ptxas` figures
 //! ([`crate::kernels::RESOURCES`]) and the device's limits ([`DeviceProps`]): what the CUDA
 //! occupancy calculator computes, as a pure function, so that persistent grids are sized to
 //! one wave without asking the driver.

@@ -1,4 +1,4 @@
-//! Launch plans: what validation and planning produce, and what every executor runs.
+//! *Advanced.* Launch plans: what validation and planning produce, and what every executor runs.
 //!
 //! A [`Plan`] is plain data - kernel names, grid and block sizes, dynamic shared memory and the
 //! bytes of each kernel's argument struct (defined once in `cuda/abi.h`). The GPU path

@@ -196,6 +196,11 @@ impl<'a> GpuExecutor<'a> {
     pub fn props(&self) -> &DeviceProps {
         &self.loaded.props
     }
+
+    /// The stream it launches on.
+    pub fn stream(&self) -> &'a Arc<CudaStream> {
+        self.stream
+    }
 }
 
 impl Executor for GpuExecutor<'_> {

@@ -1,4 +1,4 @@
-//! The kernel ABI: argument structs shared with the CUDA C++ kernels.
+//! *Advanced.* The kernel ABI: argument structs shared with the CUDA C++ kernels.
 //!
 //! `generated.rs` is produced from `cuda/abi.h` by `cargo xtask bindings` (bindgen, offline)
 //! and committed; CI checks that it is fresh. Never edit it by hand.

@@ -9,11 +9,11 @@ use cudarc::driver::{CudaSlice, CudaStream, CudaView};
 use crate::buffers::{alloc_uninit, upload};
 use crate::{Element, Error, Result};
 
-use super::desc::{check_momentum, BatchNormDesc, Layout, Mode, Momentum};
-use super::ops::{
-    backward, backward_workspace_bytes, forward, forward_workspace_bytes, BackwardBuffers,
-    ForwardBuffers,
-};
+use super::desc::{check_momentum, BatchNormDesc, Layout, Mode, Momentum, Problem};
+use super::ops::{backward_checked, forward_checked, BackwardBuffers, ForwardBuffers};
+use super::plan::{workspace_bytes_checked, Direction};
+use crate::device::DeviceProps;
+use crate::runtime::GpuExecutor;
 
 /// Construction parameters, with PyTorch's defaults from [`BatchNormConfig::new`].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -259,10 +259,14 @@ impl<P: Element> BatchNorm<P> {
             .with_mode(mode))
     }
 
-    /// Grows the cached workspace to what `desc` needs.
-    fn workspace(&mut self, desc: &BatchNormDesc) -> Result<()> {
-        let need = forward_workspace_bytes(&self.stream, desc)?
-            .max(backward_workspace_bytes(&self.stream, desc)?)
+    /// Grows the cached workspace to what `problem` needs on `props`.
+    fn workspace(&mut self, problem: &Problem, props: &DeviceProps) -> Result<()> {
+        let need = workspace_bytes_checked(problem, Direction::Forward, props)?
+            .max(workspace_bytes_checked(
+                problem,
+                Direction::Backward,
+                props,
+            )?)
             .max(16);
         if self.workspace.as_ref().is_none_or(|w| w.len() < need) {
             self.workspace = Some(
@@ -282,19 +286,20 @@ impl<P: Element> BatchNorm<P> {
         dims: &[usize],
         layout: Layout,
     ) -> Result<ForwardOutput<T>> {
-        let desc = self.desc::<T>(dims, layout)?;
-        let ncs = *desc.check()?.ncs();
+        let problem = self.desc::<T>(dims, layout)?.check()?;
+        let (desc, ncs) = (problem.desc(), *problem.ncs());
         let c = ncs.c as usize;
         let s = self.stream.clone();
+        let mut exec = GpuExecutor::new(&s)?;
         // Uninitialized: the plan writes every element of y and of the saved statistics.
         let mut y = alloc_uninit::<T>(&s, ncs.numel as usize).map_err(drv("allocating y"))?;
         let mut mean = alloc_uninit::<f32>(&s, c).map_err(drv("allocating save_mean"))?;
         let mut invstd = alloc_uninit::<f32>(&s, c).map_err(drv("allocating save_invstd"))?;
-        self.workspace(&desc)?;
+        self.workspace(&problem, exec.props())?;
         let mut workspace = self.workspace.take();
-        let r = forward(
-            &s,
-            &desc,
+        let r = forward_checked(
+            &mut exec,
+            &problem,
             ForwardBuffers {
                 x: x.slice(..),
                 y: y.as_view_mut(),
@@ -331,9 +336,11 @@ impl<P: Element> BatchNorm<P> {
     ) -> Result<Gradients<T, P>> {
         let mut desc = self.desc::<T>(dims, layout)?;
         desc.mode.batch_stats = !saved.frozen;
-        let ncs = *desc.check()?.ncs();
+        let problem = desc.check()?;
+        let ncs = *problem.ncs();
         let c = ncs.c as usize;
         let s = self.stream.clone();
+        let mut exec = GpuExecutor::new(&s)?;
         // Uninitialized: the plan writes every element of dx, dgamma and dbeta (zeros for an
         // empty batch) before anything reads them.
         let mut dx = alloc_uninit::<T>(&s, ncs.numel as usize).map_err(drv("allocating dx"))?;
@@ -345,11 +352,11 @@ impl<P: Element> BatchNorm<P> {
         } else {
             (None, None)
         };
-        self.workspace(&desc)?;
+        self.workspace(&problem, exec.props())?;
         let mut workspace = self.workspace.take();
-        let r = backward(
-            &s,
-            &desc,
+        let r = backward_checked(
+            &mut exec,
+            &problem,
             BackwardBuffers {
                 x: x.slice(..),
                 dy: dy.slice(..),

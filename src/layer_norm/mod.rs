@@ -42,5 +42,5 @@ pub use ops::{
 };
 pub use plan::{
     plan_backward, plan_backward_checked, plan_forward, plan_forward_checked, workspace_bytes,
-    BackwardPtrs, Direction, ForwardPtrs,
+    workspace_bytes_checked, BackwardPtrs, Direction, ForwardPtrs,
 };

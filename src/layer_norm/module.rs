@@ -9,10 +9,9 @@ use crate::buffers::{alloc_uninit, alloc_zeros, upload};
 use crate::{Element, Error, Result};
 
 use super::desc::{Affine, LayerNormDesc};
-use super::ops::{
-    backward, backward_workspace_bytes, forward, forward_workspace_bytes, BackwardBuffers,
-    ForwardBuffers,
-};
+use super::ops::{backward_checked, forward_checked, BackwardBuffers, ForwardBuffers};
+use super::plan::{workspace_bytes_checked, Direction};
+use crate::runtime::GpuExecutor;
 
 /// What [`LayerNorm::forward`] returns.
 pub struct ForwardOutput<T> {
@@ -196,16 +195,18 @@ impl<P: Element> LayerNorm<P> {
         x: &CudaView<'_, T>,
         x_shape: &[usize],
     ) -> Result<ForwardOutput<T>> {
-        let d = self.desc::<T>(x_shape)?;
+        let problem = self.desc::<T>(x_shape)?.check()?;
+        let d = *problem.desc();
         let n = d.rows * d.cols;
-        let ws_bytes = forward_workspace_bytes(&self.stream, &d)?;
+        let mut exec = GpuExecutor::new(&self.stream)?;
+        let ws_bytes = workspace_bytes_checked(&problem, Direction::Forward, exec.props())?;
         let mut y = self.alloc::<T>(n, "allocating y")?;
         let mut mean = self.alloc::<f32>(d.rows, "allocating mean")?;
         let mut rstd = self.alloc::<f32>(d.rows, "allocating rstd")?;
         let mut ws = self.workspace(ws_bytes)?;
-        forward(
-            &self.stream,
-            &d,
+        forward_checked(
+            &mut exec,
+            &problem,
             ForwardBuffers {
                 x: x.slice(..),
                 y: y.as_view_mut(),
@@ -231,9 +232,11 @@ impl<P: Element> LayerNorm<P> {
         x_shape: &[usize],
         saved: &SavedStats,
     ) -> Result<Gradients<T, P>> {
-        let d = self.desc::<T>(x_shape)?;
+        let problem = self.desc::<T>(x_shape)?.check()?;
+        let d = *problem.desc();
         let n = d.rows * d.cols;
-        let ws_bytes = backward_workspace_bytes(&self.stream, &d)?;
+        let mut exec = GpuExecutor::new(&self.stream)?;
+        let ws_bytes = workspace_bytes_checked(&problem, Direction::Backward, exec.props())?;
         let mut dx = self.alloc::<T>(n, "allocating dx")?;
         let mut dgamma = match self.affine.has_weight() {
             true => Some(self.alloc::<P>(self.cols, "allocating dgamma")?),
@@ -244,9 +247,9 @@ impl<P: Element> LayerNorm<P> {
             false => None,
         };
         let mut ws = self.workspace(ws_bytes)?;
-        backward(
-            &self.stream,
-            &d,
+        backward_checked(
+            &mut exec,
+            &problem,
             BackwardBuffers {
                 x: x.slice(..),
                 dy: dy.slice(..),

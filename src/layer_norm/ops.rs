@@ -14,7 +14,7 @@ use crate::plan::Executor;
 use crate::runtime::GpuExecutor;
 use crate::{Element, Result};
 
-use super::desc::LayerNormDesc;
+use super::desc::{LayerNormDesc, Problem};
 use super::plan::{
     plan_backward_checked, plan_forward_checked, workspace_bytes, BackwardPtrs, Direction,
     ForwardPtrs,
@@ -76,13 +76,24 @@ pub struct BackwardBuffers<'a, T, P> {
 pub fn forward<T: Element, P: Element>(
     stream: &Arc<CudaStream>,
     desc: &LayerNormDesc,
-    mut b: ForwardBuffers<'_, T, P>,
+    b: ForwardBuffers<'_, T, P>,
 ) -> Result<()> {
     let problem = desc.check()?;
-    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
     let mut exec = GpuExecutor::new(stream)?;
+    forward_checked(&mut exec, &problem, b)
+}
+
+/// [`forward`] of a checked description on `exec` (what the module types call,
+/// so that a call validates once).
+pub(crate) fn forward_checked<T: Element, P: Element>(
+    exec: &mut GpuExecutor<'_>,
+    problem: &Problem,
+    mut b: ForwardBuffers<'_, T, P>,
+) -> Result<()> {
+    let desc = problem.desc();
+    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
     let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
-    let mut lend = Lender::new(stream);
+    let mut lend = Lender::new(exec.stream());
     let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
     let ptrs = ForwardPtrs {
         x: lend.input("x", &b.x, n)?,
@@ -94,7 +105,7 @@ pub fn forward<T: Element, P: Element>(
         workspace,
         workspace_bytes,
     };
-    let plan = plan_forward_checked(&problem, &ptrs, exec.props())?;
+    let plan = plan_forward_checked(problem, &ptrs, exec.props())?;
     exec.execute(&plan)
 }
 
@@ -104,13 +115,24 @@ pub fn forward<T: Element, P: Element>(
 pub fn backward<T: Element, P: Element>(
     stream: &Arc<CudaStream>,
     desc: &LayerNormDesc,
-    mut b: BackwardBuffers<'_, T, P>,
+    b: BackwardBuffers<'_, T, P>,
 ) -> Result<()> {
     let problem = desc.check()?;
-    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
     let mut exec = GpuExecutor::new(stream)?;
+    backward_checked(&mut exec, &problem, b)
+}
+
+/// [`backward`] of a checked description on `exec` (what the module types call,
+/// so that a call validates once).
+pub(crate) fn backward_checked<T: Element, P: Element>(
+    exec: &mut GpuExecutor<'_>,
+    problem: &Problem,
+    mut b: BackwardBuffers<'_, T, P>,
+) -> Result<()> {
+    let desc = problem.desc();
+    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
     let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
-    let mut lend = Lender::new(stream);
+    let mut lend = Lender::new(exec.stream());
     let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
     let ptrs = BackwardPtrs {
         x: lend.input("x", &b.x, n)?,
@@ -124,6 +146,6 @@ pub fn backward<T: Element, P: Element>(
         workspace,
         workspace_bytes,
     };
-    let plan = plan_backward_checked(&problem, &ptrs, exec.props())?;
+    let plan = plan_backward_checked(problem, &ptrs, exec.props())?;
     exec.execute(&plan)
 }

@@ -37,7 +37,8 @@ pub fn workspace_bytes(desc: &LayerNormDesc, dir: Direction, props: &DeviceProps
     workspace_bytes_checked(&desc.check()?, dir, props)
 }
 
-fn workspace_bytes_checked(
+/// [`workspace_bytes`] of a checked description.
+pub fn workspace_bytes_checked(
     problem: &Problem,
     dir: Direction,
     props: &DeviceProps,

@@ -34,10 +34,16 @@ use crate::abi::{
 use crate::check::{check_workspace, Buffers};
 use crate::device::DeviceProps;
 pub use crate::plan::Direction;
-use crate::plan::{grid_dim, Launch, Plan};
-use crate::{DType, Error, Result};
+use crate::plan::Plan;
+use crate::{Error, Result};
 
 use super::desc::{BatchNormDesc, Momentum, Ncs, Problem};
+
+mod launches;
+use launches::{
+    coef_stride, finalize_launch, fused_geom, push_apply, push_fused, push_reduce, reduce_geom,
+    vec_ok, ApplyInputs, ReduceInputs,
+};
 
 crate::abi::abi_args!(
     WnBatchNormReduceArgs,
@@ -113,86 +119,14 @@ pub struct BackwardPtrs {
     pub workspace_bytes: u64,
 }
 
-/// Elements of `T` in one 16-byte vector.
-fn vec_width(dtype: DType) -> u64 {
-    16 / dtype.size() as u64
-}
-
-fn layout_name(g: &Ncs) -> &'static str {
-    if g.nhwc {
-        "nhwc"
-    } else {
-        "nchw"
-    }
-}
-
-/// True when the vector variant may run: packed dimension divisible, pointers aligned.
-fn vec_ok(g: &Ncs, dtype: DType, ptrs: &[u64]) -> bool {
-    let v = vec_width(dtype);
-    let packed = if g.nhwc { g.c } else { g.s };
-    packed.is_multiple_of(v) && ptrs.iter().all(|p| p.is_multiple_of(16))
-}
-
-/// Channel coefficient arrays are `coef_stride` floats apart: C rounded up to 8, so that every
-/// array starts on a 32-byte sector (fully coalesced per-channel requests).
-fn coef_stride(c: u64) -> u64 {
-    c.div_ceil(8) * 8
-}
-
-/// Grid, block and split of one reduction launch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct ReduceGeom {
-    grid: [u64; 2],
-    block: [u32; 2],
-    chunk: u64,
-    splits: u64,
-}
-
-fn target_blocks(props: &DeviceProps) -> u64 {
-    (props.sm_count as u64 * (props.max_threads_per_sm / BLOCK).max(1) as u64).max(1)
-}
-
-fn reduce_geom(g: &Ncs, vec: bool, dtype: DType, props: &DeviceProps) -> ReduceGeom {
-    let v = if vec { vec_width(dtype) } else { 1 };
-    let (tiles, units, bx) = if g.nhwc {
-        let cp = g.c / v;
-        let bx = cp.next_power_of_two().min(32);
-        (cp.div_ceil(bx), g.count(), bx)
-    } else {
-        (g.c, g.n * (g.s / v), 1)
-    };
-    let max_by = BLOCK as u64 / bx;
-    let min_by = (32 / bx).max(1);
-    let by = units.max(1).next_power_of_two().clamp(min_by, max_by);
-    let per_split = by * UNITS_PER_THREAD;
-    let want = target_blocks(props).div_ceil(tiles.max(1)).max(1);
-    // Each split writes (and the finalize reads) 12 bytes per channel: keep that within 1% of
-    // the channel's activation bytes, so the statistics add at most ~1% DRAM traffic.
-    let traffic_cap = (g.count() * dtype.size() as u64 / (PARTIAL_BYTES * 100)).max(1);
-    let splits = want
-        .min(units.div_ceil(per_split))
-        .min(traffic_cap)
-        .clamp(1, props.max_grid_yz.max(1) as u64);
-    // nchw: splits start on a 32-byte sector of each slice (units are packs of v elements).
-    let unit_bytes = v * dtype.size() as u64;
-    let align = if g.nhwc { 1 } else { (32 / unit_bytes).max(1) };
-    let chunk = units.div_ceil(splits).max(1).next_multiple_of(align);
-    let splits = units.div_ceil(chunk).max(1);
-    ReduceGeom {
-        grid: [tiles, splits],
-        block: [bx as u32, by as u32],
-        chunk,
-        splits,
-    }
-}
-
 /// Workspace bytes the plans of `desc` in direction `dir` need on `props`: the per-channel
 /// coefficients plus one partial per (split, channel), whatever the buffers' alignment.
 pub fn workspace_bytes(desc: &BatchNormDesc, dir: Direction, props: &DeviceProps) -> Result<usize> {
     workspace_bytes_checked(&desc.check()?, dir, props)
 }
 
-fn workspace_bytes_checked(
+/// [`workspace_bytes`] of a checked description.
+pub fn workspace_bytes_checked(
     problem: &Problem,
     _dir: Direction,
     props: &DeviceProps,
@@ -217,56 +151,6 @@ fn workspace_bytes_checked(
 /// The in-place pairs BatchNorm accepts: `y == x` forward, `dx == dy` backward.
 const IN_PLACE: &[(&str, &str)] = &[("y", "x"), ("dx", "dy")];
 
-/// Grid, block and dynamic shared memory of the fused backward, when it applies: every
-/// block's channels fit in [`FUSED_MAX_SHARED`] and there are at least two channel tiles per SM
-/// (so the single, unsplit pass still fills the GPU).
-fn fused_geom(
-    g: &Ncs,
-    vec: bool,
-    dtype: DType,
-    props: &DeviceProps,
-    forward: bool,
-) -> Option<ReduceGeom> {
-    let v = if vec { vec_width(dtype) } else { 1 };
-    let want = 2 * props.sm_count as u64;
-    let (tiles, units, bx) = if g.nhwc {
-        let cp = g.c / v;
-        let mut bx = 32u64;
-        while bx > 1 && cp.div_ceil(bx) < want {
-            bx /= 2;
-        }
-        (cp.div_ceil(bx), g.count(), bx)
-    } else {
-        (g.c, g.n * (g.s / v), 1)
-    };
-    if tiles < want || units == 0 {
-        return None;
-    }
-    // The x packs (forward) or x and dy packs (backward), rounded up to 16 bytes, then the
-    // merge scratch and coefficients (see fused_fwd / fused_bwd in cuda/batch_norm.cu):
-    // 1024 + 2560 bytes per channel a thread owns (forward), 2560 per channel (backward).
-    let arrays = if forward { 1 } else { 2 };
-    let data = units
-        .checked_mul(bx)?
-        .checked_mul(v * dtype.size() as u64 * arrays)?
-        .div_ceil(16)
-        * 16;
-    let cv = if g.nhwc { v } else { 1 };
-    let bytes = data + 2560 * cv + if forward { 1024 } else { 0 };
-    if bytes > FUSED_MAX_SHARED || bytes > props.max_shared_per_block_optin as u64 / 2 {
-        return None;
-    }
-    let by = units
-        .next_power_of_two()
-        .clamp((32 / bx).max(1), BLOCK as u64 / bx);
-    Some(ReduceGeom {
-        grid: [tiles, 1],
-        block: [bx as u32, by as u32],
-        chunk: bytes,
-        splits: 1,
-    })
-}
-
 fn partials_ptr(workspace: u64, g: &Ncs) -> u64 {
     workspace + coef_stride(g.c) * 4 * 4
 }
@@ -280,194 +164,6 @@ fn both_or_neither(a: (&str, Option<u64>), b: (&str, Option<u64>)) -> Result<()>
     }
     Ok(())
 }
-
-fn reduce_launch(kernel: String, rg: &ReduceGeom, args: &WnBatchNormReduceArgs) -> Result<Launch> {
-    Ok(Launch::new(
-        kernel.clone(),
-        [
-            grid_dim(rg.grid[0], &kernel)?,
-            grid_dim(rg.grid[1], &kernel)?,
-            1,
-        ],
-        [rg.block[0], rg.block[1], 1],
-        0,
-        args,
-    ))
-}
-
-/// Block (channels, split rows) of the finalize kernels: up to 8 consecutive channels per
-/// block (one 32-byte sector of f32 per split, so a warp's partial reads are whole sectors),
-/// the rest of the [`FINALIZE_BLOCK`] threads over the splits.
-fn finalize_block(c: u64) -> [u32; 3] {
-    let bx = c.max(1).next_power_of_two().min(8) as u32;
-    [bx, FINALIZE_BLOCK / bx, 1]
-}
-
-/// A finalize launch over C channels.
-fn finalize_launch<T: crate::plan::AbiArgs>(kernel: &str, c: u64, args: &T) -> Result<Launch> {
-    let block = finalize_block(c);
-    Ok(Launch::new(
-        kernel.to_string(),
-        [grid_dim(c.div_ceil(block[0] as u64), kernel)?, 1, 1],
-        block,
-        0,
-        args,
-    ))
-}
-
-fn apply_launch(
-    kernel: String,
-    g: &Ncs,
-    vec: bool,
-    dtype: DType,
-    props: &DeviceProps,
-    args: &WnBatchNormApplyArgs,
-) -> Result<Launch> {
-    let v = if vec { vec_width(dtype) } else { 1 };
-    let cap = target_blocks(props) * 2;
-    let (grid, block) = if g.nhwc {
-        // Block (bx, by): bx channel vectors x by rows; grid (channel tiles, row groups).
-        let cp = g.c / v;
-        let bx = cp.next_power_of_two().min(32);
-        let rows = g.count();
-        let by = rows
-            .next_power_of_two()
-            .clamp((32 / bx).max(1), BLOCK as u64 / bx);
-        let tiles = cp.div_ceil(bx);
-        let groups = rows
-            .div_ceil(by * UNITS_PER_THREAD)
-            .clamp(1, cap.div_ceil(tiles).clamp(1, props.max_grid_yz as u64));
-        ([tiles, groups], [bx, by])
-    } else {
-        let packs = g.numel / v;
-        let threads = packs.next_power_of_two().clamp(32, BLOCK as u64);
-        let blocks = packs.div_ceil(threads * UNITS_PER_THREAD).clamp(1, cap);
-        ([blocks, 1], [threads, 1])
-    };
-    Ok(Launch::new(
-        kernel.clone(),
-        [grid_dim(grid[0], &kernel)?, grid_dim(grid[1], &kernel)?, 1],
-        [block[0] as u32, block[1] as u32, 1],
-        0,
-        args,
-    ))
-}
-
-/// Pointers of a reduction launch (see `WnBatchNormReduceArgs`).
-struct ReduceInputs {
-    x: u64,
-    dy: u64,
-    mean: u64,
-    shift: u64,
-    partials: u64,
-}
-
-/// Pushes the per-channel reduction `warpnorm_batch_norm_<dir>_<T>_<stage>_<layout>_<access>`
-/// (vector access when `reads` allow it); returns its number of splits.
-#[allow(clippy::too_many_arguments)]
-fn push_reduce(
-    plan: &mut Plan,
-    desc: &BatchNormDesc,
-    g: &Ncs,
-    props: &DeviceProps,
-    dir: &str,
-    stage: &str,
-    reads: &[u64],
-    p: ReduceInputs,
-) -> Result<i64> {
-    let vec = vec_ok(g, desc.dtype, reads);
-    let rg = reduce_geom(g, vec, desc.dtype, props);
-    let args = WnBatchNormReduceArgs {
-        x: p.x,
-        dy: p.dy,
-        mean: p.mean,
-        shift: p.shift,
-        partials: p.partials,
-        n: g.n as i64,
-        c: g.c as i64,
-        s: g.s as i64,
-        chunk: rg.chunk as i64,
-    };
-    let access = if vec { "vec" } else { "scalar" };
-    let kernel = format!(
-        "warpnorm_batch_norm_{dir}_{}_{stage}_{}_{access}",
-        desc.dtype,
-        layout_name(g)
-    );
-    plan.push(reduce_launch(kernel, &rg, &args)?);
-    Ok(rg.splits as i64)
-}
-
-/// Pushes the fused kernel `warpnorm_batch_norm_<dir>_<T>_<P>params_fused_<layout>_<access>`
-/// with the grid, block and dynamic shared memory of `fg` (see [`fused_geom`]).
-fn push_fused<T: crate::plan::AbiArgs>(
-    plan: &mut Plan,
-    desc: &BatchNormDesc,
-    g: &Ncs,
-    dir: &str,
-    vec: bool,
-    fg: &ReduceGeom,
-    args: &T,
-) -> Result<()> {
-    let access = if vec { "vec" } else { "scalar" };
-    let kernel = format!(
-        "warpnorm_batch_norm_{dir}_{}_{}params_fused_{}_{access}",
-        desc.dtype,
-        desc.param_dtype,
-        layout_name(g)
-    );
-    plan.push(Launch::new(
-        kernel.clone(),
-        [grid_dim(fg.grid[0], &kernel)?, 1, 1],
-        [fg.block[0], fg.block[1], 1],
-        fg.chunk as u32,
-        args,
-    ));
-    Ok(())
-}
-
-/// Pointers of an elementwise launch (see `WnBatchNormApplyArgs`).
-struct ApplyInputs {
-    x: u64,
-    dy: u64,
-    out: u64,
-    coef: u64,
-    counter_bump: u64,
-}
-
-/// Pushes the elementwise pass `warpnorm_batch_norm_<dir>_<T>_apply_<layout>_<access>`
-/// (vector access when `reads` allow it).
-fn push_apply(
-    plan: &mut Plan,
-    desc: &BatchNormDesc,
-    g: &Ncs,
-    props: &DeviceProps,
-    dir: &str,
-    reads: &[u64],
-    p: ApplyInputs,
-) -> Result<()> {
-    let vec = vec_ok(g, desc.dtype, reads);
-    let args = WnBatchNormApplyArgs {
-        x: p.x,
-        dy: p.dy,
-        out: p.out,
-        coef: p.coef,
-        counter_bump: p.counter_bump,
-        n: g.n as i64,
-        c: g.c as i64,
-        s: g.s as i64,
-        coef_stride: coef_stride(g.c) as i64,
-    };
-    let access = if vec { "vec" } else { "scalar" };
-    let kernel = format!(
-        "warpnorm_batch_norm_{dir}_{}_apply_{}_{access}",
-        desc.dtype,
-        layout_name(g)
-    );
-    plan.push(apply_launch(kernel, g, vec, desc.dtype, props, &args)?);
-    Ok(())
-}
-
 /// Validates a forward call and plans its launches: [`BatchNormDesc::check`], then
 /// [`plan_forward_checked`].
 pub fn plan_forward(desc: &BatchNormDesc, ptrs: &ForwardPtrs, props: &DeviceProps) -> Result<Plan> {
