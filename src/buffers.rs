@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr, DeviceSlice,
-    DriverError, SyncOnDrop, ValidAsZeroBits,
+    sys, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr,
+    DeviceSlice, DriverError, SyncOnDrop, ValidAsZeroBits,
 };
 
-use crate::{Error, Result};
+use crate::{Element, Error, Result};
 
 /// `buf` must live in the stream's context.
 pub(crate) fn check_context<T, B: DeviceSlice<T> + ?Sized>(
@@ -156,14 +156,37 @@ pub(crate) fn alloc_zeros<E: DeviceRepr + ValidAsZeroBits>(
     Ok(s)
 }
 
-/// A device copy of `data` on `stream` (see [`alloc_uninit`] for empty data).
-pub(crate) fn upload<E: DeviceRepr>(
+/// `len` elements equal to `value` on `stream`, written on the device (cuMemsetD16/D32), so
+/// that no host buffer scales with `len`: a size that cannot be allocated is a driver error,
+/// never a host allocation failure (an abort).
+pub(crate) fn alloc_filled<E: Element>(
     stream: &Arc<CudaStream>,
-    data: &[E],
+    len: usize,
+    value: E,
 ) -> std::result::Result<CudaSlice<E>, DriverError> {
-    let mut s = alloc_uninit(stream, data.len())?;
-    if !data.is_empty() {
-        stream.memcpy_htod(data, &mut s)?;
+    let mut s = alloc_uninit::<E>(stream, len)?;
+    if len == 0 {
+        return Ok(s);
     }
+    let mut bits = [0u8; 4];
+    let size = std::mem::size_of::<E>();
+    // SAFETY: Element types are plain data of 2 or 4 bytes (f16, bf16, f32).
+    unsafe { std::ptr::copy_nonoverlapping(&value as *const E as *const u8, bits.as_mut_ptr(), size) };
+    let (ptr, _guard) = s.device_ptr_mut(stream);
+    // SAFETY: `ptr` is a live allocation of `len` elements of `size` bytes made on `stream`;
+    // the pattern is `value`'s own bits, valid for E.
+    unsafe {
+        match size {
+            4 => sys::cuMemsetD32Async(ptr, u32::from_ne_bytes(bits), len, stream.cu_stream()),
+            _ => sys::cuMemsetD16Async(
+                ptr,
+                u16::from_ne_bytes([bits[0], bits[1]]),
+                len,
+                stream.cu_stream(),
+            ),
+        }
+    }
+    .result()?;
+    drop(_guard);
     Ok(s)
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView};
 
-use crate::buffers::{alloc_uninit, upload};
+use crate::buffers::{alloc_filled, alloc_uninit};
 use crate::{Element, Error, Result};
 
 use super::desc::{check_momentum, BatchNormDesc, Layout, Mode, Momentum, Problem};
@@ -110,7 +110,7 @@ impl<P: Element> BatchNorm<P> {
         }
         check_momentum(config.momentum)?;
         let fill = |v: f64| -> Result<CudaSlice<P>> {
-            upload(stream, &vec![P::from_f64(v); c]).map_err(drv("uploading BatchNorm state"))
+            alloc_filled(stream, c, P::from_f64(v)).map_err(drv("allocating BatchNorm state"))
         };
         let (gamma, beta) = if config.affine {
             (Some(fill(1.0)?), Some(fill(0.0)?))

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView};
 
-use crate::buffers::{alloc_uninit, alloc_zeros, upload};
+use crate::buffers::{alloc_filled, alloc_uninit, alloc_zeros};
 use crate::{Element, Error, Result};
 
 use super::desc::{Affine, LayerNormDesc};
@@ -77,7 +77,7 @@ impl<P: Element> LayerNorm<P> {
             eps,
         )?;
         let upload = |v: f64, what: &str| -> Result<CudaSlice<P>> {
-            upload(stream, &vec![P::from_f64(v); d.cols]).map_err(driver(what))
+            alloc_filled(stream, d.cols, P::from_f64(v)).map_err(driver(what))
         };
         let gamma = if affine.has_weight() {
             Some(upload(1.0, "uploading gamma")?)

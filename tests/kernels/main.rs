@@ -1,7 +1,9 @@
 //! The build and the smallest op: the kernels nvcc built (fatbins, PTX, ptxas figures), the
-//! copy kernels on ptxsim and on the GPU, and the loader of the PyTorch fixtures.
+//! copy kernels on ptxsim and on the GPU, the loader of the PyTorch fixtures, and the module
+//! types' allocation on the GPU.
 
 mod built;
 mod copy_gpu;
 mod copy_sim;
 mod fixtures_load;
+mod modules_gpu;
