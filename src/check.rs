@@ -176,6 +176,17 @@ pub(crate) fn check_workspace(ptr: u64, given: u64, needed: u64) -> Result<()> {
 /// Alignment (bytes) every op requires of its workspace.
 pub const WORKSPACE_ALIGN: u64 = 16;
 
+/// eps must be finite and >= 0 (every op's rule).
+pub(crate) fn check_eps(eps: f32) -> Result<()> {
+    if !eps.is_finite() || eps < 0.0 {
+        return Err(Error::invalid(
+            "eps",
+            format!("expected a finite value >= 0, got {eps}"),
+        ));
+    }
+    Ok(())
+}
+
 /// The parameter dtype must be f32 or the activation dtype (every op's rule).
 pub(crate) fn check_param_dtype(op: &str, dtype: DType, param_dtype: DType) -> Result<()> {
     if param_dtype != dtype && param_dtype != DType::F32 {

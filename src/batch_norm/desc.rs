@@ -1,6 +1,6 @@
 //! What a BatchNorm call is about: shape, layout, dtypes, eps, mode - and their validation.
 
-use crate::check::check_param_dtype;
+use crate::check::{check_eps, check_param_dtype};
 use crate::{DType, Error, Result};
 
 /// Memory layout of the activations (x, y, dy, dx all share it).
@@ -125,12 +125,7 @@ impl BatchNormDesc {
             ));
         }
         check_param_dtype("BatchNorm", self.dtype, self.param_dtype)?;
-        if !(self.eps.is_finite() && self.eps >= 0.0) {
-            return Err(Error::invalid(
-                "eps",
-                format!("expected a finite value >= 0, got {}", self.eps),
-            ));
-        }
+        check_eps(self.eps)?;
         check_momentum(self.mode.momentum)?;
         let overflow = || Error::Overflow(format!("BatchNorm input of dims {:?}", self.dims));
         let s = self.dims[2..]

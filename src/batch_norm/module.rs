@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, CudaView};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 
 use crate::buffers::{alloc_filled, alloc_uninit};
+use crate::check::check_eps;
 use crate::{Element, Error, Result};
 
 use super::desc::{check_momentum, BatchNormDesc, Layout, Mode, Momentum, Problem};
@@ -102,12 +103,7 @@ impl<P: Element> BatchNorm<P> {
         if c == 0 {
             return Err(Error::invalid("num_features", "must be at least 1"));
         }
-        if !(config.eps.is_finite() && config.eps >= 0.0) {
-            return Err(Error::invalid(
-                "eps",
-                format!("must be finite and >= 0, got {}", config.eps),
-            ));
-        }
+        check_eps(config.eps)?;
         check_momentum(config.momentum)?;
         let fill = |v: f64| -> Result<CudaSlice<P>> {
             alloc_filled(stream, c, P::from_f64(v)).map_err(drv("allocating BatchNorm state"))
@@ -173,9 +169,28 @@ impl<P: Element> BatchNorm<P> {
         self.beta.as_ref()
     }
 
-    /// gamma and beta, mutably (e.g. for an optimizer step).
-    pub fn params_mut(&mut self) -> Option<(&mut CudaSlice<P>, &mut CudaSlice<P>)> {
-        Some((self.gamma.as_mut()?, self.beta.as_mut()?))
+    /// Device views of gamma and beta (`None` without affine parameters), to update in place,
+    /// e.g. by an optimizer step on the module's stream.
+    pub fn params_mut(&mut self) -> (Option<CudaViewMut<'_, P>>, Option<CudaViewMut<'_, P>>) {
+        (
+            self.gamma.as_mut().map(|g| g.as_view_mut()),
+            self.beta.as_mut().map(|b| b.as_view_mut()),
+        )
+    }
+
+    /// Sets eps (finite, >= 0), as PyTorch lets `module.eps` change.
+    pub fn set_eps(&mut self, eps: f32) -> Result<()> {
+        check_eps(eps)?;
+        self.config.eps = eps;
+        Ok(())
+    }
+
+    /// Sets the momentum of the running statistics (a factor in [0, 1], or the cumulative
+    /// average), as PyTorch lets `module.momentum` change.
+    pub fn set_momentum(&mut self, momentum: Momentum) -> Result<()> {
+        check_momentum(momentum)?;
+        self.config.momentum = momentum;
+        Ok(())
     }
 
     /// Running mean (tracked only).

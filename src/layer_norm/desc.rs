@@ -1,6 +1,6 @@
 //! The description of one LayerNorm problem: shape, dtypes, affine parameters, eps.
 
-use crate::check::check_param_dtype;
+use crate::check::{check_eps, check_param_dtype};
 use crate::{DType, Error, Result};
 
 /// Which elementwise-affine parameters a LayerNorm has (PyTorch's `elementwise_affine` and
@@ -112,12 +112,7 @@ impl LayerNormDesc {
     /// Validates the description once (dtypes, eps, sizes): what planning takes.
     pub fn check(&self) -> Result<Problem> {
         check_param_dtype("LayerNorm", self.dtype, self.param_dtype)?;
-        if !self.eps.is_finite() || self.eps < 0.0 {
-            return Err(Error::invalid(
-                "eps",
-                format!("expected a finite value >= 0, got {}", self.eps),
-            ));
-        }
+        check_eps(self.eps)?;
         let n = self
             .rows
             .checked_mul(self.cols)

@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, CudaView};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 
 use crate::buffers::{alloc_filled, alloc_uninit, alloc_zeros};
+use crate::check::check_eps;
 use crate::{Element, Error, Result};
 
 use super::desc::{Affine, LayerNormDesc};
@@ -113,6 +114,22 @@ impl<P: Element> LayerNorm<P> {
     /// eps.
     pub fn eps(&self) -> f32 {
         self.eps
+    }
+
+    /// Sets eps (finite, >= 0), as PyTorch lets `module.eps` change.
+    pub fn set_eps(&mut self, eps: f32) -> Result<()> {
+        check_eps(eps)?;
+        self.eps = eps;
+        Ok(())
+    }
+
+    /// Device views of gamma and beta (`None` where the module has no such parameter), to
+    /// update in place, e.g. by an optimizer step on the module's stream.
+    pub fn params_mut(&mut self) -> (Option<CudaViewMut<'_, P>>, Option<CudaViewMut<'_, P>>) {
+        (
+            self.gamma.as_mut().map(|g| g.as_view_mut()),
+            self.beta.as_mut().map(|b| b.as_view_mut()),
+        )
     }
 
     /// gamma, if the module has a weight.
