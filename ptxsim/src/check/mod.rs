@@ -41,20 +41,22 @@ mod classify;
 mod coalesce;
 mod fasthash;
 mod metrics;
+mod metrics_table;
 mod race;
 mod receiver;
 mod report;
 #[cfg(test)]
 mod tests;
+mod traffic;
 
 pub use coalesce::UncoalescedLine;
 pub use metrics::{InstrClass, Metrics};
 pub use report::{AccessKind, AccessSite, Hazard, MemSpace, Report, ReportKind};
 
-use metrics::{SectorSet, SECTOR_BYTES};
 use race::{BlockRace, GRange, RawHazard};
 use report::ReportSet;
 use std::sync::Mutex;
+use traffic::{SectorSet, SECTOR_BYTES};
 
 /// Distinct reports kept per launch; the rest are counted in [`Outcome::reports_omitted`].
 pub(crate) const MAX_REPORTS: usize = 100;
