@@ -39,6 +39,7 @@
 
 mod classify;
 mod coalesce;
+mod cross_block;
 mod fasthash;
 mod metrics;
 mod metrics_table;
@@ -53,7 +54,8 @@ pub use coalesce::UncoalescedLine;
 pub use metrics::{InstrClass, Metrics};
 pub use report::{AccessKind, AccessSite, Hazard, MemSpace, Report, ReportKind};
 
-use race::{BlockRace, GRange, RawHazard};
+use cross_block::GRange;
+use race::{BlockRace, RawHazard};
 use report::ReportSet;
 use std::sync::Mutex;
 use traffic::{SectorSet, SECTOR_BYTES};
@@ -232,7 +234,7 @@ impl LaunchChecks {
                 });
             };
             let mut ranges = std::mem::take(&mut acc.ranges);
-            race::cross_block(&mut ranges, &mut found);
+            cross_block::cross_block(&mut ranges, &mut found);
         }
         let metrics = self.cfg.metrics.then(|| {
             let mut m = std::mem::take(&mut acc.metrics);
