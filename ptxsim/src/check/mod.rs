@@ -39,22 +39,26 @@
 
 mod classify;
 mod coalesce;
+mod cross_block;
 mod fasthash;
 mod metrics;
+mod metrics_table;
 mod race;
 mod receiver;
 mod report;
 #[cfg(test)]
 mod tests;
+mod traffic;
 
 pub use coalesce::UncoalescedLine;
 pub use metrics::{InstrClass, Metrics};
 pub use report::{AccessKind, AccessSite, Hazard, MemSpace, Report, ReportKind};
 
-use metrics::{SectorSet, SECTOR_BYTES};
-use race::{BlockRace, GRange, RawHazard};
+use cross_block::GRange;
+use race::{BlockRace, RawHazard};
 use report::ReportSet;
 use std::sync::Mutex;
+use traffic::{SectorSet, SECTOR_BYTES};
 
 /// Distinct reports kept per launch; the rest are counted in [`Outcome::reports_omitted`].
 pub(crate) const MAX_REPORTS: usize = 100;
@@ -230,7 +234,7 @@ impl LaunchChecks {
                 });
             };
             let mut ranges = std::mem::take(&mut acc.ranges);
-            race::cross_block(&mut ranges, &mut found);
+            cross_block::cross_block(&mut ranges, &mut found);
         }
         let metrics = self.cfg.metrics.then(|| {
             let mut m = std::mem::take(&mut acc.metrics);
