@@ -2,7 +2,7 @@
 //! errors, never an abort (initial values are written on the device, so no host buffer grows
 //! with a parameter's size).
 
-use warpnorm::batch_norm::{BatchNorm, BatchNormConfig};
+use warpnorm::batch_norm::{BatchNorm, BatchNormConfig, Layout, Momentum};
 use warpnorm::layer_norm::{Affine, LayerNorm};
 use warpnorm::Error;
 
@@ -39,4 +39,53 @@ fn impossible_parameter_sizes_are_errors_not_aborts() {
     let rv = stream.clone_dtoh(bn.running_var().unwrap()).unwrap();
     let g = stream.clone_dtoh(bn.gamma().unwrap()).unwrap();
     assert_eq!((rv, g), (vec![1.0f32; 5], vec![1.0f32; 5]));
+}
+
+/// An optimizer can update the parameters in place through `params_mut`, and eps / momentum
+/// can change between calls, as in PyTorch; bad values are rejected and change nothing.
+#[test]
+fn params_mut_and_setters_take_effect() {
+    let Some(stream) = testkit::gpu::gpu_stream("params_mut_and_setters_take_effect") else {
+        return;
+    };
+    let mut ln = LayerNorm::<f32>::new(&stream, &[4], Affine::WeightBias, 1e-5).unwrap();
+    {
+        let (g, b) = ln.params_mut();
+        let (mut g, mut b) = (g.unwrap(), b.unwrap());
+        stream.memcpy_htod(&[2.0f32; 4], &mut g).unwrap();
+        stream.memcpy_htod(&[0.5f32; 4], &mut b).unwrap();
+    }
+    assert!(matches!(
+        ln.set_eps(-1.0),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert_eq!(ln.eps(), 1e-5);
+    ln.set_eps(0.75).unwrap();
+    let x = stream.clone_htod(&[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let out = ln.forward(&x.as_view(), &[1, 4]).unwrap();
+    let y = stream.clone_dtoh(&out.y).unwrap();
+    // mean 2.5, biased variance 1.25: y = (x - 2.5) / sqrt(1.25 + 0.75) * 2 + 0.5.
+    for (got, xv) in y.iter().zip([1.0f64, 2.0, 3.0, 4.0]) {
+        let want = (xv - 2.5) / 2f64.sqrt() * 2.0 + 0.5;
+        assert!((*got as f64 - want).abs() < 1e-6, "{y:?}");
+    }
+
+    let mut bn = BatchNorm::<f32>::new(&stream, BatchNormConfig::new(1)).unwrap();
+    {
+        let (g, _) = bn.params_mut();
+        stream.memcpy_htod(&[3.0f32], &mut g.unwrap()).unwrap();
+    }
+    assert!(bn.set_momentum(Momentum::Factor(1.5)).is_err());
+    bn.set_momentum(Momentum::Factor(0.5)).unwrap();
+    bn.set_eps(0.0).unwrap();
+    let x = stream.clone_htod(&[1.0f32, 3.0]).unwrap();
+    let out = bn
+        .forward(&x.as_view(), &[2, 1], Layout::Contiguous)
+        .unwrap();
+    let y = stream.clone_dtoh(&out.y).unwrap();
+    assert_eq!(y, vec![-3.0, 3.0], "(x - 2) / 1 * 3");
+    // running_mean = 0.5 * 0 + 0.5 * 2; running_var = 0.5 * 1 + 0.5 * 2 (unbiased).
+    let rm = stream.clone_dtoh(bn.running_mean().unwrap()).unwrap();
+    let rv = stream.clone_dtoh(bn.running_var().unwrap()).unwrap();
+    assert_eq!((rm, rv), (vec![1.0], vec![1.5]));
 }
