@@ -8,7 +8,7 @@ use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use crate::abi::WnCopyArgs;
 use crate::buffers::{check_context, check_len};
 use crate::device::DeviceProps;
-use crate::plan::{div_ceil_u64, grid_dim, Executor, Launch, Plan};
+use crate::plan::{grid_dim, Executor, Launch, Plan};
 use crate::runtime::{device_props, GpuExecutor};
 use crate::{Error, Result};
 
@@ -44,7 +44,7 @@ pub fn plan_copy(src: u64, dst: u64, n_bytes: u64, props: &DeviceProps) -> Resul
         ("warpnorm_copy_fwd_u8_scalar", n_bytes)
     };
     let max_blocks = props.sm_count as u64 * 8;
-    let blocks = div_ceil_u64(units.max(1), COPY_BLOCK as u64).clamp(1, max_blocks);
+    let blocks = units.max(1).div_ceil(COPY_BLOCK as u64).clamp(1, max_blocks);
     let args = WnCopyArgs { src, dst, n_bytes };
     let mut plan = Plan::empty();
     plan.push(Launch::new(

@@ -201,11 +201,6 @@ pub trait Executor {
     fn execute(&mut self, plan: &Plan) -> Result<()>;
 }
 
-/// Ceiling division for u64, as used by every planner.
-pub(crate) fn div_ceil_u64(a: u64, b: u64) -> u64 {
-    a.div_ceil(b)
-}
-
 /// Converts a u64 grid dimension to u32, or an overflow error naming the kernel.
 pub(crate) fn grid_dim(v: u64, what: &str) -> Result<u32> {
     u32::try_from(v).map_err(|_| Error::Overflow(format!("{what}: grid dimension {v} exceeds u32")))
