@@ -44,7 +44,10 @@ pub fn plan_copy(src: u64, dst: u64, n_bytes: u64, props: &DeviceProps) -> Resul
         ("warpnorm_copy_fwd_u8_scalar", n_bytes)
     };
     let max_blocks = props.sm_count as u64 * 8;
-    let blocks = units.max(1).div_ceil(COPY_BLOCK as u64).clamp(1, max_blocks);
+    let blocks = units
+        .max(1)
+        .div_ceil(COPY_BLOCK as u64)
+        .clamp(1, max_blocks);
     let args = WnCopyArgs { src, dst, n_bytes };
     let mut plan = Plan::empty();
     plan.push(Launch::new(

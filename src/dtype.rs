@@ -42,7 +42,6 @@ impl DType {
             DType::BF16 => 3.90625e-3,
         }
     }
-
 }
 
 impl fmt::Display for DType {
