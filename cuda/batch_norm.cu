@@ -287,8 +287,7 @@ template <typename P> __device__ __forceinline__ void finalize_fwd(const WnBatch
         if (threadIdx.y != 0 || c >= a.c) return;
         st = ChannelStats{param<P>(a.running_mean, c, 0.0f), 0.0f,
                           invstd_of(param<P>(a.running_var, c, 1.0f), a.eps)};
-        if (a.save_mean != 0) reinterpret_cast<float*>(a.save_mean)[c] = st.shift;
-        if (a.save_invstd != 0) reinterpret_cast<float*>(a.save_invstd)[c] = st.invstd;
+        save_stats(a, c, st.shift, st.invstd);
     }
     // Array 0 already holds the batch shift (written by the statistics kernel).
     const Coef k = fwd_coef<P>(a.gamma, a.beta, c, st);

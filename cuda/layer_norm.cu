@@ -194,11 +194,6 @@ __device__ __forceinline__ TileStats tile_stats(float (&v)[NPACK][VEC], const Ti
     return st;
 }
 
-/** rstd from the biased variance; var = 0/0 (D == 0) gives NaN, as PyTorch. */
-__device__ __forceinline__ float rstd_of(float var, float eps) {
-    return 1.0f / sqrtf(var + eps);
-}
-
 /**
  * Normalizes the held segment in place: v = ((v - mean0) - c) * rstd [* gamma + beta], with
  * the mean split as mean0 + c (tile_stats). `gamma` and `beta` point at the parameter of the
@@ -244,7 +239,7 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
     tile_load<T, VEC, NPACK>(xr, g, v);
     const TileStats st = tile_stats<VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
     if (!active) return;
-    const float rstd = rstd_of(st.var, a.eps);
+    const float rstd = invstd_of(st.var, a.eps);
     if (t == 0) {
         reinterpret_cast<float*>(a.mean)[row] = (st.mean0 + st.c) * st.unscale;
         reinterpret_cast<float*>(a.rstd)[row] = rstd;
@@ -342,7 +337,7 @@ __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
         // Every thread merges the same partials in the same order: identical bits.
         float mh, ml, var;
         merge_chunks(part + row * a.splits, a.splits, a.chunk, a.cols, mh, ml, var);
-        const float rstd = rstd_of(var, a.eps);
+        const float rstd = invstd_of(var, a.eps);
         if (c == 0 && threadIdx.x == 0) {
             reinterpret_cast<float*>(a.mean)[row] = 2.0f * mh;
             reinterpret_cast<float*>(a.rstd)[row] = rstd;

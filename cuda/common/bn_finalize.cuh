@@ -7,7 +7,7 @@
  * in the parameter type P, rounded once.
  *
  * The rules match the f64 CPU reference (src/cpu/batch_norm.rs), evaluated in f32:
- * - invstd = 1 / sqrt(m2 / count + eps) (biased variance).
+ * - invstd = 1 / sqrt(m2 / count + eps) (biased variance; welford.cuh's invstd_of).
  * - running = (1 - f) * running + f * batch, with the unbiased variance m2 / (count - 1);
  *   f = momentum, or for the cumulative average (momentum None) 1 / (num_batches_tracked + 1)
  *   computed in f64 and rounded once to f32 - the reference's f64 factor, rounded once (the
@@ -25,6 +25,7 @@
 
 #include "../abi.h"
 #include "dtype.cuh"
+#include "welford.cuh"
 
 namespace warpnorm {
 namespace bn {
@@ -33,9 +34,6 @@ namespace bn {
 template <typename P> __device__ __forceinline__ float param(wn_devptr p, int64_t c, float dflt) {
     return p != 0 ? to_float(reinterpret_cast<const P*>(p)[c]) : dflt;
 }
-
-/** 1 / sqrt(var + eps). */
-__device__ __forceinline__ float invstd_of(float var, float eps) { return 1.0f / sqrtf(var + eps); }
 
 /**
  * The running-average factor: `momentum`, or with WN_BN_CUMULATIVE (and a counter)
@@ -47,6 +45,13 @@ __device__ __forceinline__ float running_factor(uint32_t flags, float momentum, 
         return static_cast<float>(1.0 / static_cast<double>(seen + 1));
     }
     return momentum;
+}
+
+/** Writes save_mean / save_invstd of channel c (each when not 0). */
+template <class Args>
+__device__ __forceinline__ void save_stats(const Args& a, int64_t c, float mean, float invstd) {
+    if (a.save_mean != 0) reinterpret_cast<float*>(a.save_mean)[c] = mean;
+    if (a.save_invstd != 0) reinterpret_cast<float*>(a.save_invstd)[c] = invstd;
 }
 
 /** The batch statistics of one channel, finished: mean = shift + dmean. */
@@ -76,8 +81,7 @@ __device__ __forceinline__ ChannelStats finish_batch_stats(const Args& a, int64_
         rm[c] = from_float<P>((1.0f - f) * to_float(rm[c]) + f * mean);
         rv[c] = from_float<P>((1.0f - f) * to_float(rv[c]) + f * unbiased);
     }
-    if (a.save_mean != 0) reinterpret_cast<float*>(a.save_mean)[c] = mean;
-    if (a.save_invstd != 0) reinterpret_cast<float*>(a.save_invstd)[c] = invstd;
+    save_stats(a, c, mean, invstd);
     return ChannelStats{shift, dmean, invstd};
 }
 

@@ -12,6 +12,7 @@
  * - chan_merge_all: all partials of a row at once, with the means as compensated (hi, lo)
  *   pairs (twosum.cuh): LayerNorm's split tier, whose chunk means keep about one rounding of
  *   accuracy and must not lose it in the merge (README, "LayerNorm statistics on hard rows").
+ * invstd_of turns a variance into 1 / sqrt(var + eps) for both ops.
  * The count is an f32 (exact below 2^24; above that the merge weights carry a relative error
  * of at most 2^-24, far below the statistics' own rounding).
  */
@@ -20,6 +21,12 @@
 #include "twosum.cuh"
 
 namespace warpnorm {
+
+/**
+ * 1 / sqrt(var + eps) from a biased variance: LayerNorm's rstd and BatchNorm's invstd. A NaN
+ * variance (0/0 for an empty row, or a non-finite input) gives NaN, as PyTorch.
+ */
+__device__ __forceinline__ float invstd_of(float var, float eps) { return 1.0f / sqrtf(var + eps); }
 
 /** The NaN that m2 becomes when its mean is not finite. */
 __device__ __forceinline__ float welford_nan() { return __int_as_float(0x7fffffff); }
