@@ -87,13 +87,13 @@ struct BlockTeam {
 
 /**
  * One of blockDim.y teams of blockDim.x threads (a multiple of 32) in a block, each team on
- * its own row: reduce.cuh's block-row all-reduce with the team's own scratch. Every team
- * calls it together (two block barriers inside).
+ * its own row (reduce.cuh's block_rows_allreduce_sum2). Every team calls it together (two
+ * block barriers inside).
  */
 struct RowTeam {
     float* scratch;  // >= 64 * blockDim.y floats of shared memory
     __device__ __forceinline__ void sum2(float& a, float& b) const {
-        block_allreduce_sum2(a, b, scratch + 64 * threadIdx.y);
+        block_rows_allreduce_sum2(a, b, scratch);
     }
 };
 

@@ -7,7 +7,8 @@
  *   compensated TwoSum pair in twosum.cuh) both lanes compute the same bits, so every lane ends
  *   with the bitwise-identical result, independent of scheduling. Over a block (or one row of
  *   a 2-D block): warp results go through shared memory and every warp re-reduces the warp
- *   results in the same butterfly.
+ *   results in the same butterfly (block_rows_allreduce_sum2: every thread adds its row's
+ *   warp results in warp order).
  * - Column merge (column_merge): the `by` accumulators of each column of a (bx, by) block
  *   merged into thread (x, 0) in a fixed order - a shfl_down tree inside each warp, then the
  *   warps in warp order through shared memory - for accumulators whose merge is not
@@ -101,6 +102,35 @@ __device__ __forceinline__ void block_allreduce_sum2(float& a, float& b, float* 
     block_allreduce(s, scratch, AddCombine{});
     a = s[0];
     b = s[1];
+}
+
+/**
+ * Two sums over each row of a 2-D block: the blockDim.x threads (a multiple of 32) of row
+ * threadIdx.y sum their values; every thread of the row gets the same bits. Warp sums
+ * (warp_allreduce), then every thread adds its row's warp totals in warp order from shared
+ * memory. `scratch` holds 64 * blockDim.y floats. All threads of the block must call it
+ * together (two barriers). The same fixed-order contract as block_allreduce_sum2, in the form
+ * that fits LayerNorm's multi-row backward block at its 128-register bound on sm_100 (the
+ * butterfly second stage spills there).
+ */
+__device__ __forceinline__ void block_rows_allreduce_sum2(float& a, float& b, float* scratch) {
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int warps = blockDim.x >> 5;
+    warp_allreduce_sum2(a, b);
+    float* s = scratch + 64 * threadIdx.y;
+    if (lane == 0) {
+        s[warp] = a;
+        s[32 + warp] = b;
+    }
+    __syncthreads();
+    a = 0.0f;
+    b = 0.0f;
+    for (int w = 0; w < warps; ++w) {
+        a += s[w];
+        b += s[32 + w];
+    }
+    __syncthreads();
 }
 
 /**
