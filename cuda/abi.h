@@ -21,18 +21,6 @@
 /** A device address (what cuMemAlloc returns), as a plain 64-bit integer. */
 typedef uint64_t wn_devptr;
 
-/** Activation / parameter element types, as the planner encodes them. */
-enum WnDType {
-    WN_DTYPE_F32 = 0,
-    WN_DTYPE_F16 = 1,
-    WN_DTYPE_BF16 = 2,
-};
-
-/** Alignment (bytes) of the vector loads and stores the kernels use on aligned data. */
-#define WN_VECTOR_BYTES 16
-/** Threads per warp. */
-#define WN_WARP_SIZE 32
-
 #include "abi/copy.h"
 #include "abi/layer_norm.h"
 #include "abi/batch_norm.h"

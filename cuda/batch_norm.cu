@@ -14,8 +14,9 @@
  *       order); one (count, mean, m2) partial per (split, channel). Few channels still fill the
  *       GPU: the planner splits the reduction until there are about 8 blocks per SM.
  *   fwd_<P>params_finalize  block (channels, split rows): each thread merges a strided set of
- *       splits of its channel, then the rows merge in a fixed order (column_merge); mean, invstd = 1 / sqrt(var + eps); running stats with the unbiased
- *       variance (momentum or 1 / num_batches_tracked read on the device); coefficients.
+ *       splits of its channel, then the rows merge in a fixed order (column_merge); mean,
+ *       invstd = 1 / sqrt(var + eps); running stats with the unbiased variance (momentum or
+ *       1 / (num_batches_tracked + 1) read on the device); coefficients.
  *   fwd_<T>_apply_<layout>_<access>  y = ((x - shift) - (mean - shift)) * (gamma * invstd) + beta;
  *       nchw: grid-stride over packs, channel tracked incrementally; nhwc: 2-D grid, each
  *       thread owns a vector of channels and walks rows. Bumps num_batches_tracked (after the
@@ -31,6 +32,11 @@
  *   bwd_<T>_<P>params_fused_<layout>_<access> (1 launch, 3s per element).
  * Streaming loops keep 4 loads per thread in flight (kUnroll).
  *
+ * Written once for every tier (cuda/common/): the Welford update and Chan merge (welford.cuh,
+ * through channel_reduce.cuh's StatsAcc), the fixed-order column merge (reduce.cuh), and the
+ * per-channel finish - invstd, running statistics, saved statistics, dgamma/dbeta and the
+ * apply coefficients (bn_finalize.cuh, matching the CPU reference src/cpu/batch_norm.rs).
+ *
  * Access variants: "vec" moves 16-byte packs (nchw needs S % V == 0, nhwc needs C % V == 0, and
  * 16-byte aligned pointers; V = 16 / sizeof(T)); "scalar" moves single elements (any size and
  * alignment), still coalesced. All offsets are 64-bit.
@@ -45,6 +51,7 @@
  * bitwise identical. Benchmark: `cargo bench --bench batch_norm` (GB/s, % of copy).
  */
 #include "abi.h"
+#include "common/bn_finalize.cuh"
 #include "common/channel_reduce.cuh"
 #include "common/vec.cuh"
 
@@ -145,7 +152,7 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
             }
         }
     }
-    if (column_merge(acc, smem)) {
+    if (column_merge<kMaxColumnThreads>(acc, smem)) {
         // One thread: field f of split k at (f * splits + k) * C + c (see the ABI header).
         float* p = reinterpret_cast<float*>(a.partials) + static_cast<int64_t>(blockIdx.y) * a.c + c;
         const int64_t field_stride = static_cast<int64_t>(gridDim.y) * a.c;
@@ -218,7 +225,7 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
             }
         }
     }
-    column_merge(acc, smem);
+    column_merge<kMaxColumnThreads>(acc, smem);
     if (warp0) {
         // Threads (x, 0) = lanes x of warp 0 hold the results; field f of split k goes to
         // (f * splits + k) * C + c (see the ABI header), one coalesced row per field.
@@ -235,10 +242,6 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
 }
 
 /* ---------------------------------------------------------------- finalize */
-
-template <typename P> __device__ __forceinline__ float param(wn_devptr p, int64_t c, float dflt) {
-    return p != 0 ? to_float(reinterpret_cast<const P*>(p)[c]) : dflt;
-}
 
 /**
  * Merges the partials of channel column threadIdx.x over the splits: thread (x, y) merges
@@ -257,7 +260,7 @@ __device__ __forceinline__ bool merge_splits(Acc& acc, const float* part, int64_
             acc.merge(o);
         }
     }
-    return column_merge(acc, smem);
+    return column_merge<kMaxColumnThreads>(acc, smem);
 }
 
 /**
@@ -271,43 +274,25 @@ template <typename P> __device__ __forceinline__ void finalize_fwd(const WnBatch
     const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (a.count == 0) return;  // the whole grid (a counter bump only)
     float* coef = reinterpret_cast<float*>(a.coef);
-    const int64_t st = a.coef_stride;
-    float shift, dmean, invstd;  // mean = shift + dmean
+    const int64_t stride = a.coef_stride;
+    ChannelStats st;
     if (a.flags & WN_BN_BATCH_STATS) {
         StatsAcc<1> w;
         const bool head = merge_splits(w, reinterpret_cast<const float*>(a.partials), a.splits,
                                        a.c, c, smem);
         if (!head || c >= a.c) return;
-        const float n = static_cast<float>(a.count);
-        shift = coef[c];
-        dmean = w.mean[0];
-        const float mean = shift + dmean;
-        const float var = w.m2[0] / n;
-        invstd = 1.0f / sqrtf(var + a.eps);
-        if (a.running_mean != 0) {
-            float f = a.momentum;
-            if (a.flags & WN_BN_CUMULATIVE) {
-                const long long seen = *reinterpret_cast<const long long*>(a.counter);
-                f = static_cast<float>(1.0 / static_cast<double>(seen + 1));
-            }
-            const float unbiased = w.m2[0] / static_cast<float>(a.count - 1);
-            P* rm = reinterpret_cast<P*>(a.running_mean);
-            P* rv = reinterpret_cast<P*>(a.running_var);
-            rm[c] = from_float<P>((1.0f - f) * to_float(rm[c]) + f * mean);
-            rv[c] = from_float<P>((1.0f - f) * to_float(rv[c]) + f * unbiased);
-        }
+        st = finish_batch_stats<P>(a, c, coef[c], w.mean[0], w.m2[0], a.count,
+                                   running_factor(a.flags, a.momentum, a.counter));
     } else {
         if (threadIdx.y != 0 || c >= a.c) return;
-        shift = param<P>(a.running_mean, c, 0.0f);
-        dmean = 0.0f;
-        invstd = 1.0f / sqrtf(param<P>(a.running_var, c, 1.0f) + a.eps);
-        coef[c] = shift;
+        st = ChannelStats{param<P>(a.running_mean, c, 0.0f), 0.0f,
+                          invstd_of(param<P>(a.running_var, c, 1.0f), a.eps)};
+        save_stats(a, c, st.shift, st.invstd);
     }
-    if (a.save_mean != 0) reinterpret_cast<float*>(a.save_mean)[c] = shift + dmean;
-    if (a.save_invstd != 0) reinterpret_cast<float*>(a.save_invstd)[c] = invstd;
-    coef[st + c] = dmean;
-    coef[2 * st + c] = param<P>(a.gamma, c, 1.0f) * invstd;
-    coef[3 * st + c] = param<P>(a.beta, c, 0.0f);
+    // Array 0 already holds the batch shift (written by the statistics kernel).
+    const Coef k = fwd_coef<P>(a.gamma, a.beta, c, st);
+    const int first = (a.flags & WN_BN_BATCH_STATS) ? 1 : 0;
+    for (int j = first; j < 4; ++j) coef[j * stride + c] = k.k[j];
 }
 
 /** Backward finalize (see WnBatchNormBwdFinalizeArgs), threads as in finalize_fwd. */
@@ -318,31 +303,19 @@ template <typename P> __device__ __forceinline__ void finalize_bwd(const WnBatch
     const bool head =
         merge_splits(g, reinterpret_cast<const float*>(a.partials), a.splits, a.c, c, smem);
     if (!head || c >= a.c) return;
-    const float sdy = g.sdy[0], sdx = g.sdx[0];
+    const float sdy = g.sdy(0), sdx = g.sdx(0);
     if (a.count == 0) {
         if (a.dgamma != 0) reinterpret_cast<P*>(a.dgamma)[c] = from_float<P>(0.0f);
         if (a.dbeta != 0) reinterpret_cast<P*>(a.dbeta)[c] = from_float<P>(0.0f);
         return;
     }
-    const float mean = reinterpret_cast<const float*>(a.mean)[c];
-    const float invstd = reinterpret_cast<const float*>(a.invstd)[c];
-    if (a.dgamma != 0) reinterpret_cast<P*>(a.dgamma)[c] = from_float<P>(sdx * invstd);
-    if (a.dbeta != 0) reinterpret_cast<P*>(a.dbeta)[c] = from_float<P>(sdy);
-    const float k = param<P>(a.gamma, c, 1.0f) * invstd;
+    const Coef k = bwd_coef<P>(a.gamma, a.dgamma, a.dbeta, c,
+                               reinterpret_cast<const float*>(a.mean)[c],
+                               reinterpret_cast<const float*>(a.invstd)[c], sdy, sdx, a.count,
+                               (a.flags & WN_BN_FROZEN) != 0);
     float* coef = reinterpret_cast<float*>(a.coef);
-    const int64_t st = a.coef_stride;
-    if (a.flags & WN_BN_FROZEN) {
-        coef[c] = 0.0f;
-        coef[st + c] = 0.0f;
-        coef[2 * st + c] = k;
-        coef[3 * st + c] = 0.0f;
-    } else {
-        const float n = static_cast<float>(a.count);
-        coef[c] = k;
-        coef[st + c] = -k * invstd * invstd * (sdx / n);
-        coef[2 * st + c] = mean;
-        coef[3 * st + c] = -k * (sdy / n);
-    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) coef[j * a.coef_stride + c] = k.k[j];
 }
 
 /* ---------------------------------------------------------------- elementwise passes */
@@ -520,7 +493,7 @@ __device__ __forceinline__ void fused_fwd(const WnBatchNormFusedFwdArgs& a) {
     float* smem = reinterpret_cast<float*>(dyn + data_bytes);
     float* coef_s = smem + MergeSmem<Acc::kFloats>::kFloats;
     static_assert((MergeSmem<Acc::kFloats>::kFloats + 32 * 4 * CV) * 4 == 1024 + 2560 * CV,
-                  "the planner (fused_fwd_geom in src/batch_norm/plan.rs) sizes this");
+                  "the planner (fused_geom in src/batch_norm/plan.rs, forward) sizes this as 1024 + 2560 * CV");
     const T* x = reinterpret_cast<const T*>(a.x);
     T* y = reinterpret_cast<T*>(a.y);
     float shift[CV];
@@ -555,7 +528,7 @@ __device__ __forceinline__ void fused_fwd(const WnBatchNormFusedFwdArgs& a) {
     // Thread (x, 0) holds column x's statistics: stage them per channel (shift, dmean, m2) in
     // the merge scratch, then finish one channel per thread, so that the per-channel global
     // reads and writes of a warp are consecutive.
-    const bool head = column_merge(acc, smem) && active;
+    const bool head = column_merge<kMaxColumnThreads>(acc, smem) && active;
     __syncthreads();
     if (head) {
 #pragma unroll
@@ -570,31 +543,15 @@ __device__ __forceinline__ void fused_fwd(const WnBatchNormFusedFwdArgs& a) {
     {
         const int64_t c0 = NHWC ? static_cast<int64_t>(blockIdx.x) * bx * CV : blockIdx.x;
         const int tile = static_cast<int>(min(static_cast<int64_t>(bx) * CV, a.c - c0));
-        const float n = static_cast<float>(a.n * a.s);
-        float f = a.momentum;
-        if ((a.flags & WN_BN_CUMULATIVE) && a.counter != 0) {
-            const long long seen = *reinterpret_cast<const long long*>(a.counter);
-            f = __frcp_rn(static_cast<float>(seen + 1));
-        }
+        const float f = running_factor(a.flags, a.momentum, a.counter);
         for (int m = threadIdx.y * bx + tx; m < tile; m += bx * blockDim.y) {
             const int64_t ch = c0 + m;
-            const float sh = smem[3 * m], dmean = smem[3 * m + 1], m2 = smem[3 * m + 2];
-            const float invstd = 1.0f / sqrtf(m2 / n + a.eps);
-            const float mean = sh + dmean;
-            if (a.running_mean != 0) {
-                const float unbiased = m2 / static_cast<float>(a.n * a.s - 1);
-                P* rm = reinterpret_cast<P*>(a.running_mean);
-                P* rv = reinterpret_cast<P*>(a.running_var);
-                rm[ch] = from_float<P>((1.0f - f) * to_float(rm[ch]) + f * mean);
-                rv[ch] = from_float<P>((1.0f - f) * to_float(rv[ch]) + f * unbiased);
-            }
-            if (a.save_mean != 0) reinterpret_cast<float*>(a.save_mean)[ch] = mean;
-            if (a.save_invstd != 0) reinterpret_cast<float*>(a.save_invstd)[ch] = invstd;
+            const ChannelStats st = finish_batch_stats<P>(a, ch, smem[3 * m], smem[3 * m + 1],
+                                                          smem[3 * m + 2], a.n * a.s, f);
+            const Coef k = fwd_coef<P>(a.gamma, a.beta, ch, st);
             const int x = m / CV, i = m % CV;
-            coef_s[(x * 4 + 0) * CV + i] = sh;
-            coef_s[(x * 4 + 1) * CV + i] = dmean;
-            coef_s[(x * 4 + 2) * CV + i] = param<P>(a.gamma, ch, 1.0f) * invstd;
-            coef_s[(x * 4 + 3) * CV + i] = param<P>(a.beta, ch, 0.0f);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) coef_s[(x * 4 + j) * CV + i] = k.k[j];
         }
     }
     __syncthreads();
@@ -641,7 +598,7 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
     float* smem = reinterpret_cast<float*>(dyn + data_bytes);
     float* coef_s = smem + MergeSmem<Acc::kFloats>::kFloats;
     static_assert((MergeSmem<Acc::kFloats>::kFloats + 32 * 4 * CV) * 4 == 2560 * CV,
-                  "the planner (fused_geom in src/batch_norm/plan.rs) sizes this as 2560 * CV");
+                  "the planner (fused_geom in src/batch_norm/plan.rs, backward) sizes this as 2560 * CV");
     const T* x = reinterpret_cast<const T*>(a.x);
     const T* dy = reinterpret_cast<const T*>(a.dy);
     T* dx = reinterpret_cast<T*>(a.dx);
@@ -674,32 +631,27 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
     // Thread (x, 0) holds column x's sums: stage them per channel (sum dy, sum dy * (x - mean),
     // mean) in the merge scratch, then finish one channel per thread (consecutive per-channel
     // reads and writes in every warp).
-    const bool head = column_merge(acc, smem) && active;
+    const bool head = column_merge<kMaxColumnThreads>(acc, smem) && active;
     __syncthreads();
     if (head) {
 #pragma unroll
         for (int i = 0; i < CV; ++i) {
             const int m = tx * CV + i;
-            smem[3 * m] = acc.sdy[i];
-            smem[3 * m + 1] = acc.sdx[i];
+            smem[3 * m] = acc.sdy(i);
+            smem[3 * m + 1] = acc.sdx(i);
             smem[3 * m + 2] = mean[i];
         }
     }
     __syncthreads();
     {
-        const float n = static_cast<float>(a.n * a.s);
         for (int m = threadIdx.y * bx + tx; m < tile; m += bx * blockDim.y) {
             const int64_t ch = c0 + m;
-            const float sdy = smem[3 * m], sdx = smem[3 * m + 1], mu = smem[3 * m + 2];
-            const float invstd = reinterpret_cast<const float*>(a.invstd)[ch];
-            if (a.dgamma != 0) reinterpret_cast<P*>(a.dgamma)[ch] = from_float<P>(sdx * invstd);
-            if (a.dbeta != 0) reinterpret_cast<P*>(a.dbeta)[ch] = from_float<P>(sdy);
-            const float k = param<P>(a.gamma, ch, 1.0f) * invstd;
+            const Coef k = bwd_coef<P>(a.gamma, a.dgamma, a.dbeta, ch, smem[3 * m + 2],
+                                       reinterpret_cast<const float*>(a.invstd)[ch], smem[3 * m],
+                                       smem[3 * m + 1], a.n * a.s, false);
             const int x = m / CV, i = m % CV;
-            coef_s[(x * 4 + 0) * CV + i] = k;
-            coef_s[(x * 4 + 1) * CV + i] = -k * invstd * invstd * (sdx / n);
-            coef_s[(x * 4 + 2) * CV + i] = mu;
-            coef_s[(x * 4 + 3) * CV + i] = -k * (sdy / n);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) coef_s[(x * 4 + j) * CV + i] = k.k[j];
         }
     }
     __syncthreads();

@@ -7,7 +7,8 @@
  * - vec16: both pointers 16-byte aligned. A grid-stride loop moves one 16-byte pack per thread
  *   per iteration; the n_bytes % 16 tail bytes are copied by the first threads of block 0.
  * - scalar: any alignment, one byte per thread per iteration (the planner's fallback).
- * Bytes moved: read n + write n. Benchmark: `cargo bench --bench copy` (GB/s).
+ * Bytes moved: read n + write n. Measured (GB/s) as the copy roofline at the start of
+ * `cargo bench --bench layer_norm` and `--bench batch_norm`, which report every figure as % of it.
  */
 #include "abi.h"
 #include "common/vec.cuh"

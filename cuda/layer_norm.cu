@@ -6,9 +6,11 @@
  * accumulates is f32. Statistics come from the row held in registers: a compensated sum for
  * the mean, then the corrected two-pass residuals (sum of x - mean0 with their exact rounding
  * errors, and sum (x - mean0)^2) - never E[x^2] - E[x]^2; Chan's merge only combines chunk
- * statistics in the split tier, with chunk means kept as compensated pairs. Finite rows whose
- * f32 sums overflow are redone on x * 2^-80 (tile_stats). Outputs are rounded once. No float
- * atomics anywhere: reruns are bitwise identical.
+ * statistics in the split tier, with chunk means kept as compensated pairs (welford.cuh's
+ * chan_merge_all). Finite rows whose f32 sums overflow are redone on x * 2^-80 (tile_stats).
+ * Outputs are rounded once. Team sums (plain and compensated) are reduce.cuh's xor-butterfly
+ * all-reduces (twosum.cuh's combine for the pairs); the dgamma/dbeta finalize is its column
+ * merge. No float atomics anywhere: reruns are bitwise identical.
  *
  * Tiers (chosen by the Rust planner, src/layer_norm/plan.rs; sizes in cuda/abi/layer_norm.h):
  * - subwarp: groups of `group` lanes (1..32) per row, one pack per lane. Tiny D.
@@ -48,6 +50,7 @@
 #include "common/reduce.cuh"
 #include "common/rowtile.cuh"
 #include "common/twosum.cuh"
+#include "common/welford.cuh"
 
 namespace warpnorm {
 namespace ln {
@@ -55,15 +58,9 @@ namespace ln {
 /** A group of `g` consecutive lanes (power of two <= 32) of a warp: xor-butterfly sums. */
 struct GroupTeam {
     int g;
-    __device__ __forceinline__ float sum(float v) const {
-        for (int m = g >> 1; m > 0; m >>= 1) v += __shfl_xor_sync(kFullMask, v, m);
-        return v;
-    }
+    __device__ __forceinline__ float sum(float v) const { return warp_allreduce_sum(v, g); }
     __device__ __forceinline__ void sum2(float& a, float& b) const {
-        for (int m = g >> 1; m > 0; m >>= 1) {
-            a += __shfl_xor_sync(kFullMask, a, m);
-            b += __shfl_xor_sync(kFullMask, b, m);
-        }
+        warp_allreduce_sum2(a, b, g);
     }
     __device__ __forceinline__ void sum_comp(float& hi, float& lo) const {
         warp_allreduce_comp(hi, lo, g);
@@ -90,29 +87,13 @@ struct BlockTeam {
 
 /**
  * One of blockDim.y teams of blockDim.x threads (a multiple of 32) in a block, each team on
- * its own row: warp sums, then each thread adds its team's warp totals in warp order.
- * Every team calls it together (two block barriers inside).
+ * its own row (reduce.cuh's block_rows_allreduce_sum2). Every team calls it together (two
+ * block barriers inside).
  */
 struct RowTeam {
     float* scratch;  // >= 64 * blockDim.y floats of shared memory
     __device__ __forceinline__ void sum2(float& a, float& b) const {
-        const int lane = threadIdx.x & 31;
-        const int warp = threadIdx.x >> 5;
-        const int warps = blockDim.x >> 5;
-        warp_allreduce_sum2(a, b);
-        float* s = scratch + 64 * threadIdx.y;
-        if (lane == 0) {
-            s[warp] = a;
-            s[32 + warp] = b;
-        }
-        __syncthreads();
-        a = 0.0f;
-        b = 0.0f;
-        for (int w = 0; w < warps; ++w) {
-            a += s[w];
-            b += s[32 + w];
-        }
-        __syncthreads();
+        block_rows_allreduce_sum2(a, b, scratch);
     }
 };
 
@@ -213,11 +194,6 @@ __device__ __forceinline__ TileStats tile_stats(float (&v)[NPACK][VEC], const Ti
     return st;
 }
 
-/** rstd from the biased variance; var = 0/0 (D == 0) gives NaN, as PyTorch. */
-__device__ __forceinline__ float rstd_of(float var, float eps) {
-    return 1.0f / sqrtf(var + eps);
-}
-
 /**
  * Normalizes the held segment in place: v = ((v - mean0) - c) * rstd [* gamma + beta], with
  * the mean split as mean0 + c (tile_stats). `gamma` and `beta` point at the parameter of the
@@ -263,7 +239,7 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
     tile_load<T, VEC, NPACK>(xr, g, v);
     const TileStats st = tile_stats<VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
     if (!active) return;
-    const float rstd = rstd_of(st.var, a.eps);
+    const float rstd = invstd_of(st.var, a.eps);
     if (t == 0) {
         reinterpret_cast<float*>(a.mean)[row] = (st.mean0 + st.c) * st.unscale;
         reinterpret_cast<float*>(a.rstd)[row] = rstd;
@@ -334,12 +310,9 @@ __device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
 }
 
 /**
- * Merges a row's chunk partials (fwd_split_stats) in chunk order: the mean, as the pair
- * (mh, ml) in half units, and the variance. With w_j = n_j / D and the chunk means m_j:
- * mean = m_0 + sum_{j>0} w_j (m_j - m_0), and var = sum_j (m2_j / D + w_j (m_j - mean)^2)
- * (Chan's merge of all chunks at once). The differences of pairs are exact up to one rounding
- * (pair_sub), so the mean keeps the chunks' compensated accuracy and an offset row's variance
- * does not see its chunk means' roundings. Halving the means makes every difference finite.
+ * Merges a row's chunk partials (fwd_split_stats) in chunk order with welford.cuh's
+ * chan_merge_all (compensated chunk means; weights n_j / D): the mean as the pair (mh, ml)
+ * in half units, and the variance.
  */
 __device__ __forceinline__ void merge_chunks(const float4* part, int64_t splits, int64_t chunk,
                                              int64_t cols, float& mh, float& ml, float& var) {
@@ -347,27 +320,9 @@ __device__ __forceinline__ void merge_chunks(const float4* part, int64_t splits,
     const float n = static_cast<float>(cols);
     const float w_full = static_cast<float>(chunk) / n;
     const float w_last = static_cast<float>(chunk_len(splits - 1, chunk, cols)) / n;
-    const float4 p0 = part[0];
-    const float h0 = 0.5f * p0.x, l0 = 0.5f * p0.y;
-    float dsum = 0.0f;
-#pragma unroll 1
-    for (int64_t j = 1; j < splits; ++j) {
-        const float4 pj = part[j];
-        const float w = j + 1 < splits ? w_full : w_last;
-        dsum = fmaf(w, pair_sub(0.5f * pj.x, 0.5f * pj.y, h0, l0), dsum);
-    }
-    float e;
-    two_sum(h0, dsum, mh, e);
-    two_sum(mh, e + l0, mh, ml);
-    var = 0.0f;
-#pragma unroll 1
-    for (int64_t j = 0; j < splits; ++j) {
-        const float4 pj = part[j];
-        const float w = j + 1 < splits ? w_full : w_last;
-        const float dm = pair_sub(0.5f * pj.x, 0.5f * pj.y, mh, ml);
-        var += pj.z;
-        var = fmaf(4.0f * w * dm, dm, var);
-    }
+    chan_merge_all(
+        splits, [&](int64_t j) { return part[j]; },
+        [&](int64_t j) { return j + 1 < splits ? w_full : w_last; }, mh, ml, var);
 }
 
 /** split tier, pass 2: merge the row's chunk statistics in a fixed order, normalize a chunk. */
@@ -382,7 +337,7 @@ __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
         // Every thread merges the same partials in the same order: identical bits.
         float mh, ml, var;
         merge_chunks(part + row * a.splits, a.splits, a.chunk, a.cols, mh, ml, var);
-        const float rstd = rstd_of(var, a.eps);
+        const float rstd = invstd_of(var, a.eps);
         if (c == 0 && threadIdx.x == 0) {
             reinterpret_cast<float*>(a.mean)[row] = 2.0f * mh;
             reinterpret_cast<float*>(a.rstd)[row] = rstd;
@@ -713,38 +668,29 @@ __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
 }
 
 /**
- * finalize: block (COLS, LANES). Lane y sums partial rows y, y + LANES, ... in order; lane 0
- * then adds the LANES sums in order and rounds once to P. Each warp reads 32 consecutive
- * floats of a partial row (rows start 32-byte aligned: part_stride is a multiple of 8), so
- * the reads are fully coalesced.
+ * finalize: block (COLS, LANES). Lane y sums partial rows y, y + LANES, ... in order; then
+ * reduce.cuh's column_merge adds the LANES sums in lane order into lane 0, which rounds once
+ * to P. Each warp reads 32 consecutive floats of a partial row (rows start 32-byte aligned:
+ * part_stride is a multiple of 8), so the reads are fully coalesced.
  */
 template <typename P>
 __device__ __forceinline__ void finalize(const WnLayerNormFinalizeArgs& a) {
-    __shared__ float sg[WN_LN_FINALIZE_LANES][WN_LN_FINALIZE_COLS];
-    __shared__ float sb[WN_LN_FINALIZE_LANES][WN_LN_FINALIZE_COLS];
+    constexpr int kThreads = WN_LN_FINALIZE_COLS * WN_LN_FINALIZE_LANES;
+    __shared__ float smem[kThreads * 2];
     const int64_t col = static_cast<int64_t>(blockIdx.x) * WN_LN_FINALIZE_COLS + threadIdx.x;
     const float* gp = reinterpret_cast<const float*>(a.dgamma_part);
     const float* bp = reinterpret_cast<const float*>(a.dbeta_part);
-    float g = 0.0f, b = 0.0f;
+    SumAcc<2> acc;  // (dgamma, dbeta)
+    acc.init();
     if (col < a.cols) {
         for (int64_t p = threadIdx.y; p < a.part_rows; p += WN_LN_FINALIZE_LANES) {
-            if (gp != nullptr) g += gp[p * a.part_stride + col];
-            if (bp != nullptr) b += bp[p * a.part_stride + col];
+            if (gp != nullptr) acc.v[0] += gp[p * a.part_stride + col];
+            if (bp != nullptr) acc.v[1] += bp[p * a.part_stride + col];
         }
     }
-    sg[threadIdx.y][threadIdx.x] = g;
-    sb[threadIdx.y][threadIdx.x] = b;
-    __syncthreads();
-    if (threadIdx.y == 0 && col < a.cols) {
-        g = 0.0f;
-        b = 0.0f;
-#pragma unroll
-        for (int l = 0; l < WN_LN_FINALIZE_LANES; ++l) {
-            g += sg[l][threadIdx.x];
-            b += sb[l][threadIdx.x];
-        }
-        if (gp != nullptr) reinterpret_cast<P*>(a.dgamma)[col] = from_float<P>(g);
-        if (bp != nullptr) reinterpret_cast<P*>(a.dbeta)[col] = from_float<P>(b);
+    if (column_merge<kThreads>(acc, smem) && col < a.cols) {
+        if (gp != nullptr) reinterpret_cast<P*>(a.dgamma)[col] = from_float<P>(acc.v[0]);
+        if (bp != nullptr) reinterpret_cast<P*>(a.dbeta)[col] = from_float<P>(acc.v[1]);
     }
 }
 

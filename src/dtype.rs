@@ -42,15 +42,6 @@ impl DType {
             DType::BF16 => 3.90625e-3,
         }
     }
-
-    /// The ABI encoding (`WnDType` in `cuda/abi.h`).
-    pub const fn abi(self) -> u32 {
-        match self {
-            DType::F32 => crate::abi::WnDType_WN_DTYPE_F32,
-            DType::F16 => crate::abi::WnDType_WN_DTYPE_F16,
-            DType::BF16 => crate::abi::WnDType_WN_DTYPE_BF16,
-        }
-    }
 }
 
 impl fmt::Display for DType {

@@ -1,18 +1,17 @@
 /*
  * channel_reduce.cuh - per-channel reductions for BatchNorm: accumulators of V channels per
- * thread and their deterministic merges across the rows of a 2-D thread block.
+ * thread, merged across the rows of a 2-D thread block by reduce.cuh's column_merge.
  *
  * A block is (bx, by) threads with bx a power of two <= 32 and bx * by a multiple of 32 and at
  * most kMaxColumnThreads; thread (x, y) owns channel column x and walks rows y, y + by, ...
- * column_merge() merges the by accumulators of each column: first inside each warp with a
- * fixed shfl_down tree (offsets 16 .. bx), then across warps in warp order through shared
- * memory. Thread (x, 0) gets its column's result. No atomics: reruns are bitwise identical.
+ * column_merge<kMaxColumnThreads>() (reduce.cuh) merges the by accumulators of each column in
+ * a fixed order (a shfl_down tree inside each warp, then the warps in order); thread (x, 0)
+ * gets its column's result. No atomics: reruns are bitwise identical.
  *
  * Accumulators (all f32):
- * - StatsAcc<V>: Welford (count, mean[V], m2[V]) with a shared count; merges use Chan's formula.
- *   Non-finite values follow PyTorch's two-pass results: a mean that sees +-Inf becomes the
- *   plain sum of the infinities (Inf, or NaN for both signs) and the m2 becomes NaN.
- * - GradAcc<V>: the backward sums (sum dy[V], sum dy * (x - mean)[V]).
+ * - StatsAcc<V>: Welford (count, mean[V], m2[V]) with a shared count; the updates and merges
+ *   are welford.cuh's welford_push / chan_merge (non-finite values as PyTorch's two-pass).
+ * - GradAcc<V>: the backward sums (sum dy[V], sum dy * (x - mean)[V]), a reduce.cuh SumAcc.
  * The NCHW kernels use V = 1 (one channel per block; bx = 1).
  */
 #pragma once
@@ -21,7 +20,7 @@
 
 namespace warpnorm {
 
-/** Most threads of a block that column_merge() supports (sizes its shared memory). */
+/** Most threads of a BatchNorm reduction block (sizes column_merge's shared memory). */
 constexpr int kMaxColumnThreads = 256;
 
 /** Welford over V channels that all saw the same number of values. */
@@ -42,14 +41,7 @@ template <int V> struct StatsAcc {
         count += 1.0f;
         const float inv = 1.0f / count;
 #pragma unroll
-        for (int i = 0; i < V; ++i) {
-            const float d = v[i] - mean[i];
-            const float nm = mean[i] + d * inv;
-            const float nm2 = m2[i] + d * (v[i] - nm);
-            const bool bad = !isfinite(nm);
-            mean[i] = bad ? mean[i] + v[i] : nm;
-            m2[i] = bad ? __int_as_float(0x7fffffff) : nm2;
-        }
+        for (int i = 0; i < V; ++i) welford_push(mean[i], m2[i], v[i], inv);
     }
 
     /** Adds W values of channel 0 (V == 1): two-pass on the pack, then one Chan merge. */
@@ -69,7 +61,7 @@ template <int V> struct StatsAcc {
         merge(o);
     }
 
-    /** Chan's merge, `this` first. Empty sides merge to the other one. */
+    /** Chan's merge (welford.cuh), `this` first. Empty sides merge to the other one. */
     __device__ __forceinline__ void merge(const StatsAcc& b) {
         if (b.count == 0.0f) return;
         if (count == 0.0f) {
@@ -79,14 +71,7 @@ template <int V> struct StatsAcc {
         const float n = count + b.count;
         const float wb = b.count / n;
 #pragma unroll
-        for (int i = 0; i < V; ++i) {
-            const float delta = b.mean[i] - mean[i];
-            const float nm = mean[i] + delta * wb;
-            const float nm2 = m2[i] + b.m2[i] + delta * delta * count * wb;
-            const bool bad = !isfinite(mean[i]) || !isfinite(b.mean[i]);
-            mean[i] = bad ? mean[i] + b.mean[i] : nm;
-            m2[i] = bad ? __int_as_float(0x7fffffff) : nm2;
-        }
+        for (int i = 0; i < V; ++i) chan_merge(mean[i], m2[i], count, wb, b.mean[i], b.m2[i]);
         count = n;
     }
 
@@ -130,23 +115,19 @@ template <int V> struct StatsAcc {
     }
 };
 
-/** The backward sums of V channels. */
-template <int V> struct GradAcc {
-    static constexpr int kFloats = 2 * V;
-    float sdy[V];
-    float sdx[V];
+/** The backward sums of V channels: v[i] = sum dy, v[V + i] = sum dy * (x - mean) of channel i. */
+template <int V> struct GradAcc : SumAcc<2 * V> {
+    using SumAcc<2 * V>::v;
+    __device__ __forceinline__ float sdy(int i) const { return v[i]; }
+    __device__ __forceinline__ float sdx(int i) const { return v[V + i]; }
 
-    __device__ __forceinline__ void init() {
-#pragma unroll
-        for (int i = 0; i < V; ++i) sdy[i] = sdx[i] = 0.0f;
-    }
     /** Adds one row: dy[i], x[i] of channel i with channel mean mean[i]. */
     __device__ __forceinline__ void push_row(const float (&dy)[V], const float (&x)[V],
                                              const float (&mean)[V]) {
 #pragma unroll
         for (int i = 0; i < V; ++i) {
-            sdy[i] += dy[i];
-            sdx[i] = fmaf(dy[i], x[i] - mean[i], sdx[i]);
+            v[i] += dy[i];
+            v[V + i] = fmaf(dy[i], x[i] - mean[i], v[V + i]);
         }
     }
     /** Adds W values of channel 0 (V == 1), summed pairwise-in-pack first. */
@@ -160,80 +141,26 @@ template <int V> struct GradAcc {
             a += dy[i];
             b = fmaf(dy[i], x[i] - mean, b);
         }
-        sdy[0] += a;
-        sdx[0] += b;
-    }
-    __device__ __forceinline__ void merge(const GradAcc& o) {
-#pragma unroll
-        for (int i = 0; i < V; ++i) {
-            sdy[i] += o.sdy[i];
-            sdx[i] += o.sdx[i];
-        }
-    }
-    __device__ __forceinline__ void to_floats(float* f) const {
-#pragma unroll
-        for (int i = 0; i < V; ++i) {
-            f[i] = sdy[i];
-            f[V + i] = sdx[i];
-        }
-    }
-    __device__ __forceinline__ void from_floats(const float* f) {
-#pragma unroll
-        for (int i = 0; i < V; ++i) {
-            sdy[i] = f[i];
-            sdx[i] = f[V + i];
-        }
+        v[0] += a;
+        v[1] += b;
     }
     __device__ __forceinline__ GradAcc shfl_down(int off) const {
         GradAcc o;
-#pragma unroll
-        for (int i = 0; i < V; ++i) {
-            o.sdy[i] = __shfl_down_sync(kFullMask, sdy[i], off);
-            o.sdx[i] = __shfl_down_sync(kFullMask, sdx[i], off);
-        }
+        static_cast<SumAcc<2 * V>&>(o) = SumAcc<2 * V>::shfl_down(off);
         return o;
     }
     /** Partial of channel i: fields (sum dy, sum dy * (x - mean)). */
     static constexpr int kPartial = 2;
     __device__ __forceinline__ float partial(int field, int i) const {
-        return field == 0 ? sdy[i] : sdx[i];
+        return field == 0 ? sdy(i) : sdx(i);
     }
     /** Reads a one-channel partial whose fields are `field_stride` floats apart. */
     __device__ __forceinline__ void from_partial(const float* p, int64_t field_stride) {
         static_assert(V == 1, "one channel");
-        sdy[0] = p[0];
-        sdx[0] = p[field_stride];
+        v[0] = p[0];
+        v[1] = p[field_stride];
     }
 };
-
-/**
- * Merges the accumulators of each column x of the (blockDim.x, blockDim.y) block in a fixed
- * order; thread (x, 0) returns true and holds its column's result in `acc`. `smem` must hold
- * (kMaxColumnThreads / 32) * blockDim.x * Acc::kFloats floats. Every thread must call it.
- */
-template <class Acc>
-__device__ __forceinline__ bool column_merge(Acc& acc, float* smem) {
-    const int bx = blockDim.x;
-    const int t = threadIdx.y * bx + threadIdx.x;
-    const int lane = t & 31;
-    const int warp = t >> 5;
-    const int warps = (bx * blockDim.y) >> 5;
-    for (int off = 16; off >= bx; off >>= 1) {
-        const Acc o = acc.shfl_down(off);
-        if (lane + off < 32) acc.merge(o);
-    }
-    if (warps == 1) return threadIdx.y == 0;
-    if (lane < bx) acc.to_floats(smem + (warp * bx + lane) * Acc::kFloats);
-    __syncthreads();
-    if (threadIdx.y != 0) return false;
-    // Thread (x, 0) is lane x of warp 0 and already holds warp 0's result.
-    for (int w = 1; w < warps; ++w) {
-        Acc o;
-        o.from_floats(smem + (w * bx + threadIdx.x) * Acc::kFloats);
-        acc.merge(o);
-    }
-    return true;
-}
 
 /** Lane of the calling thread in its warp, for blocks of any shape. */
 __device__ __forceinline__ int lane_in_warp() {

@@ -28,10 +28,4 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
     return __float2bfloat16_rn(v);
 }
 
-/** Size-based integer type used to move T without touching its bits. */
-template <int Bytes> struct BitsOf;
-template <> struct BitsOf<2> { using type = uint16_t; };
-template <> struct BitsOf<4> { using type = uint32_t; };
-template <> struct BitsOf<8> { using type = uint64_t; };
-
 }  // namespace warpnorm

@@ -1,7 +1,7 @@
 /*
  * twosum.cuh - compensated (double-float) f32 sums: Knuth's TwoSum, a running sum with its
- * exact rounding errors collected in a second float, and warp/block all-reduces of such
- * (hi, lo) pairs.
+ * exact rounding errors collected in a second float, and the combine rule that makes
+ * reduce.cuh's warp/block all-reduces sum such (hi, lo) pairs.
  *
  * TwoSum(a, b) returns s = fl(a + b) and the exact error e = (a + b) - s for any a, b (no
  * ordering needed), so both lanes of an xor-butterfly step compute identical (s, e) bits:
@@ -43,39 +43,39 @@ __device__ __forceinline__ void comp_add(float& hi, float& lo, float v) {
 }
 
 /**
+ * The combine rule of compensated (hi, lo) pairs for reduce.cuh's all-reduces: hi parts added
+ * with TwoSum, lo parts and the error summed. Commutative bit-for-bit (TwoSum needs no
+ * ordering), so both lanes of a butterfly step get the same pair.
+ */
+struct CompCombine {
+    __device__ __forceinline__ void operator()(float (&v)[2], const float (&o)[2]) const {
+        float s, e;
+        two_sum(v[0], o[0], s, e);
+        v[0] = s;
+        v[1] = (v[1] + o[1]) + e;
+    }
+};
+
+/**
  * Sums (hi, lo) pairs over groups of `width` consecutive lanes (power of two <= 32, may be a
  * runtime value); every lane of a group gets the same pair. All 32 lanes must call it.
  */
 __device__ __forceinline__ void warp_allreduce_comp(float& hi, float& lo, int width) {
-    for (int m = width >> 1; m > 0; m >>= 1) {
-        const float h2 = __shfl_xor_sync(kFullMask, hi, m);
-        const float l2 = __shfl_xor_sync(kFullMask, lo, m);
-        float s, e;
-        two_sum(hi, h2, s, e);
-        hi = s;
-        lo = (lo + l2) + e;
-    }
+    float p[2] = {hi, lo};
+    warp_allreduce(p, width, CompCombine{});
+    hi = p[0];
+    lo = p[1];
 }
 
 /**
- * Sums (hi, lo) pairs over the block; every thread gets the same pair. `scratch` must hold
- * 64 floats of shared memory; all threads must call it (two barriers). blockDim.x must be a
- * multiple of 32, blockDim.y == blockDim.z == 1.
+ * Sums (hi, lo) pairs over a block row (block_allreduce); every thread gets the same pair.
+ * `scratch` must hold 64 floats of shared memory; all threads must call it (two barriers).
  */
 __device__ __forceinline__ void block_allreduce_comp(float& hi, float& lo, float* scratch) {
-    const int lane = threadIdx.x & 31;
-    const int warp = threadIdx.x >> 5;
-    const int warps = blockDim.x >> 5;
-    warp_allreduce_comp(hi, lo, 32);
-    if (lane == 0) {
-        scratch[warp] = hi;
-        scratch[32 + warp] = lo;
-    }
-    __syncthreads();
-    hi = lane < warps ? scratch[lane] : 0.0f;
-    lo = lane < warps ? scratch[32 + lane] : 0.0f;
-    warp_allreduce_comp(hi, lo, 32);
-    __syncthreads();
+    float p[2] = {hi, lo};
+    block_allreduce(p, scratch, CompCombine{});
+    hi = p[0];
+    lo = p[1];
 }
 
 }  // namespace warpnorm

@@ -50,25 +50,6 @@ __device__ __forceinline__ void load_floats(const T* p, int64_t valid, float (&o
     }
 }
 
-/**
- * Round N floats to T and store them at p[0..N), writing only indices < `valid`. With
- * valid >= N this is one vector store (p must then be pack-aligned).
- */
-template <typename T, int N>
-__device__ __forceinline__ void store_floats(T* p, int64_t valid, const float (&in)[N]) {
-    if (valid >= N) {
-        Pack<T, N> pack;
-#pragma unroll
-        for (int i = 0; i < N; ++i) pack.v[i] = from_float<T>(in[i]);
-        store_pack<T, N>(p, pack);
-    } else {
-#pragma unroll
-        for (int i = 0; i < N; ++i) {
-            if (i < valid) p[i] = from_float<T>(in[i]);
-        }
-    }
-}
-
 /** True when `p` is aligned for a 16-byte vector access. */
 __device__ __forceinline__ bool is_vec_aligned(const void* p) {
     return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;

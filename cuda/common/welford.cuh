@@ -1,92 +1,97 @@
 /*
- * welford.cuh - Welford accumulation and Chan's parallel merge, in f32.
+ * welford.cuh - the one Welford update and the one Chan merge of partial statistics, in f32.
  *
- * Used to merge partial statistics (per-thread, per-warp, per-block) without ever forming
- * E[x^2] - E[x]^2. A Welford holds (count, mean, m2) where m2 = sum (x - mean)^2.
+ * A partial is (count, mean, m2) with m2 = sum (x - mean)^2; nothing here forms
+ * E[x^2] - E[x]^2. Two forms of Chan's merge, for the two ops' needs:
+ * - welford_push / chan_merge: one sample, or one partial, into a running (mean, m2) whose
+ *   count the caller keeps (BatchNorm's StatsAcc shares one count over V channels,
+ *   channel_reduce.cuh). Non-finite values follow PyTorch's two-pass results: a mean that sees
+ *   +-Inf becomes the plain sum of the infinities (Inf, or NaN for both signs) and m2 NaN.
+ *   Merges are not commutative bit-for-bit: callers merge in a fixed order (reduce.cuh's
+ *   column_merge, then the splits in order).
+ * - chan_merge_all: all partials of a row at once, with the means as compensated (hi, lo)
+ *   pairs (twosum.cuh): LayerNorm's split tier, whose chunk means keep about one rounding of
+ *   accuracy and must not lose it in the merge (README, "LayerNorm statistics on hard rows").
+ * invstd_of turns a variance into 1 / sqrt(var + eps) for both ops.
  * The count is an f32 (exact below 2^24; above that the merge weights carry a relative error
  * of at most 2^-24, far below the statistics' own rounding).
- *
- * Merges are not commutative bit-for-bit, so warp merges use a fixed tree (shfl_down) and then
- * broadcast lane 0's result: every lane gets identical bits and reruns are bitwise identical.
  */
 #pragma once
 
-#include "reduce.cuh"
+#include "twosum.cuh"
 
 namespace warpnorm {
 
-struct Welford {
-    float count;
-    float mean;
-    float m2;
-};
+/**
+ * 1 / sqrt(var + eps) from a biased variance: LayerNorm's rstd and BatchNorm's invstd. A NaN
+ * variance (0/0 for an empty row, or a non-finite input) gives NaN, as PyTorch.
+ */
+__device__ __forceinline__ float invstd_of(float var, float eps) { return 1.0f / sqrtf(var + eps); }
 
-__device__ __forceinline__ Welford welford_empty() { return Welford{0.0f, 0.0f, 0.0f}; }
+/** The NaN that m2 becomes when its mean is not finite. */
+__device__ __forceinline__ float welford_nan() { return __int_as_float(0x7fffffff); }
 
-/** Add one sample (Welford's update). */
-__device__ __forceinline__ void welford_push(Welford& w, float x) {
-    w.count += 1.0f;
-    const float delta = x - w.mean;
-    w.mean += delta / w.count;
-    w.m2 += delta * (x - w.mean);
-}
-
-/** Chan's merge of two partial results, `a` first. Empty partials merge to the other one. */
-__device__ __forceinline__ Welford welford_merge(const Welford& a, const Welford& b) {
-    if (b.count == 0.0f) return a;
-    if (a.count == 0.0f) return b;
-    const float n = a.count + b.count;
-    const float wb = b.count / n;
-    const float delta = b.mean - a.mean;
-    Welford r;
-    r.count = n;
-    r.mean = a.mean + delta * wb;
-    r.m2 = a.m2 + b.m2 + delta * delta * a.count * wb;
-    return r;
+/**
+ * Welford's update of one channel with sample `v`, `inv` = 1 / (count after the sample).
+ * A non-finite new mean takes the plain sum (see the header) and m2 NaN.
+ */
+__device__ __forceinline__ void welford_push(float& mean, float& m2, float v, float inv) {
+    const float d = v - mean;
+    const float nm = mean + d * inv;
+    const float nm2 = m2 + d * (v - nm);
+    const bool bad = !isfinite(nm);
+    mean = bad ? mean + v : nm;
+    m2 = bad ? welford_nan() : nm2;
 }
 
 /**
- * Merge across groups of `Width` consecutive lanes (power of two <= 32) in a fixed tree; every
- * lane of a group returns the group's result (broadcast from the group's first lane).
- * All 32 lanes must call it.
+ * Chan's merge of one channel: (na, mean, m2) absorbs (nb, mean_b, m2_b), `this` side first,
+ * with wb = nb / (na + nb) computed once by the caller for all its channels (both counts
+ * non-zero). A non-finite mean on either side gives the plain sum of the means and m2 NaN.
  */
-template <int Width = 32>
-__device__ __forceinline__ Welford warp_allreduce_welford(Welford w) {
-#pragma unroll
-    for (int off = Width / 2; off > 0; off /= 2) {
-        Welford o;
-        o.count = __shfl_down_sync(kFullMask, w.count, off, Width);
-        o.mean = __shfl_down_sync(kFullMask, w.mean, off, Width);
-        o.m2 = __shfl_down_sync(kFullMask, w.m2, off, Width);
-        w = welford_merge(w, o);
-    }
-    w.count = __shfl_sync(kFullMask, w.count, 0, Width);
-    w.mean = __shfl_sync(kFullMask, w.mean, 0, Width);
-    w.m2 = __shfl_sync(kFullMask, w.m2, 0, Width);
-    return w;
+__device__ __forceinline__ void chan_merge(float& mean, float& m2, float na, float wb,
+                                           float mean_b, float m2_b) {
+    const float delta = mean_b - mean;
+    const float nm = mean + delta * wb;
+    const float nm2 = m2 + m2_b + delta * delta * na * wb;
+    const bool bad = !isfinite(mean) || !isfinite(mean_b);
+    mean = bad ? mean + mean_b : nm;
+    m2 = bad ? welford_nan() : nm2;
 }
 
 /**
- * Merge across the block; every thread gets the same result. `scratch` must hold at least
- * 3 * 32 floats of shared memory; all threads must call it (two barriers inside).
- * blockDim.x must be a multiple of 32, blockDim.y == blockDim.z == 1.
+ * Chan's merge of `k` >= 1 partials j = 0 .. k - 1 at once, in order, with compensated means:
+ * part(j) gives a float4-like (mean hi, mean lo, m2_j / n, -) and weight(j) = n_j / n (n the
+ * total count). With m_j the pair means:
+ *   mean = m_0 + sum_{j>0} w_j (m_j - m_0),   var = sum_j (m2_j / n + w_j (m_j - mean)^2).
+ * The differences of pairs are exact up to one rounding (pair_sub), so the mean keeps the
+ * partials' compensated accuracy and a variance with a large offset does not see the partial
+ * means' roundings. The mean is returned as the pair (mh, ml) in half units: halving the means
+ * makes every difference finite. Every thread calling it with the same partials gets the same
+ * bits.
  */
-__device__ __forceinline__ Welford block_allreduce_welford(Welford w, float* scratch) {
-    const int lane = threadIdx.x & 31;
-    const int warp = threadIdx.x >> 5;
-    const int warps = blockDim.x >> 5;
-    w = warp_allreduce_welford(w);
-    if (lane == 0) {
-        scratch[warp] = w.count;
-        scratch[32 + warp] = w.mean;
-        scratch[64 + warp] = w.m2;
+template <class Part, class Weight>
+__device__ __forceinline__ void chan_merge_all(int64_t k, Part part, Weight weight, float& mh,
+                                               float& ml, float& var) {
+    const auto p0 = part(0);
+    const float h0 = 0.5f * p0.x, l0 = 0.5f * p0.y;
+    float dsum = 0.0f;
+#pragma unroll 1
+    for (int64_t j = 1; j < k; ++j) {
+        const auto pj = part(j);
+        dsum = fmaf(weight(j), pair_sub(0.5f * pj.x, 0.5f * pj.y, h0, l0), dsum);
     }
-    __syncthreads();
-    Welford t = welford_empty();
-    if (lane < warps) t = Welford{scratch[lane], scratch[32 + lane], scratch[64 + lane]};
-    t = warp_allreduce_welford(t);
-    __syncthreads();
-    return t;
+    float e;
+    two_sum(h0, dsum, mh, e);
+    two_sum(mh, e + l0, mh, ml);
+    var = 0.0f;
+#pragma unroll 1
+    for (int64_t j = 0; j < k; ++j) {
+        const auto pj = part(j);
+        const float dm = pair_sub(0.5f * pj.x, 0.5f * pj.y, mh, ml);
+        var += pj.z;
+        var = fmaf(4.0f * weight(j) * dm, dm, var);
+    }
 }
 
 }  // namespace warpnorm

@@ -4,8 +4,6 @@
 #![allow(non_camel_case_types, non_upper_case_globals, non_snake_case)]
 #![allow(clippy::all)]
 
-pub const WN_VECTOR_BYTES: u32 = 16;
-pub const WN_WARP_SIZE: u32 = 32;
 pub const WN_LN_WARP_BLOCK: u32 = 128;
 pub const WN_LN_BWD_WARP_BLOCK: u32 = 512;
 pub const WN_LN_MAX_BLOCK: u32 = 512;
@@ -21,11 +19,6 @@ pub const WN_BN_CUMULATIVE: u32 = 2;
 pub const WN_BN_FROZEN: u32 = 4;
 #[doc = " A device address (what cuMemAlloc returns), as a plain 64-bit integer."]
 pub type wn_devptr = u64;
-pub const WnDType_WN_DTYPE_F32: WnDType = 0;
-pub const WnDType_WN_DTYPE_F16: WnDType = 1;
-pub const WnDType_WN_DTYPE_BF16: WnDType = 2;
-#[doc = " Activation / parameter element types, as the planner encodes them."]
-pub type WnDType = ::core::ffi::c_uint;
 #[doc = " Copy `n_bytes` bytes from `src` to `dst` (non-overlapping).\n The `vec16` variant requires both addresses to be 16-byte aligned; the `scalar` variant\n has no alignment requirement."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]

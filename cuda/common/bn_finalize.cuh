@@ -1,0 +1,118 @@
+/*
+ * bn_finalize.cuh - the per-channel finish of BatchNorm, written once for every tier: invstd,
+ * the running-statistics update, save_mean / save_invstd, the parameter gradients and the
+ * per-channel coefficients of the elementwise passes. Used by the finalize kernels (two-sweep
+ * tiers) and the fused kernels of cuda/batch_norm.cu, so every tier gives the same bits for
+ * the same merged statistics. All f32; parameters and running statistics are read and written
+ * in the parameter type P, rounded once.
+ *
+ * The rules match the f64 CPU reference (src/cpu/batch_norm.rs), evaluated in f32:
+ * - invstd = 1 / sqrt(m2 / count + eps) (biased variance; welford.cuh's invstd_of).
+ * - running = (1 - f) * running + f * batch, with the unbiased variance m2 / (count - 1);
+ *   f = momentum, or for the cumulative average (momentum None) 1 / (num_batches_tracked + 1)
+ *   computed in f64 and rounded once to f32 - the reference's f64 factor, rounded once (the
+ *   count is exact for any 64-bit counter; an f32 reciprocal of the rounded count is not
+ *   beyond 2^24).
+ * - Forward coefficients (y = ((x - k0) - k1) * k2 + k3): k0 = the shift (a value near the
+ *   mean), k1 = mean - shift, k2 = scale = gamma * invstd, k3 = beta. Subtracting the mean in
+ *   two steps keeps y accurate when the mean is large against the spread.
+ * - Backward (training): dgamma = sum(dy * (x - mean)) * invstd, dbeta = sum(dy), and
+ *   dx = k0 * dy + k1 * (x - k2) + k3 with k0 = gamma * invstd,
+ *   k1 = -k0 * invstd^2 * sum(dy * (x - mean)) / count, k2 = mean, k3 = -k0 * sum(dy) / count.
+ *   Frozen statistics (eval-mode backward) use the forward coefficients (0, 0, gamma * invstd, 0).
+ */
+#pragma once
+
+#include "../abi.h"
+#include "dtype.cuh"
+#include "welford.cuh"
+
+namespace warpnorm {
+namespace bn {
+
+/** Parameter of channel c as f32, or `dflt` when the pointer is 0 (no affine / no running stats). */
+template <typename P> __device__ __forceinline__ float param(wn_devptr p, int64_t c, float dflt) {
+    return p != 0 ? to_float(reinterpret_cast<const P*>(p)[c]) : dflt;
+}
+
+/**
+ * The running-average factor: `momentum`, or with WN_BN_CUMULATIVE (and a counter)
+ * 1 / (num_batches_tracked + 1) from the counter as it was before this batch (see the header).
+ */
+__device__ __forceinline__ float running_factor(uint32_t flags, float momentum, wn_devptr counter) {
+    if ((flags & WN_BN_CUMULATIVE) && counter != 0) {
+        const long long seen = *reinterpret_cast<const long long*>(counter);
+        return static_cast<float>(1.0 / static_cast<double>(seen + 1));
+    }
+    return momentum;
+}
+
+/** Writes save_mean / save_invstd of channel c (each when not 0). */
+template <class Args>
+__device__ __forceinline__ void save_stats(const Args& a, int64_t c, float mean, float invstd) {
+    if (a.save_mean != 0) reinterpret_cast<float*>(a.save_mean)[c] = mean;
+    if (a.save_invstd != 0) reinterpret_cast<float*>(a.save_invstd)[c] = invstd;
+}
+
+/** The batch statistics of one channel, finished: mean = shift + dmean. */
+struct ChannelStats {
+    float shift;
+    float dmean;
+    float invstd;
+};
+
+/**
+ * Finishes channel c from its merged statistics of `count` values (mean shift + dmean, m2):
+ * invstd, the running statistics (when args.running_mean is not 0) with factor `f`
+ * (running_factor), save_mean / save_invstd (when not 0). Args is a forward finalize or fused
+ * argument struct.
+ */
+template <typename P, class Args>
+__device__ __forceinline__ ChannelStats finish_batch_stats(const Args& a, int64_t c, float shift,
+                                                           float dmean, float m2, int64_t count,
+                                                           float f) {
+    const float n = static_cast<float>(count);
+    const float invstd = invstd_of(m2 / n, a.eps);
+    const float mean = shift + dmean;
+    if (a.running_mean != 0) {
+        const float unbiased = m2 / static_cast<float>(count - 1);
+        P* rm = reinterpret_cast<P*>(a.running_mean);
+        P* rv = reinterpret_cast<P*>(a.running_var);
+        rm[c] = from_float<P>((1.0f - f) * to_float(rm[c]) + f * mean);
+        rv[c] = from_float<P>((1.0f - f) * to_float(rv[c]) + f * unbiased);
+    }
+    save_stats(a, c, mean, invstd);
+    return ChannelStats{shift, dmean, invstd};
+}
+
+/** Per-channel coefficients k[0..3] of an elementwise pass (see the header). */
+struct Coef {
+    float k[4];
+};
+
+/** Forward coefficients of channel c: (shift, mean - shift, gamma * invstd, beta). */
+template <typename P>
+__device__ __forceinline__ Coef fwd_coef(wn_devptr gamma, wn_devptr beta, int64_t c,
+                                         const ChannelStats& s) {
+    return Coef{{s.shift, s.dmean, param<P>(gamma, c, 1.0f) * s.invstd, param<P>(beta, c, 0.0f)}};
+}
+
+/**
+ * Backward of channel c from its sums sdy = sum(dy), sdx = sum(dy * (x - mean)) over `count`
+ * values: writes dgamma / dbeta (when not 0) and returns the dx coefficients (frozen: the
+ * forward layout (0, 0, gamma * invstd, 0)).
+ */
+template <typename P>
+__device__ __forceinline__ Coef bwd_coef(wn_devptr gamma, wn_devptr dgamma, wn_devptr dbeta,
+                                         int64_t c, float mean, float invstd, float sdy, float sdx,
+                                         int64_t count, bool frozen) {
+    if (dgamma != 0) reinterpret_cast<P*>(dgamma)[c] = from_float<P>(sdx * invstd);
+    if (dbeta != 0) reinterpret_cast<P*>(dbeta)[c] = from_float<P>(sdy);
+    const float k = param<P>(gamma, c, 1.0f) * invstd;
+    if (frozen) return Coef{{0.0f, 0.0f, k, 0.0f}};
+    const float n = static_cast<float>(count);
+    return Coef{{k, -k * invstd * invstd * (sdx / n), mean, -k * (sdy / n)}};
+}
+
+}  // namespace bn
+}  // namespace warpnorm
