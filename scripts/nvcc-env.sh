@@ -1,6 +1,7 @@
 # Sourced by scripts/test.sh, scripts/demo.sh and .ci/run: makes sure NVCC points at a working
 # nvcc, installing CUDA 13.0's nvcc from PyPI (scripts/install-cuda-toolchain.sh) when none is
-# found on NVCC, CUDA_HOME, CUDA_PATH, CUDA_ROOT, PATH or /usr/local/cuda/bin.
+# found on NVCC, CUDA_HOME, CUDA_PATH, CUDA_ROOT, PATH or /usr/local/cuda/bin, and that
+# cuobjdump (which the performance model reads SASS with) can be found.
 _wn_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 _wn_find_nvcc() {
   local c
@@ -18,4 +19,9 @@ if ! NVCC="$(_wn_find_nvcc)"; then
   NVCC="$(bash "$_wn_root/scripts/install-cuda-toolchain.sh" | tail -n 1)"
 fi
 export NVCC
+# The performance model's disassembler: beside nvcc, on PATH, or installed (with the pinned
+# toolchain, into its cache) by the same script.
+if [ ! -x "$(dirname "$NVCC")/cuobjdump" ] && ! command -v cuobjdump >/dev/null 2>&1; then
+  bash "$_wn_root/scripts/install-cuda-toolchain.sh" >/dev/null
+fi
 echo "using nvcc: $NVCC" >&2
