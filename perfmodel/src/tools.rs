@@ -208,8 +208,11 @@ pub fn compile_and_disassemble(
 ) -> Result<Vec<Function>, ToolError> {
     let nvcc = nvcc()?;
     let tool = cuobjdump()?;
+    // One folder per call: tests of one process compile probes concurrently.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = env::temp_dir().join(format!(
-        "warpnorm-perfmodel-probe-{}-{arch}",
+        "warpnorm-perfmodel-probe-{}-{call}-{arch}",
         std::process::id()
     ));
     std::fs::create_dir_all(&dir).map_err(|e| ToolError::Failed(e.to_string()))?;
