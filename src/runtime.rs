@@ -31,12 +31,27 @@ fn cache() -> &'static Cache {
     CACHE.get_or_init(|| Mutex::new(Vec::new()))
 }
 
+/// True when the CUDA driver library can be opened. warpnorm's own check, not cudarc's
+/// (`sys::is_culib_present` exists only when cudarc loads the driver at run time): with cudarc's
+/// `dynamic-linking` or `static-linking` (candle's `cuda` feature turns the former on) the
+/// library was already needed to start the program, and this check passes.
+fn driver_library_present() -> bool {
+    #[cfg(windows)]
+    const NAMES: &[&str] = &["nvcuda.dll"];
+    #[cfg(not(windows))]
+    const NAMES: &[&str] = &["libcuda.so.1", "libcuda.so"];
+    NAMES.iter().any(|name| {
+        // SAFETY: opening the driver library runs no code of ours; its initializers are
+        // the driver's own (the same as cudarc's loading does). No symbol is called here.
+        unsafe { libloading::Library::new(*name) }.is_ok()
+    })
+}
+
 /// Number of CUDA devices, or an error saying why there are none. Never panics: the driver
 /// library's presence is checked before any driver call, and a stub libcuda (as in containers
 /// without a GPU) answers with an error that is returned as [`Error::NoDevice`].
 pub fn device_count() -> Result<usize> {
-    // SAFETY: only tries to dlopen libcuda; no symbol is called.
-    if !unsafe { sys::is_culib_present() } {
+    if !driver_library_present() {
         return Err(Error::NoDevice(
             "the CUDA driver library (libcuda.so) was not found".into(),
         ));
