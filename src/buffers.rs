@@ -171,7 +171,9 @@ pub(crate) fn alloc_filled<E: Element>(
     let mut bits = [0u8; 4];
     let size = std::mem::size_of::<E>();
     // SAFETY: Element types are plain data of 2 or 4 bytes (f16, bf16, f32).
-    unsafe { std::ptr::copy_nonoverlapping(&value as *const E as *const u8, bits.as_mut_ptr(), size) };
+    unsafe {
+        std::ptr::copy_nonoverlapping(&value as *const E as *const u8, bits.as_mut_ptr(), size)
+    };
     let (ptr, _guard) = s.device_ptr_mut(stream);
     // SAFETY: `ptr` is a live allocation of `len` elements of `size` bytes made on `stream`;
     // the pattern is `value`'s own bits, valid for E.
