@@ -8,7 +8,7 @@ use testkit::sim::{skip_without_kernels, Sim};
 use warpnorm::layer_norm::{
     plan_backward, plan_forward, Affine, BackwardPtrs, ForwardPtrs, LayerNormDesc,
 };
-use warpnorm::{DType, DeviceProps};
+use warpnorm::{DType, DeviceProps, Element};
 
 fn bits(o: &Outputs) -> Vec<Vec<u64>> {
     [&o.y, &o.mean, &o.rstd, &o.dx, &o.dgamma, &o.dbeta]
@@ -253,5 +253,84 @@ fn odd_d_vector_backward_is_deterministic_with_several_teams() {
                 );
             }
         }
+    }
+}
+
+/// In place (`y == x` forward, `dx == dy` backward, which the planner accepts) gives the same
+/// bits as out of place, in every tier: each thread reads its elements before writing them.
+#[test]
+fn in_place_matches_out_of_place_in_every_tier() {
+    if skip_without_kernels("in_place_matches_out_of_place_in_every_tier") {
+        return;
+    }
+    use warpnorm::layer_norm::{workspace_bytes, Direction};
+    for (rows, cols) in [
+        (50usize, 24usize),
+        (40, 700),
+        (64, 1024),
+        (9, 3000),
+        (2, 9000),
+        (5, 20000),
+    ] {
+        let d = LayerNormDesc::from_rows(
+            rows,
+            cols,
+            DType::BF16,
+            DType::F32,
+            Affine::WeightBias,
+            1e-5,
+        )
+        .unwrap();
+        let mut rng = Rng::new(11);
+        let x: Vec<bf16> = rng.vec(rows * cols, -3.0, 3.0);
+        let dy: Vec<bf16> = rng.vec(rows * cols, -1.0, 1.0);
+        let g: Vec<f32> = rng.vec(cols, 0.5, 1.5);
+        let b: Vec<f32> = rng.vec(cols, -0.5, 0.5);
+        let mut sim = Sim::new(80);
+        let props = DeviceProps::SIM;
+        let apart = sim_fwd_bwd(&mut sim, &d, &x, Some(&g), Some(&b), &dy, &props).unwrap();
+        let ws_bytes = workspace_bytes(&d, Direction::Forward, &props)
+            .unwrap()
+            .max(workspace_bytes(&d, Direction::Backward, &props).unwrap());
+        let ws = sim.alloc::<f32>(ws_bytes.div_ceil(4).max(1), 0);
+        let (pg, pb) = (sim.upload(&g, 0), sim.upload(&b, 0));
+        let (pm, pr) = (sim.alloc::<f32>(rows, 0), sim.alloc::<f32>(rows, 0));
+        let px = sim.upload(&x, 0);
+        let fwd = ForwardPtrs {
+            x: px,
+            y: px,
+            gamma: Some(pg),
+            beta: Some(pb),
+            mean: pm,
+            rstd: pr,
+            workspace: ws,
+            workspace_bytes: ws_bytes as u64,
+        };
+        sim.run(&plan_forward(&d, &fwd, &props).unwrap()).unwrap();
+        let y: Vec<bf16> = sim.download(px, rows * cols);
+        let ybits: Vec<u64> = y.iter().map(|v| (v.to_f64()).to_bits()).collect();
+        let want: Vec<u64> = apart.y.iter().map(|v| v.to_bits()).collect();
+        assert!(ybits == want, "{rows}x{cols}: y in place differs");
+        // Backward in place on dy, from the statistics the forward saved.
+        let px = sim.upload(&x, 0);
+        let pdy = sim.upload(&dy, 0);
+        let (pdg, pdb) = (sim.alloc::<f32>(cols, 0), sim.alloc::<f32>(cols, 0));
+        let bwd = BackwardPtrs {
+            x: px,
+            dy: pdy,
+            dx: pdy,
+            gamma: Some(pg),
+            mean: pm,
+            rstd: pr,
+            dgamma: Some(pdg),
+            dbeta: Some(pdb),
+            workspace: ws,
+            workspace_bytes: ws_bytes as u64,
+        };
+        sim.run(&plan_backward(&d, &bwd, &props).unwrap()).unwrap();
+        let dx: Vec<bf16> = sim.download(pdy, rows * cols);
+        let dxbits: Vec<u64> = dx.iter().map(|v| (v.to_f64()).to_bits()).collect();
+        let want: Vec<u64> = apart.dx.iter().map(|v| v.to_bits()).collect();
+        assert!(dxbits == want, "{rows}x{cols}: dx in place differs");
     }
 }
