@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use ptxsim::{Arg, Device, LaunchConfig, LaunchStats, Module, SimError};
 use warpnorm::{kernels, DeviceProps, Element, Executor, Launch, Plan};
 
+use crate::backend::Backend;
+
 /// The PTX architectures every simulator test runs on.
 pub const SIM_ARCHS: [u32; 3] = [75, 80, 90];
 
@@ -75,6 +77,32 @@ impl Executor for Sim {
                 what: "ptxsim launch".into(),
                 message: e.to_string(),
             })
+    }
+}
+
+/// The simulator's memory, for code written against every backend (the inherent methods
+/// below are the same operations).
+impl Backend for Sim {
+    fn alloc<T: Element>(&mut self, n: usize, offset: usize) -> u64 {
+        Sim::alloc::<T>(self, n, offset)
+    }
+
+    fn upload<T: Element>(&mut self, data: &[T], offset: usize) -> u64 {
+        Sim::upload(self, data, offset)
+    }
+
+    fn download<T: Element + Default>(&mut self, ptr: u64, n: usize) -> Vec<T> {
+        Sim::download(self, ptr, n)
+    }
+
+    fn upload_i64(&mut self, v: i64) -> u64 {
+        let p = self.dev.alloc(8).expect("sim alloc");
+        self.dev.write_slice(p, &[v]).expect("sim write");
+        p
+    }
+
+    fn download_i64(&mut self, ptr: u64) -> i64 {
+        self.dev.read_slice::<i64>(ptr, 1).expect("sim read")[0]
     }
 }
 

@@ -1,7 +1,7 @@
 //! BatchNorm against the PyTorch fixtures (`fixtures/batch_norm`, written by
 //! `scripts/gen_fixtures.py`): every step of every case through the CPU reference and through
-//! the kernels on ptxsim, with the module's state (gamma, beta, running statistics, counter)
-//! carried across steps.
+//! the kernels on any device backend (ptxsim here; the GPU in `crate::gpu`), with the module's
+//! state (gamma, beta, running statistics, counter) carried across steps.
 //!
 //! Criterion: for every output, the largest error against torch's float64 run must be at most
 //! torch's own largest error (in the case's dtypes) plus one rounding of the output type
@@ -12,6 +12,7 @@
 //! Deliberate difference: torch increments num_batches_tracked before raising the
 //! one-value-per-channel error; warpnorm validates first and leaves every statistic untouched.
 
+use testkit::backend::Backend;
 use testkit::fixtures::{self, BatchNormCase, Tensor};
 use testkit::sim::{skip_without_kernels, Sim};
 use warpnorm::batch_norm::{
@@ -19,7 +20,7 @@ use warpnorm::batch_norm::{
     ForwardPtrs, Layout, Mode, Momentum,
 };
 use warpnorm::cpu::batch_norm as cpu;
-use warpnorm::{DType, DeviceProps, Element, Error};
+use warpnorm::{DType, Element, Error};
 
 fn dtype(d: fixtures::DType) -> DType {
     match d {
@@ -42,7 +43,7 @@ fn vals<T: Element>(t: &Tensor) -> Vec<T> {
 }
 
 /// The state a module carries between steps.
-struct State<P> {
+pub struct State<P> {
     gamma: Option<(Vec<P>, Vec<P>)>,
     rm: Option<Vec<P>>,
     rv: Option<Vec<P>>,
@@ -51,7 +52,7 @@ struct State<P> {
 
 /// What one step produced (values widened to f64; empty when absent).
 #[derive(Default, Debug)]
-struct Out {
+pub struct Out {
     y: Vec<f64>,
     save_mean: Vec<f64>,
     save_invstd: Vec<f64>,
@@ -178,8 +179,9 @@ fn cond<T: Element, P: Element>(
     c
 }
 
-/// The two backends run on the same steps.
-trait Backend {
+/// One column of the fixture table, run on the same steps: the CPU reference, or any device
+/// backend (ptxsim, the GPU).
+pub trait Runner {
     /// Runs one step; Err(Error) for a rejected call (state must then be untouched).
     fn step<T: Element + Default, P: Element + Default>(
         &mut self,
@@ -194,7 +196,7 @@ trait Backend {
 
 struct CpuBackend;
 
-impl Backend for CpuBackend {
+impl Runner for CpuBackend {
     fn step<T: Element + Default, P: Element + Default>(
         &mut self,
         desc: &BatchNormDesc,
@@ -237,9 +239,9 @@ impl Backend for CpuBackend {
     }
 }
 
-struct SimBackend(Sim);
-
-impl Backend for SimBackend {
+/// A device backend runs the step's plans, made for its own properties, with the module's
+/// state uploaded before and downloaded after.
+impl<B: Backend> Runner for B {
     fn step<T: Element + Default, P: Element + Default>(
         &mut self,
         desc: &BatchNormDesc,
@@ -250,28 +252,27 @@ impl Backend for SimBackend {
         st: &mut State<P>,
     ) -> Result<Out, Error> {
         let desc = &desc.clone().with_mode(*mode);
-        let sim = &mut self.0;
-        let props = DeviceProps::SIM;
+        let be = self;
+        let props = *be.props();
         let g = crate::support::ncs(desc)?;
         let (n, c) = (g.numel as usize, g.c as usize);
-        let d_x = sim.upload(x, 0);
-        let d_dy = sim.upload(dy, 0);
-        let d_y = sim.alloc::<T>(n, 0);
-        let d_dx = sim.alloc::<T>(n, 0);
+        let d_x = be.upload(x, 0);
+        let d_dy = be.upload(dy, 0);
+        let d_y = be.alloc::<T>(n, 0);
+        let d_dx = be.alloc::<T>(n, 0);
         let gb = st
             .gamma
             .as_ref()
-            .map(|(g, b)| (sim.upload(g, 0), sim.upload(b, 0)));
-        let rm = st.rm.as_ref().map(|v| sim.upload(v, 0));
-        let rv = st.rv.as_ref().map(|v| sim.upload(v, 0));
-        let nbt = sim.dev.alloc(8).expect("alloc");
-        sim.dev.write_slice(nbt, &[st.nbt]).expect("write");
-        let sm = sim.alloc::<f32>(c, 0);
-        let si = sim.alloc::<f32>(c, 0);
-        let dg = sim.alloc::<P>(c, 0);
-        let db = sim.alloc::<P>(c, 0);
+            .map(|(g, b)| (be.upload(g, 0), be.upload(b, 0)));
+        let rm = st.rm.as_ref().map(|v| be.upload(v, 0));
+        let rv = st.rv.as_ref().map(|v| be.upload(v, 0));
+        let nbt = be.upload_i64(st.nbt);
+        let sm = be.alloc::<f32>(c, 0);
+        let si = be.alloc::<f32>(c, 0);
+        let dg = be.alloc::<P>(c, 0);
+        let db = be.alloc::<P>(c, 0);
         let ws_bytes = workspace_bytes(desc, Direction::Forward, &props)? as u64;
-        let ws = sim.alloc::<f32>(ws_bytes as usize / 4, 0);
+        let ws = be.alloc::<f32>(ws_bytes as usize / 4, 0);
         let ptrs = ForwardPtrs {
             x: d_x,
             y: d_y,
@@ -286,13 +287,13 @@ impl Backend for SimBackend {
             workspace_bytes: ws_bytes,
         };
         let plan = plan_forward(&desc.clone().with_mode(*mode), &ptrs, &props)?;
-        sim.run(&plan)
+        be.execute(&plan)
             .unwrap_or_else(|e| panic!("forward: {e}\n{plan}"));
         let mut out = Out::default();
         if n > 0 {
-            out.y = f64s(&sim.download::<T>(d_y, n));
-            out.save_mean = f64s(&sim.download::<f32>(sm, c));
-            out.save_invstd = f64s(&sim.download::<f32>(si, c));
+            out.y = f64s(&be.download::<T>(d_y, n));
+            out.save_mean = f64s(&be.download::<f32>(sm, c));
+            out.save_invstd = f64s(&be.download::<f32>(si, c));
         }
         let bptrs = BackwardPtrs {
             x: d_x,
@@ -315,25 +316,25 @@ impl Backend for SimBackend {
             &bptrs,
             &props,
         )?;
-        sim.run(&plan)
+        be.execute(&plan)
             .unwrap_or_else(|e| panic!("backward: {e}\n{plan}"));
         if n > 0 {
-            out.dx = f64s(&sim.download::<T>(d_dx, n));
+            out.dx = f64s(&be.download::<T>(d_dx, n));
         }
         if gb.is_some() {
-            out.dgamma = f64s(&sim.download::<P>(dg, c));
-            out.dbeta = f64s(&sim.download::<P>(db, c));
+            out.dgamma = f64s(&be.download::<P>(dg, c));
+            out.dbeta = f64s(&be.download::<P>(db, c));
         }
         if let (Some(m), Some(v)) = (rm, rv) {
-            st.rm = Some(sim.download::<P>(m, c));
-            st.rv = Some(sim.download::<P>(v, c));
-            st.nbt = sim.dev.read_slice::<i64>(nbt, 1).expect("read")[0];
+            st.rm = Some(be.download::<P>(m, c));
+            st.rv = Some(be.download::<P>(v, c));
+            st.nbt = be.download_i64(nbt);
         }
         Ok(out)
     }
 }
 
-fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
+fn run_case<B: Runner, T: Element + Default, P: Element + Default>(
     be: &mut B,
     name: &str,
     bn: &BatchNormCase,
@@ -510,7 +511,8 @@ fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
     Ok(())
 }
 
-fn run_all<B: Backend>(be: &mut impl FnMut() -> B) -> Vec<String> {
+/// Every fixture case on a fresh runner from `be`; returns the failures.
+pub fn run_all<B: Runner>(be: &mut impl FnMut() -> B) -> Vec<String> {
     use half::{bf16, f16};
     let mut failures = Vec::new();
     for fx in fixtures::load_all("batch_norm") {
@@ -548,7 +550,7 @@ fn kernels_on_ptxsim_match_torch() {
         return;
     }
     for arch in testkit::sim::SIM_ARCHS {
-        let f = run_all(&mut || SimBackend(Sim::new(arch)));
+        let f = run_all(&mut || Sim::new(arch));
         assert!(
             f.is_empty(),
             "compute_{arch}: {} fixture failures:\n{}",

@@ -1,15 +1,17 @@
 //! BatchNorm on a real GPU (skipped with the reason when none is usable; a failure when
 //! WARPNORM_REQUIRE_GPU=1): the module through several training steps and eval against the
-//! CPU reference, rejected calls leave the statistics untouched, and reruns are bitwise equal.
+//! CPU reference, rejected calls leave the statistics untouched, reruns are bitwise equal, and
+//! the simulator's cases and the PyTorch fixtures run on the GPU backend
+//! (`testkit::gpu::Gpu`) through the same code as on ptxsim.
 
 use crate::support::{check, f64s, max_abs, Rng, Tol};
 use half::bf16;
-use testkit::gpu::gpu_stream;
+use testkit::gpu::{gpu_stream, Gpu};
 use warpnorm::batch_norm::{
     BatchNorm, BatchNormConfig, BatchNormDesc, ForwardOutput, Layout, Mode, Momentum,
 };
 use warpnorm::cpu::batch_norm as cpu;
-use warpnorm::{DType, Element, Error};
+use warpnorm::{DType, Element, Error, Executor};
 
 /// Relative to max|ref| (as in the simulator sweep): 4 u_T + 32 u_f32 for activations, 32 u_f32
 /// plus 2 u_P for the parameter-typed outputs.
@@ -291,77 +293,34 @@ fn reruns_are_bitwise_identical_on_the_gpu() {
     assert!(run() == run());
 }
 
-/// The GPU as a [`crate::support::Backend`]: raw device addresses of buffers kept alive
-/// for the backend's lifetime, so the simulator sweep's plans run unchanged.
-struct Gpu {
-    stream: std::sync::Arc<cudarc::driver::CudaStream>,
-    keep: Vec<cudarc::driver::CudaSlice<u8>>,
-}
-
-impl crate::support::Backend for Gpu {
-    fn alloc<T: Element>(&mut self, n: usize, offset: usize) -> u64 {
-        use cudarc::driver::DevicePtr;
-        let size = std::mem::size_of::<T>();
-        let buf = self
-            .stream
-            .alloc_zeros::<u8>((n + offset).max(1) * size)
-            .unwrap();
-        let (p, _g) = buf.device_ptr(&self.stream);
-        drop(_g);
-        self.keep.push(buf);
-        p + (offset * size) as u64
-    }
-    fn upload<T: Element>(&mut self, data: &[T], offset: usize) -> u64 {
-        let p = self.alloc::<T>(data.len(), offset);
-        self.stream.synchronize().unwrap();
-        // SAFETY: `p` points into a live allocation of at least data.len() elements of T.
-        unsafe { cudarc::driver::result::memcpy_htod_sync(p, data) }.unwrap();
-        p
-    }
-    fn download<T: Element + Default>(&mut self, ptr: u64, n: usize) -> Vec<T> {
-        self.stream.synchronize().unwrap();
-        let mut out = vec![T::default(); n];
-        // SAFETY: `ptr` points into a live allocation of at least n elements of T.
-        unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut out, ptr) }.unwrap();
-        out
-    }
-    fn upload_i64(&mut self, v: i64) -> u64 {
-        let p = self.alloc::<f32>(2, 0);
-        self.stream.synchronize().unwrap();
-        // SAFETY: 8 live bytes at `p`.
-        unsafe { cudarc::driver::result::memcpy_htod_sync(p, &[v]) }.unwrap();
-        p
-    }
-    fn download_i64(&mut self, ptr: u64) -> i64 {
-        self.stream.synchronize().unwrap();
-        let mut out = [0i64];
-        // SAFETY: 8 live bytes at `ptr`.
-        unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut out, ptr) }.unwrap();
-        out[0]
-    }
-    fn run(&mut self, plan: &warpnorm::Plan) -> Result<(), String> {
-        use warpnorm::Executor;
-        warpnorm::runtime::GpuExecutor::new(&self.stream)
-            .and_then(|mut e| e.execute(plan))
-            .map_err(|e| e.to_string())?;
-        self.stream.synchronize().map_err(|e| e.to_string())
-    }
-}
-
-/// The simulator's coverage set and whole sweep, planned for the real device.
+/// The simulator's coverage set and whole sweep through the shared `run_on`, on the GPU
+/// backend, planned for the real device.
 #[test]
 fn gpu_sweep() {
     let Some(stream) = gpu_stream("gpu_sweep") else {
         return;
     };
-    let props = warpnorm::runtime::device_props(&stream).unwrap();
     let mut cases = crate::support::coverage_cases();
     cases.extend(crate::support::sweep_cases());
     for case in &cases {
-        let mut gpu = Gpu {
-            stream: stream.clone(),
-            keep: Vec::new(),
-        };
+        let mut gpu = Gpu::new(&stream).unwrap();
+        let props = *gpu.props();
         crate::support::run_on(&mut gpu, case, &props).unwrap_or_else(|e| panic!("GPU: {e}"));
     }
+}
+
+/// The PyTorch fixtures (every step of every case, state carried across steps) on the GPU,
+/// through the same device path as `fixtures::kernels_on_ptxsim_match_torch`.
+#[test]
+fn fixtures_match_torch_on_the_gpu() {
+    let Some(stream) = gpu_stream("fixtures_match_torch_on_the_gpu") else {
+        return;
+    };
+    let f = crate::fixtures::run_all(&mut || Gpu::new(&stream).unwrap());
+    assert!(
+        f.is_empty(),
+        "GPU: {} fixture failures:\n{}",
+        f.len(),
+        f.join("\n")
+    );
 }

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::support::{coverage_cases, run_sim, sweep_cases, Case};
+use crate::support::{coverage_cases, run_on, sweep_cases, Case};
 use testkit::sim::{skip_without_kernels, Sim};
 use warpnorm::batch_norm::Layout;
 use warpnorm::{kernels, DType, DeviceProps};
@@ -32,7 +32,7 @@ fn run_arch(arch: u32) {
     );
     for case in &cases {
         let mut sim = Sim::new(arch);
-        let k = run_sim(&mut sim, case, &DeviceProps::SIM)
+        let k = run_on(&mut sim, case, &DeviceProps::SIM)
             .unwrap_or_else(|e| panic!("compute_{arch}: {e}"));
         hit.extend(k);
     }

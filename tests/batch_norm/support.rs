@@ -1,6 +1,6 @@
 //! Shared helpers of the BatchNorm tests: deterministic data, tolerances, and one full
-//! training + eval step (forward and backward) run through the planner on an executor-like
-//! backend and compared with the CPU reference.
+//! training + eval step (forward and backward) run through the planner on a
+//! [`testkit::backend::Backend`] (ptxsim or the GPU) and compared with the CPU reference.
 
 use warpnorm::batch_norm::{
     plan_backward, plan_forward, workspace_bytes, BackwardPtrs, BatchNormDesc, Direction,
@@ -9,47 +9,7 @@ use warpnorm::batch_norm::{
 use warpnorm::cpu::batch_norm as cpu;
 use warpnorm::{DType, DeviceProps, Element};
 
-use testkit::sim::Sim;
-
-/// Where a case runs: the simulator here, the GPU in tests/batch_norm/gpu.rs. Addresses are
-/// plain device addresses, so the same plans run on both.
-pub trait Backend {
-    /// Allocates `n` elements of T, `offset` elements past an aligned base.
-    fn alloc<T: Element>(&mut self, n: usize, offset: usize) -> u64;
-    /// Allocates and uploads `data`, `offset` elements past an aligned base.
-    fn upload<T: Element>(&mut self, data: &[T], offset: usize) -> u64;
-    /// Reads `n` elements of T.
-    fn download<T: Element + Default>(&mut self, ptr: u64, n: usize) -> Vec<T>;
-    /// Allocates one i64 holding `v`.
-    fn upload_i64(&mut self, v: i64) -> u64;
-    /// Reads one i64.
-    fn download_i64(&mut self, ptr: u64) -> i64;
-    /// Runs every launch of the plan.
-    fn run(&mut self, plan: &warpnorm::Plan) -> Result<(), String>;
-}
-
-impl Backend for Sim {
-    fn alloc<T: Element>(&mut self, n: usize, offset: usize) -> u64 {
-        Sim::alloc::<T>(self, n, offset)
-    }
-    fn upload<T: Element>(&mut self, data: &[T], offset: usize) -> u64 {
-        Sim::upload(self, data, offset)
-    }
-    fn download<T: Element + Default>(&mut self, ptr: u64, n: usize) -> Vec<T> {
-        Sim::download(self, ptr, n)
-    }
-    fn upload_i64(&mut self, v: i64) -> u64 {
-        let p = self.dev.alloc(8).expect("sim alloc");
-        self.dev.write_slice(p, &[v]).expect("sim write");
-        p
-    }
-    fn download_i64(&mut self, ptr: u64) -> i64 {
-        self.dev.read_slice::<i64>(ptr, 1).expect("sim read")[0]
-    }
-    fn run(&mut self, plan: &warpnorm::Plan) -> Result<(), String> {
-        Sim::run(self, plan).map(|_| ()).map_err(|e| e.to_string())
-    }
-}
+use testkit::backend::Backend;
 
 pub use testkit::Rng;
 
@@ -415,7 +375,7 @@ pub fn check_backward<T: Element, P: Element>(
 /// One case on a backend: uploads, plans with `props`, runs, compares every output with the
 /// CPU reference over `case.steps` training steps, one eval step and both backward modes.
 pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
-    sim: &mut B,
+    be: &mut B,
     case: &Case,
     props: &DeviceProps,
 ) -> Result<Vec<String>, String> {
@@ -431,28 +391,28 @@ pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
     let mut rm: Vec<P> = vec![P::from_f64(0.0); c];
     let mut rv: Vec<P> = vec![P::from_f64(1.0); c];
     let mut nbt = 0i64;
-    let d_gamma = sim.upload(&gamma, 0);
-    let d_beta = sim.upload(&beta, 0);
-    let d_rm = sim.upload(&rm, 0);
-    let d_rv = sim.upload(&rv, 0);
-    let d_nbt = sim.upload_i64(0);
+    let d_gamma = be.upload(&gamma, 0);
+    let d_beta = be.upload(&beta, 0);
+    let d_rm = be.upload(&rm, 0);
+    let d_rv = be.upload(&rv, 0);
+    let d_nbt = be.upload_i64(0);
     let ws_bytes =
         workspace_bytes(&desc, Direction::Forward, props).map_err(|e| e.to_string())? as u64;
     let ws_len = ws_bytes as usize / 4;
-    let d_ws = sim.alloc::<f32>(ws_len, 0);
-    let d_sm = sim.alloc::<f32>(c, 0);
-    let d_si = sim.alloc::<f32>(c, 0);
-    let d_y = sim.alloc::<T>(numel, case.offset);
-    let d_dx = sim.alloc::<T>(numel, case.offset);
-    let d_dg = sim.alloc::<P>(c, 0);
-    let d_db = sim.alloc::<P>(c, 0);
+    let d_ws = be.alloc::<f32>(ws_len, 0);
+    let d_sm = be.alloc::<f32>(c, 0);
+    let d_si = be.alloc::<f32>(c, 0);
+    let d_y = be.alloc::<T>(numel, case.offset);
+    let d_dx = be.alloc::<T>(numel, case.offset);
+    let d_dg = be.alloc::<P>(c, 0);
+    let d_db = be.alloc::<P>(c, 0);
     let affine = case.affine;
     for step in 0..=case.steps {
         let training = step < case.steps;
         let x: Vec<T> = make_input(&desc, &mut rng);
         let dy: Vec<T> = (0..numel).map(|_| T::from_f64(rng.signed())).collect();
-        let d_x = sim.upload(&x, case.offset);
-        let d_dy = sim.upload(&dy, case.offset);
+        let d_x = be.upload(&x, case.offset);
+        let d_dy = be.upload(&dy, case.offset);
         let mode = if training {
             Mode {
                 batch_stats: true,
@@ -477,7 +437,7 @@ pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
         let plan =
             plan_forward(&desc.clone().with_mode(mode), &ptrs, props).map_err(|e| e.to_string())?;
         kernels.extend(plan.launches.iter().map(|l| l.kernel.clone()));
-        sim.run(&plan)
+        be.execute(&plan)
             .map_err(|e| format!("step {step} forward: {e}\n{plan}"))?;
         let want = cpu::forward::<T, P>(
             &desc.clone().with_mode(mode),
@@ -493,11 +453,11 @@ pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
         let ctx = |w: &str| format!("{case:?} step {step} {w}");
         if numel > 0 {
             let got = FwdGot {
-                y: sim.download(d_y, numel),
-                save_mean: sim.download(d_sm, c),
-                save_invstd: sim.download(d_si, c),
-                running_mean: sim.download(d_rm, c),
-                running_var: sim.download(d_rv, c),
+                y: be.download(d_y, numel),
+                save_mean: be.download(d_sm, c),
+                save_invstd: be.download(d_si, c),
+                running_mean: be.download(d_rm, c),
+                running_var: be.download(d_rv, c),
             };
             let (sm, si) = (got.save_mean.clone(), got.save_invstd.clone());
             check_forward(&ctx(""), &desc, training, &x, &want, &rm, &rv, &got)?;
@@ -526,7 +486,7 @@ pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
             )
             .map_err(|e| e.to_string())?;
             kernels.extend(plan.launches.iter().map(|l| l.kernel.clone()));
-            sim.run(&plan)
+            be.execute(&plan)
                 .map_err(|e| format!("step {step} backward: {e}\n{plan}"))?;
             let wb = cpu::backward::<T, P>(
                 &desc.clone().with_mode(if frozen {
@@ -542,14 +502,14 @@ pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
             )
             .map_err(|e| e.to_string())?;
             let got = BwdGot {
-                dx: sim.download(d_dx, numel),
-                dgamma: sim.download(d_dg, c),
-                dbeta: sim.download(d_db, c),
+                dx: be.download(d_dx, numel),
+                dgamma: be.download(d_dg, c),
+                dbeta: be.download(d_db, c),
             };
             let gamma = affine.then_some(&gamma[..]);
             check_backward(&ctx(""), &desc, frozen, &x, &dy, gamma, &sm, &si, &wb, &got)?;
         }
-        let gn = [sim.download_i64(d_nbt)];
+        let gn = [be.download_i64(d_nbt)];
         if gn[0] != nbt {
             return Err(format!(
                 "{case:?} step {step}: num_batches_tracked {} expected {nbt}",
@@ -560,26 +520,21 @@ pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
     Ok(kernels)
 }
 
-/// Dispatches on the case's dtypes.
+/// [`run_case`] with the Rust types chosen from the case's dtypes; returns the kernels run.
 pub fn run_on<B: Backend>(
-    sim: &mut B,
+    be: &mut B,
     case: &Case,
     props: &DeviceProps,
 ) -> Result<Vec<String>, String> {
     use half::{bf16, f16};
     match (case.dtype, case.param_dtype) {
-        (DType::F32, DType::F32) => run_case::<B, f32, f32>(sim, case, props),
-        (DType::F16, DType::F32) => run_case::<B, f16, f32>(sim, case, props),
-        (DType::BF16, DType::F32) => run_case::<B, bf16, f32>(sim, case, props),
-        (DType::F16, DType::F16) => run_case::<B, f16, f16>(sim, case, props),
-        (DType::BF16, DType::BF16) => run_case::<B, bf16, bf16>(sim, case, props),
+        (DType::F32, DType::F32) => run_case::<B, f32, f32>(be, case, props),
+        (DType::F16, DType::F32) => run_case::<B, f16, f32>(be, case, props),
+        (DType::BF16, DType::F32) => run_case::<B, bf16, f32>(be, case, props),
+        (DType::F16, DType::F16) => run_case::<B, f16, f16>(be, case, props),
+        (DType::BF16, DType::BF16) => run_case::<B, bf16, bf16>(be, case, props),
         (a, b) => Err(format!("unsupported dtype pair {a}/{b}")),
     }
-}
-
-/// [`run_on`] the simulator.
-pub fn run_sim(sim: &mut Sim, case: &Case, props: &DeviceProps) -> Result<Vec<String>, String> {
-    run_on(sim, case, props)
 }
 
 // ---------------------------------------------------------------- the case lists

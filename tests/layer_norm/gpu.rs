@@ -1,19 +1,21 @@
 //! LayerNorm on a real GPU (skips with a reason without one; WARPNORM_REQUIRE_GPU=1 makes
-//! that a failure): a smaller sweep through the functional API and the module type, checked
-//! like the simulator sweep (`crate::support::check_outputs`), determinism, and bad
-//! inputs rejected before any launch.
+//! that a failure): the simulator sweep's cases through the same `run_case` on the GPU
+//! backend (`testkit::gpu::Gpu`), a smaller sweep through the functional API and the module
+//! type, checked like the simulator sweep (`crate::support::check_outputs`), determinism, and
+//! bad inputs rejected before any launch.
 
 use std::sync::Arc;
 
 use crate::support::{check_outputs, make_data, to_f64, Case, Data, Outputs, Views, DTYPE_PAIRS};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::{bf16, f16};
+use testkit::gpu::Gpu;
 use warpnorm::cpu::layer_norm::forward as cpu_forward;
 use warpnorm::layer_norm::{
     backward, backward_workspace_bytes, forward, forward_workspace_bytes, Affine, BackwardBuffers,
     ForwardBuffers, LayerNorm, LayerNormDesc,
 };
-use warpnorm::{DType, Element, Error};
+use warpnorm::{DType, Element, Error, Executor};
 
 fn up<E: Element>(s: &Arc<CudaStream>, v: &[E], offset: usize) -> CudaSlice<E> {
     let mut padded = vec![E::from_f64(0.0); offset];
@@ -105,6 +107,32 @@ fn run_dyn(s: &Arc<CudaStream>, case: &Case) -> Result<(), String> {
         (DType::BF16, DType::F32) => run_functional::<bf16, f32>(s, case),
         _ => Err("unsupported".into()),
     }
+}
+
+/// The simulator sweep's whole case list (the one compute_80 runs: every D x M x dtype pair,
+/// placements and affine variants rotating; about 35 s on ptxsim) through the shared
+/// `run_case`, planned for the real device, with the sweep's no-scalar-cliff check. On the
+/// emulated driver (which runs ptxsim anyway) the sweep's representative subset.
+#[test]
+fn simulator_cases_on_gpu() {
+    let Some(s) = testkit::gpu::gpu_stream("simulator_cases_on_gpu") else {
+        return;
+    };
+    let emulated = s.context().name().is_ok_and(|n| n.contains("emulated"));
+    let mut failures = Vec::new();
+    for case in crate::sim::cases(!emulated) {
+        let mut gpu = Gpu::new(&s).unwrap();
+        let props = *gpu.props();
+        if let Err(e) = crate::sim::run_sweep_case(&mut gpu, &case, &props) {
+            failures.push(format!("GPU: {e}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
 }
 
 #[test]

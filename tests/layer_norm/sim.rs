@@ -13,7 +13,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::support::{run_case_dyn, Case, Views, DTYPE_PAIRS};
+use crate::support::{run_case_dyn, Case, Ran, Views, DTYPE_PAIRS};
+use testkit::backend::Backend;
 use testkit::sim::{skip_without_kernels, Sim};
 use warpnorm::layer_norm::Affine;
 use warpnorm::DeviceProps;
@@ -43,7 +44,9 @@ const VIEWS: [Views; 3] = [Views::Aligned, Views::Offset1, Views::InputOffset1];
 /// Largest simulated problem (elements): rows are reduced for longer rows.
 const MAX_ELEMS: usize = 1 << 15;
 
-fn cases(full: bool) -> Vec<Case> {
+/// The sweep's cases: every D x M x dtype pair (`full`), or the tier representatives with
+/// every placement. Also run on the GPU (`crate::gpu`).
+pub fn cases(full: bool) -> Vec<Case> {
     let mut shapes = Vec::new();
     for pi in 0..DTYPE_PAIRS.len() {
         if full {
@@ -82,6 +85,26 @@ fn cases(full: bool) -> Vec<Case> {
     out
 }
 
+/// Runs one sweep case on `be`, planned for `props`, and checks that congruent buffers took
+/// the vector backward (no scalar cliff, whatever D is).
+pub fn run_sweep_case(
+    be: &mut impl Backend,
+    case: &Case,
+    props: &DeviceProps,
+) -> Result<Ran, String> {
+    let r = run_case_dyn(be, case, props)?;
+    let want = if case.views == Views::InputOffset1 {
+        "_scalar"
+    } else {
+        "_vec"
+    };
+    let main = &r.bwd.launches[0].kernel;
+    if !main.ends_with(want) {
+        return Err(format!("{case:?} ran {main}, not {want}"));
+    }
+    Ok(r)
+}
+
 fn sweep(arch: u32, full: bool) {
     if skip_without_kernels(&format!("layer_norm sweep compute_{arch}")) {
         return;
@@ -92,20 +115,10 @@ fn sweep(arch: u32, full: bool) {
     let mut failures = Vec::new();
     for case in &cases {
         let mut sim = Sim::new(arch);
-        match run_case_dyn(&mut sim, case, &DeviceProps::SIM) {
+        match run_sweep_case(&mut sim, case, &DeviceProps::SIM) {
             Ok(r) => {
                 for l in r.fwd.launches.iter().chain(&r.bwd.launches) {
                     ran.insert(l.kernel.clone());
-                }
-                // No scalar cliff: congruent buffers take the vector backward for every D.
-                let want = if case.views == Views::InputOffset1 {
-                    "_scalar"
-                } else {
-                    "_vec"
-                };
-                let main = &r.bwd.launches[0].kernel;
-                if !main.ends_with(want) {
-                    failures.push(format!("compute_{arch}: {case:?} ran {main}, not {want}"));
                 }
             }
             Err(e) => failures.push(format!("compute_{arch}: {e}")),

@@ -8,7 +8,7 @@ use testkit::sim::{skip_without_kernels, Sim};
 use warpnorm::layer_norm::{
     plan_backward, plan_forward, Affine, BackwardPtrs, ForwardPtrs, LayerNormDesc,
 };
-use warpnorm::{DType, DeviceProps, Element};
+use warpnorm::{DType, DeviceProps};
 
 fn bits(o: &Outputs) -> Vec<Vec<u64>> {
     [&o.y, &o.mean, &o.rstd, &o.dx, &o.dgamma, &o.dbeta]
@@ -17,30 +17,37 @@ fn bits(o: &Outputs) -> Vec<Vec<u64>> {
         .collect()
 }
 
+/// (rows, cols) of bf16/f32 problems in every tier on the simulated GPU: subwarp, warp, block
+/// (one row per block), block (4 rows per block in backward), block, split (few rows), split
+/// (long rows).
+const TIER_SHAPES: [(usize, usize); 6] = [
+    (50, 24),
+    (40, 700),
+    (64, 1024),
+    (9, 3000),
+    (2, 9000),
+    (5, 20000),
+];
+
+fn bf16_f32(rows: usize, cols: usize) -> LayerNormDesc {
+    LayerNormDesc::from_rows(
+        rows,
+        cols,
+        DType::BF16,
+        DType::F32,
+        Affine::WeightBias,
+        1e-5,
+    )
+    .unwrap()
+}
+
 #[test]
 fn reruns_are_bitwise_identical_in_every_tier() {
     if skip_without_kernels("reruns_are_bitwise_identical_in_every_tier") {
         return;
     }
-    // (rows, cols): subwarp, warp, block (one row per block), block (4 rows per block in
-    // backward), block, split (few rows), split (long rows).
-    for (rows, cols) in [
-        (50usize, 24usize),
-        (40, 700),
-        (64, 1024),
-        (9, 3000),
-        (2, 9000),
-        (5, 20000),
-    ] {
-        let d = LayerNormDesc::from_rows(
-            rows,
-            cols,
-            DType::BF16,
-            DType::F32,
-            Affine::WeightBias,
-            1e-5,
-        )
-        .unwrap();
+    for (rows, cols) in TIER_SHAPES {
+        let d = bf16_f32(rows, cols);
         let mut rng = Rng::new(7);
         let x: Vec<bf16> = rng.vec(rows * cols, -3.0, 3.0);
         let dy: Vec<bf16> = rng.vec(rows * cols, -1.0, 1.0);
@@ -264,23 +271,8 @@ fn in_place_matches_out_of_place_in_every_tier() {
         return;
     }
     use warpnorm::layer_norm::{workspace_bytes, Direction};
-    for (rows, cols) in [
-        (50usize, 24usize),
-        (40, 700),
-        (64, 1024),
-        (9, 3000),
-        (2, 9000),
-        (5, 20000),
-    ] {
-        let d = LayerNormDesc::from_rows(
-            rows,
-            cols,
-            DType::BF16,
-            DType::F32,
-            Affine::WeightBias,
-            1e-5,
-        )
-        .unwrap();
+    for (rows, cols) in TIER_SHAPES {
+        let d = bf16_f32(rows, cols);
         let mut rng = Rng::new(11);
         let x: Vec<bf16> = rng.vec(rows * cols, -3.0, 3.0);
         let dy: Vec<bf16> = rng.vec(rows * cols, -1.0, 1.0);

@@ -1,6 +1,7 @@
 //! Shared support of the LayerNorm tests: deterministic data, the CPU oracle, tolerances, and
-//! one function that runs a case's forward and backward plans on ptxsim and compares every
-//! output with `warpnorm::cpu::layer_norm`.
+//! one function ([`run_case`]) that runs a case's forward and backward plans on a
+//! [`testkit::backend::Backend`] (ptxsim, or the GPU) and compares every output with
+//! `warpnorm::cpu::layer_norm`.
 
 use warpnorm::cpu::layer_norm::{backward, forward, ForwardOut};
 use warpnorm::layer_norm::{
@@ -9,7 +10,7 @@ use warpnorm::layer_norm::{
 };
 use warpnorm::{DType, DeviceProps, Element, Plan};
 
-use testkit::sim::Sim;
+use testkit::backend::Backend;
 
 pub use testkit::Rng;
 
@@ -335,8 +336,8 @@ pub fn check_backward<T: Element, P: Element>(
     Ok(())
 }
 
-/// A forward planned on simulator buffers.
-pub struct SimFwd {
+/// A forward planned on a backend's buffers.
+pub struct PlannedFwd {
     /// The plan.
     pub plan: Plan,
     /// y (rows x cols of T).
@@ -348,22 +349,22 @@ pub struct SimFwd {
 }
 
 /// Allocates y (`y_offset` elements past an aligned address), mean, rstd and the workspace
-/// of `desc`'s forward on `sim`, and plans it for `props` on x, gamma, beta.
+/// of `desc`'s forward on `be`, and plans it for `props` on x, gamma, beta.
 pub fn plan_fwd_sim<T: Element>(
-    sim: &mut Sim,
+    be: &mut impl Backend,
     desc: &LayerNormDesc,
     props: &DeviceProps,
     x: u64,
     y_offset: usize,
     gamma: Option<u64>,
     beta: Option<u64>,
-) -> Result<SimFwd, String> {
+) -> Result<PlannedFwd, String> {
     let m = desc.rows;
-    let y = sim.alloc::<T>(m * desc.cols, y_offset);
-    let mean = sim.alloc::<f32>(m, 0);
-    let rstd = sim.alloc::<f32>(m, 0);
+    let y = be.alloc::<T>(m * desc.cols, y_offset);
+    let mean = be.alloc::<f32>(m, 0);
+    let rstd = be.alloc::<f32>(m, 0);
     let ws = workspace_bytes(desc, Direction::Forward, props).map_err(|e| e.to_string())?;
-    let workspace = sim.alloc::<f32>(ws.div_ceil(4), 0);
+    let workspace = be.alloc::<f32>(ws.div_ceil(4), 0);
     let ptrs = ForwardPtrs {
         x,
         y,
@@ -375,7 +376,7 @@ pub fn plan_fwd_sim<T: Element>(
         workspace_bytes: ws as u64,
     };
     let plan = plan_forward(desc, &ptrs, props).map_err(|e| format!("plan_forward: {e}"))?;
-    Ok(SimFwd {
+    Ok(PlannedFwd {
         plan,
         y,
         mean,
@@ -383,8 +384,8 @@ pub fn plan_fwd_sim<T: Element>(
     })
 }
 
-/// A backward planned on simulator buffers.
-pub struct SimBwd {
+/// A backward planned on a backend's buffers.
+pub struct PlannedBwd {
     /// The plan.
     pub plan: Plan,
     /// dx (rows x cols of T).
@@ -396,30 +397,30 @@ pub struct SimBwd {
 }
 
 /// Allocates dx (`dx_offset` elements off), dgamma / dbeta (as `desc.affine` has them,
-/// `param_offset` elements off) and the workspace of `desc`'s backward on `sim`, and plans
+/// `param_offset` elements off) and the workspace of `desc`'s backward on `be`, and plans
 /// it for `props` on x, dy, gamma and the saved statistics.
 #[allow(clippy::too_many_arguments)]
 pub fn plan_bwd_sim<T: Element, P: Element>(
-    sim: &mut Sim,
+    be: &mut impl Backend,
     desc: &LayerNormDesc,
     props: &DeviceProps,
     (x, dy, gamma): (u64, u64, Option<u64>),
     (mean, rstd): (u64, u64),
     dx_offset: usize,
     param_offset: usize,
-) -> Result<SimBwd, String> {
+) -> Result<PlannedBwd, String> {
     let d = desc.cols;
-    let dx = sim.alloc::<T>(desc.rows * d, dx_offset);
+    let dx = be.alloc::<T>(desc.rows * d, dx_offset);
     let dgamma = desc
         .affine
         .has_weight()
-        .then(|| sim.alloc::<P>(d, param_offset));
+        .then(|| be.alloc::<P>(d, param_offset));
     let dbeta = desc
         .affine
         .has_bias()
-        .then(|| sim.alloc::<P>(d, param_offset));
+        .then(|| be.alloc::<P>(d, param_offset));
     let ws = workspace_bytes(desc, Direction::Backward, props).map_err(|e| e.to_string())?;
-    let workspace = sim.alloc::<f32>(ws.div_ceil(4), 0);
+    let workspace = be.alloc::<f32>(ws.div_ceil(4), 0);
     let ptrs = BackwardPtrs {
         x,
         dy,
@@ -433,7 +434,7 @@ pub fn plan_bwd_sim<T: Element, P: Element>(
         workspace_bytes: ws as u64,
     };
     let plan = plan_backward(desc, &ptrs, props).map_err(|e| format!("plan_backward: {e}"))?;
-    Ok(SimBwd {
+    Ok(PlannedBwd {
         plan,
         dx,
         dgamma,
@@ -441,29 +442,30 @@ pub fn plan_bwd_sim<T: Element, P: Element>(
     })
 }
 
-/// Every output of a forward and a backward that ran on `sim`, widened to f64.
+/// Every output of a forward and a backward that ran on `be`, widened to f64.
 fn download_outputs<T: Element + Default, P: Element + Default>(
-    sim: &Sim,
+    be: &mut impl Backend,
     desc: &LayerNormDesc,
-    f: &SimFwd,
-    b: &SimBwd,
+    f: &PlannedFwd,
+    b: &PlannedBwd,
 ) -> Outputs {
     let (m, d) = (desc.rows, desc.cols);
-    let param = |p: Option<u64>| p.map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d)));
+    let mut param = |p: Option<u64>| p.map_or(Vec::new(), |p| to_f64(&be.download::<P>(p, d)));
+    let (dgamma, dbeta) = (param(b.dgamma), param(b.dbeta));
     Outputs {
-        y: to_f64(&sim.download::<T>(f.y, m * d)),
-        mean: to_f64(&sim.download::<f32>(f.mean, m)),
-        rstd: to_f64(&sim.download::<f32>(f.rstd, m)),
-        dx: to_f64(&sim.download::<T>(b.dx, m * d)),
-        dgamma: param(b.dgamma),
-        dbeta: param(b.dbeta),
+        y: to_f64(&be.download::<T>(f.y, m * d)),
+        mean: to_f64(&be.download::<f32>(f.mean, m)),
+        rstd: to_f64(&be.download::<f32>(f.rstd, m)),
+        dx: to_f64(&be.download::<T>(b.dx, m * d)),
+        dgamma,
+        dbeta,
     }
 }
 
-/// Runs forward and backward of `case` on `sim` (buffers placed as `case.views` says) and
-/// checks them against the CPU reference.
+/// Runs forward and backward of `case` on `be` (ptxsim or the GPU; buffers placed as
+/// `case.views` says), planned for `props`, and checks them against the CPU reference.
 pub fn run_case<T: Element + Default, P: Element + Default>(
-    sim: &mut Sim,
+    be: &mut impl Backend,
     case: &Case,
     props: &DeviceProps,
 ) -> Result<Ran, String> {
@@ -472,20 +474,20 @@ pub fn run_case<T: Element + Default, P: Element + Default>(
     let (oin, oout) = offsets(case.views);
     let poff = if case.views == Views::Offset1 { 1 } else { 0 };
 
-    let px = sim.upload(&data.x, oin);
-    let pg = data.gamma.as_ref().map(|g| sim.upload(g, poff));
-    let pb = data.beta.as_ref().map(|b| sim.upload(b, poff));
-    let f = plan_fwd_sim::<T>(sim, &desc, props, px, oout, pg, pb)?;
-    sim.run(&f.plan)
-        .map_err(|e| format!("forward on ptxsim: {e}\n{}", f.plan))?;
+    let px = be.upload(&data.x, oin);
+    let pg = data.gamma.as_ref().map(|g| be.upload(g, poff));
+    let pb = data.beta.as_ref().map(|b| be.upload(b, poff));
+    let f = plan_fwd_sim::<T>(be, &desc, props, px, oout, pg, pb)?;
+    be.execute(&f.plan)
+        .map_err(|e| format!("forward: {e}\n{}", f.plan))?;
 
     // Backward from the reference's saved statistics.
     let (r, ..) = reference_forward(case, &data)?;
-    let pdy = sim.upload(&data.dy, oin);
-    let pmean2 = sim.upload(&r.mean, 0);
-    let prstd2 = sim.upload(&r.rstd, 0);
+    let pdy = be.upload(&data.dy, oin);
+    let pmean2 = be.upload(&r.mean, 0);
+    let prstd2 = be.upload(&r.rstd, 0);
     let b = plan_bwd_sim::<T, P>(
-        sim,
+        be,
         &desc,
         props,
         (px, pdy, pg),
@@ -493,9 +495,9 @@ pub fn run_case<T: Element + Default, P: Element + Default>(
         oout,
         poff,
     )?;
-    sim.run(&b.plan)
-        .map_err(|e| format!("backward on ptxsim: {e}\n{}", b.plan))?;
-    let got = download_outputs::<T, P>(sim, &desc, &f, &b);
+    be.execute(&b.plan)
+        .map_err(|e| format!("backward: {e}\n{}", b.plan))?;
+    let got = download_outputs::<T, P>(be, &desc, &f, &b);
     check_outputs(case, &data, &got, &format!("{}{}", f.plan, b.plan))?;
     Ok(Ran {
         fwd: f.plan,
@@ -513,14 +515,18 @@ pub const DTYPE_PAIRS: [(DType, DType); 5] = [
 ];
 
 /// [`run_case`] with the Rust types chosen from the case's dtypes.
-pub fn run_case_dyn(sim: &mut Sim, case: &Case, props: &DeviceProps) -> Result<Ran, String> {
+pub fn run_case_dyn(
+    be: &mut impl Backend,
+    case: &Case,
+    props: &DeviceProps,
+) -> Result<Ran, String> {
     use half::{bf16, f16};
     match (case.dtype, case.param_dtype) {
-        (DType::F32, DType::F32) => run_case::<f32, f32>(sim, case, props),
-        (DType::F16, DType::F16) => run_case::<f16, f16>(sim, case, props),
-        (DType::F16, DType::F32) => run_case::<f16, f32>(sim, case, props),
-        (DType::BF16, DType::BF16) => run_case::<bf16, bf16>(sim, case, props),
-        (DType::BF16, DType::F32) => run_case::<bf16, f32>(sim, case, props),
+        (DType::F32, DType::F32) => run_case::<f32, f32>(be, case, props),
+        (DType::F16, DType::F16) => run_case::<f16, f16>(be, case, props),
+        (DType::F16, DType::F32) => run_case::<f16, f32>(be, case, props),
+        (DType::BF16, DType::BF16) => run_case::<bf16, bf16>(be, case, props),
+        (DType::BF16, DType::F32) => run_case::<bf16, f32>(be, case, props),
         (t, p) => Err(format!("unsupported dtype pair {t}/{p}")),
     }
 }
@@ -542,10 +548,10 @@ pub struct Outputs {
     pub dbeta: Vec<f64>,
 }
 
-/// Runs forward, then backward from the forward's own statistics, on ptxsim (aligned
-/// buffers), returning every output. Simulator faults are errors.
+/// Runs forward, then backward from the forward's own statistics, on `be` (ptxsim in the
+/// callers; aligned buffers), returning every output. Faults are errors.
 pub fn sim_fwd_bwd<T: Element + Default, P: Element + Default>(
-    sim: &mut Sim,
+    be: &mut impl Backend,
     desc: &LayerNormDesc,
     x: &[T],
     gamma: Option<&[P]>,
@@ -553,17 +559,17 @@ pub fn sim_fwd_bwd<T: Element + Default, P: Element + Default>(
     dy: &[T],
     props: &DeviceProps,
 ) -> Result<Outputs, String> {
-    let px = sim.upload(x, 0);
-    let pg = gamma.map(|g| sim.upload(g, 0));
-    let pb = beta.map(|b| sim.upload(b, 0));
-    let f = plan_fwd_sim::<T>(sim, desc, props, px, 0, pg, pb)?;
-    sim.run(&f.plan)
+    let px = be.upload(x, 0);
+    let pg = gamma.map(|g| be.upload(g, 0));
+    let pb = beta.map(|b| be.upload(b, 0));
+    let f = plan_fwd_sim::<T>(be, desc, props, px, 0, pg, pb)?;
+    be.execute(&f.plan)
         .map_err(|e| format!("forward: {e}\n{}", f.plan))?;
-    let pdy = sim.upload(dy, 0);
-    let b = plan_bwd_sim::<T, P>(sim, desc, props, (px, pdy, pg), (f.mean, f.rstd), 0, 0)?;
-    sim.run(&b.plan)
+    let pdy = be.upload(dy, 0);
+    let b = plan_bwd_sim::<T, P>(be, desc, props, (px, pdy, pg), (f.mean, f.rstd), 0, 0)?;
+    be.execute(&b.plan)
         .map_err(|e| format!("backward: {e}\n{}", b.plan))?;
-    Ok(download_outputs::<T, P>(sim, desc, &f, &b))
+    Ok(download_outputs::<T, P>(be, desc, &f, &b))
 }
 
 /// The CPU reference's forward + backward (backward from its own saved statistics).
