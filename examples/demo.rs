@@ -347,7 +347,11 @@ mod gpu {
                 .collect::<Vec<_>>(),
         );
         let beta: Vec<f32> = cast(&values(cols, 4));
-        m.set_params(Some(&gamma), Some(&beta))?;
+        m.load_state(&warpnorm::State {
+            weight: Some(gamma.clone()),
+            bias: Some(beta.clone()),
+            ..Default::default()
+        })?;
         let dx_ = stream.clone_htod(&x).map_err(drv)?;
         let ddy = stream.clone_htod(&dy).map_err(drv)?;
         let out = m.forward(&dx_.as_view(), &[rows, cols])?;

@@ -65,12 +65,14 @@ pub mod layer_norm;
 pub mod occupancy;
 pub mod plan;
 pub mod runtime;
+mod state;
 
 pub use check::check_alignment;
 pub use device::DeviceProps;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use plan::{Executor, Launch, Plan};
+pub use state::State;
 
 /// The README's code blocks, compiled as doctests so that they stay true.
 #[cfg(doctest)]

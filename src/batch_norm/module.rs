@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 
-use crate::buffers::{alloc_filled, alloc_uninit};
+use crate::buffers::{alloc_filled, alloc_uninit, check_entry, download_entry, load_entry};
 use crate::check::check_eps;
-use crate::{Element, Error, Result};
+use crate::{Element, Error, Result, State};
 
 use super::desc::{check_momentum, BatchNormDesc, Layout, Mode, Momentum, Problem};
 use super::ops::{backward_checked, forward_checked, BackwardBuffers, ForwardBuffers};
@@ -208,51 +208,73 @@ impl<P: Element> BatchNorm<P> {
         self.num_batches_tracked.as_ref()
     }
 
-    /// Overwrites the state from host values (lengths must be C; absent parts are skipped).
-    pub fn load_state(
-        &mut self,
-        gamma_beta: Option<(&[P], &[P])>,
-        running: Option<(&[P], &[P], i64)>,
-    ) -> Result<()> {
-        let c = self.config.num_features;
-        let check = |what: &str, v: &[P]| {
-            if v.len() != c {
-                return Err(Error::Length {
-                    what: what.into(),
-                    expected: c,
-                    given: v.len(),
-                });
-            }
-            Ok(())
-        };
-        if let Some((g, b)) = gamma_beta {
-            check("gamma", g)?;
-            check("beta", b)?;
-        }
-        if let Some((m, v, _)) = running {
-            check("running_mean", m)?;
-            check("running_var", v)?;
-        }
+    /// The state under PyTorch's names (`weight`, `bias`, `running_mean`, `running_var`,
+    /// `num_batches_tracked`; each present when the module has it), copied to the host (this
+    /// waits for the module's stream).
+    pub fn state(&self) -> Result<State<P>> {
         let s = &self.stream;
-        if let (Some((g, b)), Some(dg), Some(db)) =
-            (gamma_beta, self.gamma.as_mut(), self.beta.as_mut())
-        {
-            s.memcpy_htod(g, dg).map_err(drv("uploading gamma"))?;
-            s.memcpy_htod(b, db).map_err(drv("uploading beta"))?;
+        let nbt = download_entry(s, "num_batches_tracked", self.num_batches_tracked.as_ref())?;
+        Ok(State {
+            weight: download_entry(s, "weight", self.gamma.as_ref())?,
+            bias: download_entry(s, "bias", self.beta.as_ref())?,
+            running_mean: download_entry(s, "running_mean", self.running_mean.as_ref())?,
+            running_var: download_entry(s, "running_var", self.running_var.as_ref())?,
+            num_batches_tracked: nbt.map(|v| v[0]),
+        })
+    }
+
+    /// Loads every entry of `state` that is present (a partial load keeps the others, as
+    /// PyTorch's `strict=False`; an old checkpoint without `num_batches_tracked` loads too);
+    /// lengths must be C. Every entry is checked before anything is copied: a rejected call
+    /// changes nothing. Entries the module does not have (no affine parameters, untracked
+    /// statistics) are errors.
+    pub fn load_state(&mut self, state: &State<P>) -> Result<()> {
+        let c = self.config.num_features;
+        let nbt = state.num_batches_tracked.map(|n| [n]);
+        let entries = [
+            ("weight", state.weight.as_deref(), self.gamma.as_ref()),
+            ("bias", state.bias.as_deref(), self.beta.as_ref()),
+            (
+                "running_mean",
+                state.running_mean.as_deref(),
+                self.running_mean.as_ref(),
+            ),
+            (
+                "running_var",
+                state.running_var.as_deref(),
+                self.running_var.as_ref(),
+            ),
+        ];
+        for (what, src, dst) in entries {
+            check_entry(what, src, dst, c)?;
         }
-        if let (Some((m, v, n)), Some(dm), Some(dv), Some(dn)) = (
-            running,
+        check_entry(
+            "num_batches_tracked",
+            nbt.as_ref().map(|n| &n[..]),
+            self.num_batches_tracked.as_ref(),
+            1,
+        )?;
+        let s = &self.stream;
+        load_entry(s, "weight", state.weight.as_deref(), self.gamma.as_mut())?;
+        load_entry(s, "bias", state.bias.as_deref(), self.beta.as_mut())?;
+        load_entry(
+            s,
+            "running_mean",
+            state.running_mean.as_deref(),
             self.running_mean.as_mut(),
+        )?;
+        load_entry(
+            s,
+            "running_var",
+            state.running_var.as_deref(),
             self.running_var.as_mut(),
+        )?;
+        load_entry(
+            s,
+            "num_batches_tracked",
+            nbt.as_ref().map(|n| &n[..]),
             self.num_batches_tracked.as_mut(),
-        ) {
-            s.memcpy_htod(m, dm)
-                .map_err(drv("uploading running_mean"))?;
-            s.memcpy_htod(v, dv).map_err(drv("uploading running_var"))?;
-            s.memcpy_htod(&[n], dn)
-                .map_err(drv("uploading num_batches_tracked"))?;
-        }
-        Ok(())
+        )
     }
 
     /// The description of a call on an input of logical `dims` in `layout`, in the module's

@@ -5,9 +5,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 
-use crate::buffers::{alloc_filled, alloc_uninit, alloc_zeros};
+use crate::buffers::{
+    alloc_filled, alloc_uninit, alloc_zeros, check_entry, download_entry, load_entry,
+};
 use crate::check::check_eps;
-use crate::{Element, Error, Result};
+use crate::{Element, Error, Result, State};
 
 use super::desc::{Affine, LayerNormDesc};
 use super::ops::{backward_checked, forward_checked, BackwardBuffers, ForwardBuffers};
@@ -142,40 +144,40 @@ impl<P: Element> LayerNorm<P> {
         self.beta.as_ref()
     }
 
-    /// Replaces gamma/beta from host values (lengths must equal the row size; presence must
-    /// match the module's [`Affine`]).
-    pub fn set_params(&mut self, gamma: Option<&[P]>, beta: Option<&[P]>) -> Result<()> {
-        for (what, given, exists) in [
-            ("gamma", gamma, self.affine.has_weight()),
-            ("beta", beta, self.affine.has_bias()),
+    /// The state under PyTorch's names (`weight`, `bias`), copied to the host (this waits for
+    /// the module's stream).
+    pub fn state(&self) -> Result<State<P>> {
+        let s = &self.stream;
+        Ok(State {
+            weight: download_entry(s, "weight", self.gamma.as_ref())?,
+            bias: download_entry(s, "bias", self.beta.as_ref())?,
+            running_mean: None,
+            running_var: None,
+            num_batches_tracked: None,
+        })
+    }
+
+    /// Loads every entry of `state` that is present (a partial load keeps the others);
+    /// lengths must be the row size. Every entry is checked before anything is copied: a
+    /// rejected call changes nothing. Entries a LayerNorm does not have are errors.
+    pub fn load_state(&mut self, state: &State<P>) -> Result<()> {
+        let (w, b) = (state.weight.as_deref(), state.bias.as_deref());
+        check_entry("weight", w, self.gamma.as_ref(), self.cols)?;
+        check_entry("bias", b, self.beta.as_ref(), self.cols)?;
+        for (what, given) in [
+            ("running_mean", state.running_mean.is_some()),
+            ("running_var", state.running_var.is_some()),
+            ("num_batches_tracked", state.num_batches_tracked.is_some()),
         ] {
-            if given.is_some() != exists {
+            if given {
                 return Err(Error::invalid(
                     what,
-                    format!("the module's affine is {:?}", self.affine),
+                    "a LayerNorm has no such entry (unexpected key)",
                 ));
             }
-            if let Some(v) = given {
-                if v.len() != self.cols {
-                    return Err(Error::Length {
-                        what: what.into(),
-                        expected: self.cols,
-                        given: v.len(),
-                    });
-                }
-            }
         }
-        if let (Some(dst), Some(src)) = (self.gamma.as_mut(), gamma) {
-            self.stream
-                .memcpy_htod(src, dst)
-                .map_err(driver("uploading gamma"))?;
-        }
-        if let (Some(dst), Some(src)) = (self.beta.as_mut(), beta) {
-            self.stream
-                .memcpy_htod(src, dst)
-                .map_err(driver("uploading beta"))?;
-        }
-        Ok(())
+        load_entry(&self.stream, "weight", w, self.gamma.as_mut())?;
+        load_entry(&self.stream, "bias", b, self.beta.as_mut())
     }
 
     /// The problem description for an input of shape `x_shape` and activation type T.

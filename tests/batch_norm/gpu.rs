@@ -35,7 +35,12 @@ fn module_steps<T: Element + Default>(shapes: &[&[usize]], layout: Layout, momen
     let mut rng = Rng::new(3);
     let gamma: Vec<f32> = (0..c).map(|_| 1.0 + 0.5 * rng.signed() as f32).collect();
     let beta: Vec<f32> = (0..c).map(|_| 0.5 * rng.signed() as f32).collect();
-    bn.load_state(Some((&gamma, &beta)), None).unwrap();
+    bn.load_state(&warpnorm::State {
+        weight: Some(gamma.clone()),
+        bias: Some(beta.clone()),
+        ..Default::default()
+    })
+    .unwrap();
     let (mut rm, mut rv, mut nbt) = (vec![0.0f32; c], vec![1.0f32; c], 0i64);
     for step in 0..4 {
         let dims = shapes[step % shapes.len()];

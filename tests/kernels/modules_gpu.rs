@@ -4,7 +4,7 @@
 
 use warpnorm::batch_norm::{BatchNorm, BatchNormConfig, Layout, Momentum};
 use warpnorm::layer_norm::{Affine, LayerNorm};
-use warpnorm::Error;
+use warpnorm::{Error, State};
 
 #[test]
 fn impossible_parameter_sizes_are_errors_not_aborts() {
@@ -88,4 +88,81 @@ fn params_mut_and_setters_take_effect() {
     let rm = stream.clone_dtoh(bn.running_mean().unwrap()).unwrap();
     let rv = stream.clone_dtoh(bn.running_var().unwrap()).unwrap();
     assert_eq!((rm, rv), (vec![1.0], vec![1.5]));
+}
+
+/// State in and out by PyTorch's names: a round trip is exact, partial loads keep the other
+/// entries, and a rejected load (wrong length, an entry the module lacks) changes nothing.
+#[test]
+fn state_round_trips_by_pytorch_names() {
+    let Some(stream) = testkit::gpu::gpu_stream("state_round_trips_by_pytorch_names") else {
+        return;
+    };
+    let mut bn = BatchNorm::<f32>::new(&stream, BatchNormConfig::new(3)).unwrap();
+    let fresh = bn.state().unwrap();
+    assert_eq!(
+        fresh.names(),
+        [
+            "weight",
+            "bias",
+            "running_mean",
+            "running_var",
+            "num_batches_tracked"
+        ]
+    );
+    assert_eq!(fresh.running_var, Some(vec![1.0; 3]));
+    assert_eq!(fresh.num_batches_tracked, Some(0));
+    let saved = State {
+        weight: Some(vec![0.5, 1.5, 2.5]),
+        bias: Some(vec![-1.0, 0.0, 1.0]),
+        running_mean: Some(vec![0.25, -0.25, 3.0]),
+        running_var: Some(vec![2.0, 4.0, 8.0]),
+        num_batches_tracked: Some(41),
+    };
+    bn.load_state(&saved).unwrap();
+    assert_eq!(bn.state().unwrap(), saved);
+    // Partial: an old checkpoint without num_batches_tracked, and running stats only.
+    let partial = State {
+        running_mean: Some(vec![7.0; 3]),
+        ..Default::default()
+    };
+    bn.load_state(&partial).unwrap();
+    let now = bn.state().unwrap();
+    assert_eq!(now.running_mean, Some(vec![7.0; 3]));
+    assert_eq!(
+        (now.weight, now.num_batches_tracked),
+        (saved.weight.clone(), Some(41))
+    );
+    // Rejected loads change nothing: a wrong length after a valid entry, an unexpected key.
+    let bad = State {
+        weight: Some(vec![9.0; 3]),
+        bias: Some(vec![9.0; 2]),
+        ..Default::default()
+    };
+    assert!(matches!(bn.load_state(&bad), Err(Error::Length { .. })));
+    let mut untracked = BatchNormConfig::new(3);
+    untracked.track_running_stats = false;
+    let mut bn2 = BatchNorm::<f32>::new(&stream, untracked).unwrap();
+    assert_eq!(bn2.state().unwrap().names(), ["weight", "bias"]);
+    assert!(matches!(
+        bn2.load_state(&saved),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert_eq!(bn.state().unwrap().weight, saved.weight);
+
+    let mut ln = LayerNorm::<half::bf16>::new(&stream, &[2, 2], Affine::Weight, 1e-5).unwrap();
+    assert_eq!(ln.state().unwrap().names(), ["weight"]);
+    let w: Vec<half::bf16> = [1.5f32, -2.0, 0.25, 8.0].map(half::bf16::from_f32).to_vec();
+    ln.load_state(&State {
+        weight: Some(w.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(ln.state().unwrap().weight, Some(w));
+    let e = ln
+        .load_state(&State {
+            bias: Some(vec![half::bf16::ZERO; 4]),
+            ..Default::default()
+        })
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
 }

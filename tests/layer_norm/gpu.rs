@@ -193,8 +193,12 @@ fn module_forward_backward_on_gpu() {
     };
     let data: Data<bf16, f32> = make_data(&case);
     let mut ln = LayerNorm::<f32>::new(&s, &[1024], Affine::WeightBias, 1e-5).unwrap();
-    ln.set_params(data.gamma.as_deref(), data.beta.as_deref())
-        .unwrap();
+    ln.load_state(&warpnorm::State {
+        weight: data.gamma.clone(),
+        bias: data.beta.clone(),
+        ..Default::default()
+    })
+    .unwrap();
     let x = s.clone_htod(&data.x).unwrap();
     let dy = s.clone_htod(&data.dy).unwrap();
     let out = ln.forward(&x.slice(..), &[2, 48, 1024]).unwrap();
