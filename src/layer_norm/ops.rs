@@ -35,7 +35,7 @@ pub fn backward_workspace_bytes(stream: &Arc<CudaStream>, desc: &LayerNormDesc) 
 pub struct ForwardBuffers<'a, T, P> {
     /// Input, rows * cols elements.
     pub x: CudaView<'a, T>,
-    /// Output, rows * cols elements (may be `x`'s memory: in place).
+    /// Output, rows * cols elements.
     pub y: CudaViewMut<'a, T>,
     /// Scale, cols elements: given exactly when `desc.affine` has a weight.
     pub gamma: Option<CudaView<'a, P>>,
@@ -61,7 +61,7 @@ pub struct BackwardBuffers<'a, T, P> {
     pub rstd: CudaView<'a, f32>,
     /// Scale, cols elements: given exactly when `desc.affine` has a weight.
     pub gamma: Option<CudaView<'a, P>>,
-    /// Gradient of the input (written), rows * cols elements (may be `dy`'s memory).
+    /// Gradient of the input (written), rows * cols elements.
     pub dx: CudaViewMut<'a, T>,
     /// Gradient of gamma (written), cols elements: given exactly when there is a weight.
     pub dgamma: Option<CudaViewMut<'a, P>>,

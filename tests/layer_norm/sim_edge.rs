@@ -41,6 +41,16 @@ fn bf16_f32(rows: usize, cols: usize) -> LayerNormDesc {
     .unwrap()
 }
 
+/// x, dy (bf16) and gamma, beta (f32) of a `rows` x `cols` problem.
+fn tier_data(rows: usize, cols: usize, seed: u64) -> (Vec<bf16>, Vec<bf16>, Vec<f32>, Vec<f32>) {
+    let mut rng = Rng::new(seed);
+    let x = rng.vec(rows * cols, -3.0, 3.0);
+    let dy = rng.vec(rows * cols, -1.0, 1.0);
+    let g = rng.vec(cols, 0.5, 1.5);
+    let b = rng.vec(cols, -0.5, 0.5);
+    (x, dy, g, b)
+}
+
 #[test]
 fn reruns_are_bitwise_identical_in_every_tier() {
     if skip_without_kernels("reruns_are_bitwise_identical_in_every_tier") {
@@ -48,11 +58,7 @@ fn reruns_are_bitwise_identical_in_every_tier() {
     }
     for (rows, cols) in TIER_SHAPES {
         let d = bf16_f32(rows, cols);
-        let mut rng = Rng::new(7);
-        let x: Vec<bf16> = rng.vec(rows * cols, -3.0, 3.0);
-        let dy: Vec<bf16> = rng.vec(rows * cols, -1.0, 1.0);
-        let g: Vec<f32> = rng.vec(cols, 0.5, 1.5);
-        let b: Vec<f32> = rng.vec(cols, -0.5, 0.5);
+        let (x, dy, g, b) = tier_data(rows, cols, 7);
         let mut sim = Sim::new(80);
         let props = DeviceProps::SIM;
         let first = sim_fwd_bwd(&mut sim, &d, &x, Some(&g), Some(&b), &dy, &props).unwrap();
@@ -273,11 +279,7 @@ fn in_place_matches_out_of_place_in_every_tier() {
     use warpnorm::layer_norm::{workspace_bytes, Direction};
     for (rows, cols) in TIER_SHAPES {
         let d = bf16_f32(rows, cols);
-        let mut rng = Rng::new(11);
-        let x: Vec<bf16> = rng.vec(rows * cols, -3.0, 3.0);
-        let dy: Vec<bf16> = rng.vec(rows * cols, -1.0, 1.0);
-        let g: Vec<f32> = rng.vec(cols, 0.5, 1.5);
-        let b: Vec<f32> = rng.vec(cols, -0.5, 0.5);
+        let (x, dy, g, b) = tier_data(rows, cols, 11);
         let mut sim = Sim::new(80);
         let props = DeviceProps::SIM;
         let apart = sim_fwd_bwd(&mut sim, &d, &x, Some(&g), Some(&b), &dy, &props).unwrap();
