@@ -54,6 +54,8 @@
 pub mod abi;
 pub mod batch_norm;
 mod buffers;
+#[cfg(feature = "candle")]
+pub mod candle;
 mod check;
 pub mod copy;
 pub mod cpu;
