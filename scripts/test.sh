@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: installs nvcc if it is missing, then `cargo test --workspace`.
+# The whole test suite: installs nvcc if it is missing, then `cargo test --workspace`, the
+# candle feature's tests and example, and the GPU layer on the emulated driver.
 # Kernel tests run the compiled PTX on ptxsim; GPU tests run when a GPU is present and say
 # why they skip otherwise (WARPNORM_REQUIRE_GPU=1 makes a skip a failure).
 # Extra arguments go to cargo test, e.g. `bash scripts/test.sh -- --nocapture`.
@@ -8,4 +9,10 @@ cd "$(dirname "$0")/.."
 source scripts/nvcc-env.sh
 export WARPNORM_REQUIRE_NVCC=1
 cargo test --workspace "$@"
+# The candle feature (warpnorm::candle on the CPU: outputs and autograd against candle_nn), its
+# doctest, and the training example (it fails unless the loss falls below half). Its CPU path
+# needs no kernels: SASS for one architecture keeps this second build of the crate short.
+WARPNORM_CUDA_ARCHS=90 cargo test -p warpnorm --features candle --test candle "$@"
+WARPNORM_CUDA_ARCHS=90 cargo test -p warpnorm --features candle --doc candle
+WARPNORM_CUDA_ARCHS=90 cargo run -p warpnorm --features candle --example candle_train -- --steps 150
 bash scripts/test-emulated-gpu.sh
