@@ -472,3 +472,92 @@ fn batch_norm_errors_change_nothing() {
     let m: Vec<f32> = y.mean(0).unwrap().to_vec1().unwrap();
     assert!(m.iter().all(|v| v.abs() < 1e-6), "{m:?}");
 }
+
+/// The CUDA path (feature `candle-cuda`) against the CPU path, when candle can open a CUDA
+/// device (never on the emulated driver: see the README); `WARPNORM_REQUIRE_GPU=1` makes a
+/// skip a failure.
+#[cfg(feature = "candle-cuda")]
+mod gpu {
+    use super::*;
+
+    fn device() -> Option<Device> {
+        match Device::new_cuda(0) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                if std::env::var("WARPNORM_REQUIRE_GPU").as_deref() == Ok("1") {
+                    panic!("WARPNORM_REQUIRE_GPU=1 but candle has no CUDA device: {e}");
+                }
+                eprintln!("skipped: candle has no CUDA device ({e})");
+                None
+            }
+        }
+    }
+
+    /// LayerNorm and BatchNorm (training, then eval) forward and backward on `dev`: the
+    /// outputs, gradients and running statistics, on the host.
+    fn run(dev: &Device, xt: DType, pt: DType) -> Vec<(String, Tensor)> {
+        let mut out = Vec::new();
+        let put = |t: Tensor| Var::from_tensor(&t.to_device(dev).unwrap()).unwrap();
+        // x as a view at a nonzero offset of a larger device tensor (candle's layout offset).
+        let big = tensor(&[3, 6, 40], 60, 2.0, xt).to_device(dev).unwrap();
+        let x = Var::from_tensor(&big.narrow(0, 1, 2).unwrap().contiguous().unwrap()).unwrap();
+        let xv = big.narrow(0, 1, 2).unwrap();
+        let w = put(tensor(&[40], 61, 1.0, pt));
+        let b = put(tensor(&[40], 62, 0.0, pt));
+        let r = tensor(&[2, 6, 40], 63, 0.0, xt).to_device(dev).unwrap();
+        let y = warpnorm::candle::ops::layer_norm(&xv, Some(&w), Some(&b), 1e-5).unwrap();
+        let y2 = warpnorm::candle::ops::layer_norm(&x, Some(&w), Some(&b), 1e-5).unwrap();
+        let g = (&y2 * &r).unwrap().sum_all().unwrap().backward().unwrap();
+        out.push(("ln y (offset view)".into(), y));
+        out.push(("ln dx".into(), g.get(&x).unwrap().clone()));
+        out.push(("ln dweight".into(), g.get(&w).unwrap().clone()));
+        out.push(("ln dbias".into(), g.get(&b).unwrap().clone()));
+        for train in [true, false] {
+            let x = put(tensor(&[4, 3, 5, 3], 64, 1.0, xt));
+            let w = put(tensor(&[3], 65, 1.0, pt));
+            let b = put(tensor(&[3], 66, 0.0, pt));
+            let rm = put(tensor(&[3], 67, 0.0, pt));
+            let rv = put(tensor(&[3], 68, 2.0, pt));
+            let r = tensor(&[4, 3, 5, 3], 69, 0.0, xt).to_device(dev).unwrap();
+            let y = warpnorm::candle::ops::batch_norm(
+                &x,
+                &BatchNormArgs {
+                    weight: Some(&w),
+                    bias: Some(&b),
+                    running_mean: Some(&rm),
+                    running_var: Some(&rv),
+                    training: train,
+                    ..BatchNormArgs::default()
+                },
+            )
+            .unwrap();
+            let g = (&y * &r).unwrap().sum_all().unwrap().backward().unwrap();
+            for (name, t) in [
+                ("y", y.clone()),
+                ("dx", g.get(&x).unwrap().clone()),
+                ("dweight", g.get(&w).unwrap().clone()),
+                ("dbias", g.get(&b).unwrap().clone()),
+                ("running_mean", rm.as_tensor().clone()),
+                ("running_var", rv.as_tensor().clone()),
+            ] {
+                out.push((format!("bn train={train} {name}"), t));
+            }
+        }
+        out.into_iter()
+            .map(|(n, t)| (n, t.to_device(&CPU).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn cuda_path_matches_the_cpu_path_every_dtype() {
+        let Some(dev) = device() else { return };
+        for (xt, pt) in PAIRS {
+            let (gpu, cpu) = (run(&dev, xt, pt), run(&CPU, xt, pt));
+            for ((name, g), (_, c)) in gpu.iter().zip(&cpu) {
+                assert_eq!(g.dtype(), c.dtype(), "{name}");
+                // Both are rounded once; the kernels accumulate in f32.
+                assert_close(g, c, g.dtype(), &format!("{name} {xt:?}/{pt:?}"));
+            }
+        }
+    }
+}
