@@ -1,5 +1,6 @@
 //! Device memory: `cuMemAlloc*`, `cuMemFree*`, `cuMemGetInfo`, `cuMemcpy{HtoD,DtoH,DtoD}*`,
-//! `cuMemsetD{8,16,32}*` (each with its `Async` form, which runs at the call like the rest).
+//! `cuMemsetD{8,16,32}*` (each with its `Async` form, which runs at the call like the rest unless
+//! its stream is being captured).
 //!
 //! The memory is ptxsim's ([`ptxsim::Device`]): `cuMemAlloc` returns uninitialized memory
 //! (initcheck reports a kernel's read of bytes nothing wrote), `cuMemAlloc(0)` is
