@@ -4,7 +4,8 @@
 # initcheck on), links it as libcuda.so in a private folder (target/simcuda-driver/), and runs,
 # with that folder on LD_LIBRARY_PATH and WARPNORM_REQUIRE_GPU=1 (a skip is a failure):
 #   - the GPU tests: the `gpu` modules of the test binaries (tests/layer_norm/gpu.rs,
-#     tests/batch_norm/gpu.rs, tests/kernels/copy_gpu.rs), selected by the filter `gpu::`;
+#     tests/batch_norm/gpu.rs, tests/kernels/copy_gpu.rs, tests/kernels/capture_gpu.rs, ...),
+#     selected by the filter `gpu::`;
 #   - the demo example, which must report that it ran on the emulated device and give a sane
 #     first result (LayerNorm forward + backward against the f64 reference); it is stopped
 #     there unless WARPNORM_EMULATED_DEMO=full (its timing loops take many minutes here).

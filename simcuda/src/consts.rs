@@ -16,6 +16,7 @@ pub const CUDA_ERROR_INVALID_CONTEXT: CUresult = 201;
 pub const CUDA_ERROR_NO_BINARY_FOR_GPU: CUresult = 209;
 pub const CUDA_ERROR_INVALID_PTX: CUresult = 218;
 pub const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
+pub const CUDA_ERROR_ILLEGAL_STATE: CUresult = 401;
 pub const CUDA_ERROR_NOT_FOUND: CUresult = 500;
 pub const CUDA_ERROR_NOT_READY: CUresult = 600;
 pub const CUDA_ERROR_ILLEGAL_ADDRESS: CUresult = 700;
@@ -24,6 +25,15 @@ pub const CUDA_ERROR_ASSERT: CUresult = 710;
 pub const CUDA_ERROR_MISALIGNED_ADDRESS: CUresult = 716;
 pub const CUDA_ERROR_LAUNCH_FAILED: CUresult = 719;
 pub const CUDA_ERROR_NOT_SUPPORTED: CUresult = 801;
+pub const CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: CUresult = 900;
+pub const CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: CUresult = 901;
+pub const CUDA_ERROR_STREAM_CAPTURE_MERGE: CUresult = 902;
+pub const CUDA_ERROR_STREAM_CAPTURE_UNMATCHED: CUresult = 903;
+pub const CUDA_ERROR_STREAM_CAPTURE_UNJOINED: CUresult = 904;
+pub const CUDA_ERROR_STREAM_CAPTURE_ISOLATION: CUresult = 905;
+pub const CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: CUresult = 906;
+pub const CUDA_ERROR_CAPTURED_EVENT: CUresult = 907;
+pub const CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD: CUresult = 908;
 pub const CUDA_ERROR_UNKNOWN: CUresult = 999;
 
 // Device attributes (`CUdevice_attribute`) with non-zero values on the emulated device.
@@ -98,3 +108,26 @@ pub const LIMIT_MALLOC_HEAP_SIZE: i32 = 2;
 pub const LAUNCH_PARAM_END: usize = 0x00;
 pub const LAUNCH_PARAM_BUFFER_POINTER: usize = 0x01;
 pub const LAUNCH_PARAM_BUFFER_SIZE: usize = 0x02;
+
+/// `CU_STREAM_NON_BLOCKING` (`cuStreamCreate` flags): the stream does not synchronize with the
+/// legacy stream.
+pub const STREAM_NON_BLOCKING: u32 = 0x1;
+
+/// `CUstreamCaptureMode`.
+pub const CAPTURE_MODE_GLOBAL: i32 = 0;
+pub const CAPTURE_MODE_THREAD_LOCAL: i32 = 1;
+pub const CAPTURE_MODE_RELAXED: i32 = 2;
+
+/// `CUstreamCaptureStatus`.
+pub const CAPTURE_STATUS_NONE: i32 = 0;
+pub const CAPTURE_STATUS_ACTIVE: i32 = 1;
+pub const CAPTURE_STATUS_INVALIDATED: i32 = 2;
+
+/// `CU_EVENT_WAIT_EXTERNAL` (`cuStreamWaitEvent` flags).
+pub const EVENT_WAIT_EXTERNAL: u32 = 0x1;
+
+/// `CUgraphInstantiate_flags`.
+pub const GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH: u64 = 0x1;
+pub const GRAPH_INSTANTIATE_UPLOAD: u64 = 0x2;
+pub const GRAPH_INSTANTIATE_DEVICE_LAUNCH: u64 = 0x4;
+pub const GRAPH_INSTANTIATE_USE_NODE_PRIORITY: u64 = 0x8;

@@ -120,7 +120,21 @@ pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
-    guard! { with_ctx(|_| CUDA_SUCCESS) }
+    guard! {
+        with_ctx(|c| {
+            // Synchronizing the context would synchronize its capturing streams: rejected, and
+            // every capture of the context is invalidated (see crate::graph).
+            let capturing: Vec<usize> = c.captures.keys().copied().collect();
+            for s in &capturing {
+                c.invalidate(*s, "cuCtxSynchronize", CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+            }
+            if capturing.is_empty() {
+                CUDA_SUCCESS
+            } else {
+                CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+            }
+        })
+    }
 }
 
 #[no_mangle]

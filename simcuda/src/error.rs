@@ -72,6 +72,11 @@ pub const ERRORS: &[(CUresult, &CStr, &CStr)] = &[
         c"invalid resource handle",
     ),
     (
+        CUDA_ERROR_ILLEGAL_STATE,
+        c"CUDA_ERROR_ILLEGAL_STATE",
+        c"the operation cannot be performed in the present state",
+    ),
+    (
         CUDA_ERROR_NOT_FOUND,
         c"CUDA_ERROR_NOT_FOUND",
         c"named symbol not found",
@@ -115,6 +120,51 @@ pub const ERRORS: &[(CUresult, &CStr, &CStr)] = &[
         CUDA_ERROR_NOT_SUPPORTED,
         c"CUDA_ERROR_NOT_SUPPORTED",
         c"operation not supported",
+    ),
+    (
+        CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+        c"CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+        c"operation not permitted when stream is capturing",
+    ),
+    (
+        CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+        c"CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+        c"operation failed due to a previous error during capture",
+    ),
+    (
+        CUDA_ERROR_STREAM_CAPTURE_MERGE,
+        c"CUDA_ERROR_STREAM_CAPTURE_MERGE",
+        c"operation would result in a merge of separate capture sequences",
+    ),
+    (
+        CUDA_ERROR_STREAM_CAPTURE_UNMATCHED,
+        c"CUDA_ERROR_STREAM_CAPTURE_UNMATCHED",
+        c"capture was not ended in the same stream as it began",
+    ),
+    (
+        CUDA_ERROR_STREAM_CAPTURE_UNJOINED,
+        c"CUDA_ERROR_STREAM_CAPTURE_UNJOINED",
+        c"capturing stream has unjoined work",
+    ),
+    (
+        CUDA_ERROR_STREAM_CAPTURE_ISOLATION,
+        c"CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
+        c"dependency created on uncaptured work in another stream",
+    ),
+    (
+        CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+        c"CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+        c"operation would make the legacy stream depend on a capturing blocking stream",
+    ),
+    (
+        CUDA_ERROR_CAPTURED_EVENT,
+        c"CUDA_ERROR_CAPTURED_EVENT",
+        c"operation not permitted on an event last recorded in a capturing stream",
+    ),
+    (
+        CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,
+        c"CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+        c"attempt to terminate a thread-local capture sequence from another thread",
     ),
     (CUDA_ERROR_UNKNOWN, c"CUDA_ERROR_UNKNOWN", c"unknown error"),
 ];

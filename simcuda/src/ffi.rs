@@ -13,9 +13,9 @@
 //! - [`out`] writes a result through a caller's pointer, `check!` returns a failed result.
 //!
 //! The closure runs with the driver locked: it must not call another export (the lock is not
-//! reentrant), which is why `cuMemAllocAsync` checks its stream with
-//! [`crate::stream::stream_call`] before calling `cuMemAlloc_v2`, and `cuLaunchHostFunc` calls
-//! its function after the check.
+//! reentrant), which is why the allocation exports share a helper that takes the locked
+//! context instead of calling each other, and `cuLaunchHostFunc` and `cuGraphLaunch` call host
+//! functions after the check, with the driver unlocked.
 
 use std::ffi::{c_int, c_void};
 

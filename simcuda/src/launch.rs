@@ -10,6 +10,8 @@
 //! (`CUDA_ERROR_ILLEGAL_ADDRESS`, `CUDA_ERROR_MISALIGNED_ADDRESS` or
 //! `CUDA_ERROR_LAUNCH_FAILED`), and becomes the context's sticky error: every later call in it
 //! fails, as on a GPU. `SIMCUDA_TRACE=1` prints every launch with its host time on ptxsim.
+//! On a capturing stream the checked launch is recorded (with its parameter values) instead,
+//! and runs when the graph is launched ([`crate::graph`]).
 
 use std::ffi::{c_uint, c_void};
 use std::time::Instant;
@@ -20,6 +22,7 @@ use crate::consts::*;
 use crate::device::{MAX_GRID_X, MAX_GRID_YZ, MAX_THREADS_PER_BLOCK};
 use crate::error::error_name;
 use crate::ffi::*;
+use crate::graph::Node;
 use crate::state::Context;
 
 /// The parameter buffer given through `cuLaunchKernel`'s `extra` (`CU_LAUNCH_PARAM_*`).
@@ -128,7 +131,8 @@ pub unsafe extern "C" fn cuLaunchKernel(
                 return reject("no kernelParams and no extra".into());
             }
             let cfg = LaunchConfig { grid, block, shared_mem_bytes };
-            c.launch(fh, cfg, &args)
+            let node = Node::Kernel { function: fh, cfg, args };
+            c.submit(stream as usize, node, "cuLaunchKernel")
         })
     }
 }

@@ -20,13 +20,15 @@
 //!
 //! One device (ordinal 0, compute capability 12.0 and 8 SMs unless `SIMCUDA_COMPUTE_CAP` and
 //! `SIMCUDA_SM_COUNT` say otherwise) with its primary context; everything runs synchronously at
-//! the call under one global lock. A kernel fault, race or uninitialized read is printed to
+//! the call under one global lock, except work on a stream being captured into a graph, which is
+//! recorded and runs when the graph is launched. A kernel fault, race or uninitialized read is printed to
 //! stderr and becomes the context's sticky error, as on a GPU. `SIMCUDA_TRACE=1` prints every
 //! launch with its host time on ptxsim.
 //!
 //! Not emulated: register limits (`CU_FUNC_ATTRIBUTE_NUM_REGS` is unknown from PTX and
-//! returns `CUDA_ERROR_NOT_SUPPORTED`), SASS, graphs, memory pools, managed and pinned host
-//! memory, peer access, cooperative launches. No export ever unwinds into its caller: a panic
+//! returns `CUDA_ERROR_NOT_SUPPORTED`), SASS, memory pools, managed and pinned host memory,
+//! peer access, cooperative launches, and of graphs everything but stream capture on one stream
+//! and its replay (see [`graph`] for what is and is not modelled). No export ever unwinds into its caller: a panic
 //! is caught and returned as `CUDA_ERROR_UNKNOWN`.
 //!
 //! ## Where each part of the driver API is
@@ -40,6 +42,7 @@
 //! | events | `cuEvent*` | [`event`] |
 //! | modules and functions | `cuModuleLoad*`, `cuModuleUnload`, `cuModuleGetFunction`, `cuFunc*` | [`module`] |
 //! | launches | `cuLaunchKernel` (and running a kernel on ptxsim) | [`launch`] |
+//! | stream capture and graphs | `cuStreamBeginCapture*`, `cuStreamEndCapture`, `cuStreamIsCapturing`, `cuStreamGetCaptureInfo*`, `cuThreadExchangeStreamCaptureMode`, `cuGraphInstantiate*`, `cuGraphLaunch`, `cuGraphUpload`, `cuGraphDestroy`, `cuGraphExecDestroy` | [`graph`] |
 //! | errors | `cuGetErrorName`, `cuGetErrorString` | [`error`] |
 //!
 //! Beside them: [`ffi`] (what every export shares: C types, panic guard, argument checks,
@@ -60,6 +63,7 @@ pub mod device;
 pub mod error;
 pub mod event;
 pub mod fatbin;
+pub mod graph;
 pub mod launch;
 pub mod memory;
 pub mod module;

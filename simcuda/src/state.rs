@@ -16,6 +16,7 @@ use crate::consts::*;
 use crate::device::{Spec, DEFAULT_ARCH, DEFAULT_SM_COUNT};
 use crate::fatbin::LoadError;
 use crate::ffi::say;
+use crate::graph::{Capture, Node};
 
 /// A loaded module.
 pub struct LoadedModule {
@@ -34,10 +35,12 @@ pub struct Function {
     pub carveout: i32,
 }
 
-/// An event: its creation flags and the host time of its last record.
+/// An event: its creation flags, the host time of its last record, and the capture sequence
+/// (its id) it was last recorded in when that record was captured (a captured event).
 pub struct Event {
     pub flags: u32,
     pub recorded: Option<Instant>,
+    pub captured: Option<u64>,
 }
 
 /// The primary context of device 0.
@@ -53,7 +56,15 @@ pub struct Context {
     pub modules: HashMap<usize, LoadedModule>,
     pub functions: HashMap<usize, Function>,
     pub streams: HashSet<usize>,
+    /// The streams created without `CU_STREAM_NON_BLOCKING` (they synchronize with the legacy
+    /// stream, which matters while one is captured).
+    pub blocking: HashSet<usize>,
     pub events: HashMap<usize, Event>,
+    /// The capture sequences under way, by the stream they capture (see [`crate::graph`]).
+    pub captures: HashMap<usize, Capture>,
+    /// Graphs (`CUgraph`) and executable graphs (`CUgraphExec`): their nodes in launch order.
+    pub graphs: HashMap<usize, Arc<[Node]>>,
+    pub execs: HashMap<usize, Arc<[Node]>>,
     pub limits: HashMap<i32, usize>,
     pub cache_config: i32,
     pub flags: u32,
@@ -157,7 +168,11 @@ impl Driver {
             modules: HashMap::new(),
             functions: HashMap::new(),
             streams: HashSet::new(),
+            blocking: HashSet::new(),
             events: HashMap::new(),
+            captures: HashMap::new(),
+            graphs: HashMap::new(),
+            execs: HashMap::new(),
             limits: HashMap::new(),
             cache_config: 0,
             flags: 0,

@@ -11,6 +11,7 @@ use crate::device::*;
 use crate::error::*;
 use crate::event::*;
 use crate::ffi::Handle;
+use crate::graph::*;
 use crate::launch::*;
 use crate::memory::*;
 use crate::module::*;
@@ -118,6 +119,11 @@ unsafe fn download_f32(p: u64, n: usize) -> Vec<f32> {
 }
 
 unsafe fn launch_scale(f: Handle, p: u64, n: u32, grid: u32) -> CUresult {
+    launch_scale_on(f, p, n, grid, std::ptr::null_mut())
+}
+
+/// `scale` (x2) of `n` floats at `p`, on `stream`.
+unsafe fn launch_scale_on(f: Handle, p: u64, n: u32, grid: u32, stream: Handle) -> CUresult {
     let (mut p, mut s, mut n) = (p, 2.0f32, n);
     let mut params = [
         &mut p as *mut u64 as *mut c_void,
@@ -133,7 +139,7 @@ unsafe fn launch_scale(f: Handle, p: u64, n: u32, grid: u32) -> CUresult {
         1,
         1,
         0,
-        std::ptr::null_mut(),
+        stream,
         params.as_mut_ptr(),
         std::ptr::null_mut(),
     )
@@ -404,4 +410,566 @@ fn target_arch_parses_ptx_targets() {
     assert_eq!(target_arch("sm_90a"), Some(90));
     assert_eq!(target_arch("sm_120"), Some(120));
     assert_eq!(target_arch("bogus"), None);
+}
+
+// ---- stream capture and graphs ----------------------------------------------------------
+
+/// A fresh stream (`CU_STREAM_NON_BLOCKING` unless `blocking`).
+unsafe fn new_stream(blocking: bool) -> Handle {
+    let mut s = std::ptr::null_mut();
+    assert_eq!(
+        cuStreamCreate(&mut s, if blocking { 0 } else { 1 }),
+        CUDA_SUCCESS
+    );
+    s
+}
+
+unsafe fn capture_status(s: Handle) -> i32 {
+    let mut st = -1;
+    assert_eq!(cuStreamIsCapturing(s, &mut st), CUDA_SUCCESS);
+    st
+}
+
+unsafe fn end_capture(s: Handle) -> (CUresult, Handle) {
+    let mut g = 0x1usize as Handle;
+    let r = cuStreamEndCapture(s, &mut g);
+    (r, g)
+}
+
+unsafe fn instantiate(g: Handle) -> Handle {
+    let mut e = std::ptr::null_mut();
+    assert_eq!(cuGraphInstantiateWithFlags(&mut e, g, 0), CUDA_SUCCESS);
+    e
+}
+
+unsafe extern "C" fn count_calls(data: *mut c_void) {
+    *(data as *mut u32) += 1;
+}
+
+#[test]
+fn captured_work_is_recorded_and_replayed_in_order() {
+    let su = setup();
+    unsafe {
+        let f = function(&su, "scale");
+        let s = new_stream(false);
+        let data: Vec<f32> = (0..64).map(|i| i as f32).collect();
+        let p = alloc_f32(&data);
+        let q = alloc_f32(&[0.0; 64]);
+        let mut host_in = vec![1.0f32; 64];
+        let mut host_out = vec![0.0f32; 64];
+        let mut calls = 0u32;
+        assert_eq!(capture_status(s), CAPTURE_STATUS_NONE);
+        assert_eq!(
+            cuStreamBeginCapture_v2(s, CAPTURE_MODE_THREAD_LOCAL),
+            CUDA_SUCCESS
+        );
+        assert_eq!(capture_status(s), CAPTURE_STATUS_ACTIVE);
+        let (mut st, mut id, mut graph, mut deps, mut n) =
+            (-1, 0u64, std::ptr::null_mut(), std::ptr::null(), 9usize);
+        let info = |st: &mut i32,
+                    id: &mut u64,
+                    graph: &mut Handle,
+                    deps: &mut *const Handle,
+                    n: &mut usize| {
+            cuStreamGetCaptureInfo_v3(s, st, id, graph, deps, std::ptr::null_mut(), n)
+        };
+        assert_eq!(
+            info(&mut st, &mut id, &mut graph, &mut deps, &mut n),
+            CUDA_SUCCESS
+        );
+        assert_eq!((st, n), (CAPTURE_STATUS_ACTIVE, 0));
+        assert!(id != 0 && !graph.is_null());
+        // p *= 2; q <- host_in; q *= 2; host_out <- q; a host function; p *= 2.
+        assert_eq!(launch_scale_on(f, p, 64, 2, s), CUDA_SUCCESS);
+        assert_eq!(
+            cuMemcpyHtoDAsync_v2(q, host_in.as_ptr() as *const c_void, 256, s),
+            CUDA_SUCCESS
+        );
+        assert_eq!(launch_scale_on(f, q, 64, 2, s), CUDA_SUCCESS);
+        assert_eq!(
+            cuMemcpyDtoHAsync_v2(host_out.as_mut_ptr() as *mut c_void, q, 256, s),
+            CUDA_SUCCESS
+        );
+        assert_eq!(
+            cuLaunchHostFunc(s, Some(count_calls), &mut calls as *mut u32 as *mut c_void),
+            CUDA_SUCCESS
+        );
+        assert_eq!(launch_scale_on(f, p, 64, 2, s), CUDA_SUCCESS);
+        let mut id2 = 0;
+        assert_eq!(cuStreamGetCaptureInfo(s, &mut st, &mut id2), CUDA_SUCCESS);
+        assert_eq!(id2, id);
+        assert_eq!(
+            info(&mut st, &mut id, &mut graph, &mut deps, &mut n),
+            CUDA_SUCCESS
+        );
+        assert!(n == 1 && !deps.is_null());
+        // Nothing ran.
+        assert_eq!(calls, 0);
+        assert_eq!(host_out, vec![0.0; 64]);
+        let (r, g) = end_capture(s);
+        assert_eq!(r, CUDA_SUCCESS);
+        assert_eq!(g, graph);
+        assert_eq!(capture_status(s), CAPTURE_STATUS_NONE);
+        assert_eq!(download_f32(p, 64), data);
+        assert_eq!(download_f32(q, 64), vec![0.0; 64]);
+
+        let e = instantiate(g);
+        // The executable graph keeps its nodes after the graph is destroyed.
+        assert_eq!(cuGraphDestroy(g), CUDA_SUCCESS);
+        assert_eq!(cuGraphDestroy(g), CUDA_ERROR_INVALID_HANDLE);
+        assert_eq!(cuGraphUpload(e, s), CUDA_SUCCESS);
+        for k in 1..=3u32 {
+            // Host memory is read when the graph runs, not when it was captured.
+            host_in.fill(k as f32);
+            assert_eq!(cuGraphLaunch(e, s), CUDA_SUCCESS);
+            assert_eq!(calls, k);
+            assert_eq!(host_out, vec![2.0 * k as f32; 64]);
+            let want: Vec<f32> = data.iter().map(|v| v * 4f32.powi(k as i32)).collect();
+            assert_eq!(download_f32(p, 64), want);
+        }
+        // A graph launch on the legacy stream, and one captured into another graph.
+        assert_eq!(cuGraphLaunch(e, std::ptr::null_mut()), CUDA_SUCCESS);
+        assert_eq!(calls, 4);
+        assert_eq!(
+            cuStreamBeginCapture_v2(s, CAPTURE_MODE_GLOBAL),
+            CUDA_SUCCESS
+        );
+        assert_eq!(cuGraphLaunch(e, s), CUDA_SUCCESS);
+        assert_eq!(cuGraphLaunch(e, s), CUDA_SUCCESS);
+        let (r, g2) = end_capture(s);
+        assert_eq!(r, CUDA_SUCCESS);
+        assert_eq!(calls, 4);
+        let e2 = instantiate(g2);
+        assert_eq!(cuGraphLaunch(e2, s), CUDA_SUCCESS);
+        assert_eq!(calls, 6);
+        assert_eq!(download_f32(p, 64)[1], 4f32.powi(6));
+        for x in [e, e2] {
+            assert_eq!(cuGraphExecDestroy(x), CUDA_SUCCESS);
+        }
+        assert_eq!(cuGraphExecDestroy(e), CUDA_ERROR_INVALID_HANDLE);
+        assert_eq!(cuGraphLaunch(e, s), CUDA_ERROR_INVALID_HANDLE);
+        assert_eq!(cuGraphDestroy(g2), CUDA_SUCCESS);
+        assert_eq!(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+    }
+}
+
+#[test]
+fn instantiate_flags_are_checked() {
+    let su = setup();
+    unsafe {
+        let f = function(&su, "scale");
+        let s = new_stream(false);
+        let p = alloc_f32(&[1.0; 32]);
+        let mut host = [0f32; 32];
+        assert_eq!(
+            cuStreamBeginCapture_v2(s, CAPTURE_MODE_RELAXED),
+            CUDA_SUCCESS
+        );
+        assert_eq!(launch_scale_on(f, p, 32, 1, s), CUDA_SUCCESS);
+        let (r, kernel_only) = end_capture(s);
+        assert_eq!(r, CUDA_SUCCESS);
+        assert_eq!(
+            cuStreamBeginCapture_v2(s, CAPTURE_MODE_RELAXED),
+            CUDA_SUCCESS
+        );
+        assert_eq!(
+            cuMemcpyDtoHAsync_v2(host.as_mut_ptr() as *mut c_void, p, 128, s),
+            CUDA_SUCCESS
+        );
+        let (r, with_host_copy) = end_capture(s);
+        assert_eq!(r, CUDA_SUCCESS);
+        let mut e = std::ptr::null_mut();
+        let inst = |e: &mut Handle, g: Handle, flags: u64| cuGraphInstantiateWithFlags(e, g, flags);
+        assert_eq!(inst(&mut e, kernel_only, 0x100), CUDA_ERROR_INVALID_VALUE);
+        assert_eq!(
+            inst(
+                &mut e,
+                kernel_only,
+                GRAPH_INSTANTIATE_DEVICE_LAUNCH | GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH
+            ),
+            CUDA_ERROR_INVALID_VALUE
+        );
+        assert_eq!(
+            inst(&mut e, with_host_copy, GRAPH_INSTANTIATE_DEVICE_LAUNCH),
+            CUDA_ERROR_INVALID_VALUE
+        );
+        assert_eq!(
+            inst(&mut e, std::ptr::null_mut(), 0),
+            CUDA_ERROR_INVALID_VALUE
+        );
+        assert_eq!(
+            inst(&mut e, 0x77usize as Handle, 0),
+            CUDA_ERROR_INVALID_HANDLE
+        );
+        for flags in [
+            GRAPH_INSTANTIATE_DEVICE_LAUNCH,
+            GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH | GRAPH_INSTANTIATE_USE_NODE_PRIORITY,
+            GRAPH_INSTANTIATE_UPLOAD,
+        ] {
+            assert_eq!(inst(&mut e, kernel_only, flags), CUDA_SUCCESS);
+            assert_eq!(cuGraphLaunch(e, s), CUDA_SUCCESS);
+            assert_eq!(cuGraphExecDestroy(e), CUDA_SUCCESS);
+        }
+        assert_eq!(download_f32(p, 1), vec![8.0]);
+        let (mut node, mut log) = (0x1usize as Handle, [1 as c_char; 4]);
+        assert_eq!(
+            cuGraphInstantiate_v2(&mut e, with_host_copy, &mut node, log.as_mut_ptr(), 4),
+            CUDA_SUCCESS
+        );
+        assert!(node.is_null() && log[0] == 0);
+        assert_eq!(cuGraphLaunch(e, s), CUDA_SUCCESS);
+        assert_eq!(host, [8.0; 32]);
+    }
+}
+
+#[test]
+fn capture_begins_and_ends_like_the_driver() {
+    let _su = setup();
+    unsafe {
+        let s = new_stream(false);
+        // Not on the legacy stream.
+        for legacy in [std::ptr::null_mut(), STREAM_LEGACY as Handle] {
+            assert_eq!(
+                cuStreamBeginCapture_v2(legacy, CAPTURE_MODE_GLOBAL),
+                CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+            );
+        }
+        assert_eq!(cuStreamBeginCapture_v2(s, 3), CUDA_ERROR_INVALID_VALUE);
+        assert_eq!(end_capture(s).0, CUDA_ERROR_ILLEGAL_STATE);
+        assert_eq!(
+            cuStreamBeginCapture_v2(s, CAPTURE_MODE_THREAD_LOCAL),
+            CUDA_SUCCESS
+        );
+        assert_eq!(
+            cuStreamBeginCapture_v2(s, CAPTURE_MODE_THREAD_LOCAL),
+            CUDA_ERROR_ILLEGAL_STATE
+        );
+        // A thread-local (or global) capture ends on the thread that began it.
+        let ctx = current_ctx();
+        let s_addr = s as usize;
+        let other = std::thread::spawn(move || {
+            cuCtxSetCurrent(ctx as Handle);
+            end_capture(s_addr as Handle).0
+        })
+        .join()
+        .unwrap();
+        assert_eq!(other, CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+        assert_eq!(capture_status(s), CAPTURE_STATUS_ACTIVE);
+        // An empty capture is an empty graph.
+        let (r, g) = end_capture(s);
+        assert_eq!(r, CUDA_SUCCESS);
+        let e = instantiate(g);
+        assert_eq!(cuGraphLaunch(e, s), CUDA_SUCCESS);
+        // A relaxed capture may end on another thread.
+        assert_eq!(
+            cuStreamBeginCapture_v2(s, CAPTURE_MODE_RELAXED),
+            CUDA_SUCCESS
+        );
+        let other = std::thread::spawn(move || {
+            cuCtxSetCurrent(ctx as Handle);
+            end_capture(s_addr as Handle).0
+        })
+        .join()
+        .unwrap();
+        assert_eq!(other, CUDA_SUCCESS);
+        assert_eq!(capture_status(s), CAPTURE_STATUS_NONE);
+    }
+}
+
+unsafe fn current_ctx() -> usize {
+    let mut c = std::ptr::null_mut();
+    assert_eq!(cuCtxGetCurrent(&mut c), CUDA_SUCCESS);
+    c as usize
+}
+
+/// Runs `prohibited` during a capture of a fresh stream in `mode` and checks that it fails
+/// with `code` and invalidates the capture: later work on the stream fails, the capture ends
+/// with `CUDA_ERROR_STREAM_CAPTURE_INVALIDATED` and no graph, and the stream then works.
+unsafe fn check_invalidates(
+    su: &Setup,
+    mode: i32,
+    code: CUresult,
+    what: &str,
+    prohibited: impl FnOnce(Handle) -> CUresult,
+) {
+    let f = function(su, "scale");
+    let s = new_stream(false);
+    let p = alloc_f32(&[1.0; 32]);
+    assert_eq!(cuStreamBeginCapture_v2(s, mode), CUDA_SUCCESS, "{what}");
+    assert_eq!(launch_scale_on(f, p, 32, 1, s), CUDA_SUCCESS, "{what}");
+    assert_eq!(prohibited(s), code, "{what}");
+    assert_eq!(capture_status(s), CAPTURE_STATUS_INVALIDATED, "{what}");
+    assert_eq!(
+        launch_scale_on(f, p, 32, 1, s),
+        CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+        "{what}"
+    );
+    let (r, g) = end_capture(s);
+    assert_eq!(
+        (r, g),
+        (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, std::ptr::null_mut()),
+        "{what}"
+    );
+    assert_eq!(capture_status(s), CAPTURE_STATUS_NONE, "{what}");
+    // Nothing recorded ran; the stream works eagerly again; the context has no sticky error.
+    assert_eq!(download_f32(p, 1), vec![1.0], "{what}");
+    assert_eq!(launch_scale_on(f, p, 32, 1, s), CUDA_SUCCESS, "{what}");
+    assert_eq!(download_f32(p, 1), vec![2.0], "{what}");
+    assert_eq!(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+#[test]
+fn prohibited_calls_invalidate_the_capture() {
+    let su = setup();
+    unsafe {
+        let mut q = 0u64;
+        let host = [0u8; 16];
+        for mode in [CAPTURE_MODE_GLOBAL, CAPTURE_MODE_THREAD_LOCAL] {
+            let unsupported = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+            check_invalidates(&su, mode, unsupported, "cuMemAlloc", |_| {
+                cuMemAlloc_v2(&mut q, 16)
+            });
+            let live = alloc_f32(&[0.0; 4]);
+            check_invalidates(&su, mode, unsupported, "cuMemFree", |_| cuMemFree_v2(live));
+            check_invalidates(&su, mode, unsupported, "cuMemcpyHtoD", |_| {
+                cuMemcpyHtoD_v2(live, host.as_ptr() as *const c_void, 16)
+            });
+            check_invalidates(&su, mode, unsupported, "cuMemsetD32", |_| {
+                cuMemsetD32_v2(live, 0, 4)
+            });
+            check_invalidates(&su, mode, unsupported, "cuStreamSynchronize", |s| {
+                cuStreamSynchronize(s)
+            });
+            check_invalidates(&su, mode, unsupported, "cuStreamQuery", |s| {
+                cuStreamQuery(s)
+            });
+            check_invalidates(&su, mode, unsupported, "cuCtxSynchronize", |_| {
+                cuCtxSynchronize()
+            });
+            // An event recorded outside the capture; a captured event.
+            let mut ev = std::ptr::null_mut();
+            assert_eq!(cuEventCreate(&mut ev, 0), CUDA_SUCCESS);
+            assert_eq!(cuEventRecord(ev, std::ptr::null_mut()), CUDA_SUCCESS);
+            check_invalidates(
+                &su,
+                mode,
+                CUDA_ERROR_STREAM_CAPTURE_ISOLATION,
+                "cuStreamWaitEvent",
+                |s| cuStreamWaitEvent(s, ev, 0),
+            );
+            check_invalidates(&su, mode, CUDA_ERROR_CAPTURED_EVENT, "cuEventQuery", |s| {
+                assert_eq!(cuEventRecord(ev, s), CUDA_SUCCESS);
+                assert_eq!(cuStreamWaitEvent(s, ev, 0), CUDA_SUCCESS);
+                cuEventQuery(ev)
+            });
+            assert_eq!(cuEventSynchronize(ev), CUDA_ERROR_CAPTURED_EVENT);
+            assert_eq!(cuEventRecord(ev, std::ptr::null_mut()), CUDA_SUCCESS);
+            assert_eq!(cuEventSynchronize(ev), CUDA_SUCCESS);
+            assert_eq!(cuEventDestroy_v2(ev), CUDA_SUCCESS);
+            assert_eq!(cuMemFree_v2(live), CUDA_SUCCESS);
+        }
+    }
+}
+
+#[test]
+fn capture_modes_decide_which_threads_may_allocate() {
+    let su = setup();
+    unsafe {
+        let f = function(&su, "scale");
+        let ctx = current_ctx();
+        let alloc_on_other_thread = move || {
+            std::thread::spawn(move || {
+                cuCtxSetCurrent(ctx as Handle);
+                let mut q = 0u64;
+                let r = cuMemAlloc_v2(&mut q, 16);
+                if r == CUDA_SUCCESS {
+                    assert_eq!(cuMemFree_v2(q), CUDA_SUCCESS);
+                }
+                r
+            })
+            .join()
+            .unwrap()
+        };
+        for (mode, here, other) in [
+            (CAPTURE_MODE_GLOBAL, false, false),
+            (CAPTURE_MODE_THREAD_LOCAL, false, true),
+            (CAPTURE_MODE_RELAXED, true, true),
+        ] {
+            for (on_this_thread, allowed) in [(false, other), (true, here)] {
+                let s = new_stream(false);
+                let p = alloc_f32(&[1.0; 32]);
+                assert_eq!(cuStreamBeginCapture_v2(s, mode), CUDA_SUCCESS);
+                assert_eq!(launch_scale_on(f, p, 32, 1, s), CUDA_SUCCESS);
+                let r = if on_this_thread {
+                    let mut q = 0u64;
+                    let r = cuMemAlloc_v2(&mut q, 16);
+                    if r == CUDA_SUCCESS {
+                        assert_eq!(cuMemFree_v2(q), CUDA_SUCCESS);
+                    }
+                    r
+                } else {
+                    alloc_on_other_thread()
+                };
+                let want = if allowed {
+                    CUDA_SUCCESS
+                } else {
+                    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+                };
+                assert_eq!(r, want, "mode {mode}, this thread {on_this_thread}");
+                let (r, g) = end_capture(s);
+                if allowed {
+                    assert_eq!(r, CUDA_SUCCESS);
+                    assert_eq!(cuGraphDestroy(g), CUDA_SUCCESS);
+                } else {
+                    assert_eq!(r, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+                }
+                assert_eq!(cuMemFree_v2(p), CUDA_SUCCESS);
+            }
+        }
+        // A thread in relaxed mode may allocate during another thread's global capture.
+        let s = new_stream(false);
+        assert_eq!(
+            cuStreamBeginCapture_v2(s, CAPTURE_MODE_GLOBAL),
+            CUDA_SUCCESS
+        );
+        let r = std::thread::spawn(move || {
+            cuCtxSetCurrent(ctx as Handle);
+            let mut mode = CAPTURE_MODE_RELAXED;
+            assert_eq!(cuThreadExchangeStreamCaptureMode(&mut mode), CUDA_SUCCESS);
+            assert_eq!(mode, CAPTURE_MODE_GLOBAL);
+            let mut q = 0u64;
+            let r = cuMemAlloc_v2(&mut q, 16);
+            assert_eq!(cuMemFree_v2(q), CUDA_SUCCESS);
+            r
+        })
+        .join()
+        .unwrap();
+        assert_eq!(r, CUDA_SUCCESS);
+        assert_eq!(capture_status(s), CAPTURE_STATUS_ACTIVE);
+        let (r, _) = end_capture(s);
+        assert_eq!(r, CUDA_SUCCESS);
+    }
+}
+
+#[test]
+fn the_legacy_stream_cannot_depend_on_a_capturing_blocking_stream() {
+    let su = setup();
+    unsafe {
+        let f = function(&su, "scale");
+        let p = alloc_f32(&[1.0; 32]);
+        // A non-blocking stream's capture leaves the legacy stream usable (async calls).
+        let s = new_stream(false);
+        assert_eq!(
+            cuStreamBeginCapture_v2(s, CAPTURE_MODE_GLOBAL),
+            CUDA_SUCCESS
+        );
+        assert_eq!(launch_scale(f, p, 32, 1), CUDA_SUCCESS);
+        let mut st = -1;
+        assert_eq!(
+            cuStreamIsCapturing(std::ptr::null_mut(), &mut st),
+            CUDA_SUCCESS
+        );
+        assert_eq!(st, CAPTURE_STATUS_NONE);
+        assert_eq!(end_capture(s).0, CUDA_SUCCESS);
+        assert_eq!(download_f32(p, 1), vec![2.0]);
+        // A blocking stream's capture: any use of the legacy stream is an implicit dependency.
+        let b = new_stream(true);
+        assert_eq!(
+            cuStreamBeginCapture_v2(b, CAPTURE_MODE_RELAXED),
+            CUDA_SUCCESS
+        );
+        assert_eq!(
+            cuStreamIsCapturing(std::ptr::null_mut(), &mut st),
+            CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+        );
+        assert_eq!(capture_status(b), CAPTURE_STATUS_INVALIDATED);
+        assert_eq!(end_capture(b).0, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        check_invalidates_blocking(&su, b, p, |_| launch_scale(f, p, 32, 1));
+        check_invalidates_blocking(&su, b, p, |_| {
+            cuMemsetD8Async(p, 0, 4, STREAM_LEGACY as Handle)
+        });
+        check_invalidates_blocking(&su, b, p, |_| cuStreamSynchronize(std::ptr::null_mut()));
+        assert_eq!(download_f32(p, 1), vec![2.0]);
+    }
+}
+
+/// A relaxed capture of blocking stream `b` that `prohibited` (a use of the legacy stream)
+/// invalidates with `CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`.
+unsafe fn check_invalidates_blocking(
+    su: &Setup,
+    b: Handle,
+    p: u64,
+    prohibited: impl FnOnce(Handle) -> CUresult,
+) {
+    let f = function(su, "scale");
+    assert_eq!(
+        cuStreamBeginCapture_v2(b, CAPTURE_MODE_RELAXED),
+        CUDA_SUCCESS
+    );
+    assert_eq!(launch_scale_on(f, p, 32, 1, b), CUDA_SUCCESS);
+    assert_eq!(prohibited(b), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+    assert_eq!(capture_status(b), CAPTURE_STATUS_INVALIDATED);
+    assert_eq!(end_capture(b).0, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+}
+
+#[test]
+fn events_and_capture() {
+    let su = setup();
+    unsafe {
+        let f = function(&su, "scale");
+        let p = alloc_f32(&[1.0; 32]);
+        let (s, t) = (new_stream(false), new_stream(false));
+        let mut ev = std::ptr::null_mut();
+        assert_eq!(cuEventCreate(&mut ev, 0), CUDA_SUCCESS);
+        // An external wait on an event recorded outside the capture is allowed; the external
+        // flag outside capture is not.
+        assert_eq!(cuEventRecord(ev, s), CUDA_SUCCESS);
+        assert_eq!(
+            cuStreamWaitEvent(s, ev, EVENT_WAIT_EXTERNAL),
+            CUDA_ERROR_INVALID_VALUE
+        );
+        assert_eq!(cuStreamWaitEvent(s, ev, 2), CUDA_ERROR_INVALID_VALUE);
+        assert_eq!(
+            cuStreamBeginCapture_v2(s, CAPTURE_MODE_GLOBAL),
+            CUDA_SUCCESS
+        );
+        assert_eq!(cuStreamWaitEvent(s, ev, EVENT_WAIT_EXTERNAL), CUDA_SUCCESS);
+        assert_eq!(launch_scale_on(f, p, 32, 1, s), CUDA_SUCCESS);
+        assert_eq!(cuEventRecord(ev, s), CUDA_SUCCESS);
+        let mut ms = 0.0;
+        assert_eq!(
+            cuEventElapsedTime(&mut ms, ev, ev),
+            CUDA_ERROR_CAPTURED_EVENT
+        );
+        // A stream joining the capture through the captured event is not modelled.
+        assert_eq!(cuStreamWaitEvent(t, ev, 0), CUDA_ERROR_NOT_SUPPORTED);
+        // Another capture waiting on it would merge two sequences.
+        assert_eq!(
+            cuStreamBeginCapture_v2(t, CAPTURE_MODE_RELAXED),
+            CUDA_SUCCESS
+        );
+        assert_eq!(cuStreamWaitEvent(t, ev, 0), CUDA_ERROR_STREAM_CAPTURE_MERGE);
+        assert_eq!(end_capture(t).0, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        assert_eq!(capture_status(s), CAPTURE_STATUS_ACTIVE);
+        let (r, g) = end_capture(s);
+        assert_eq!(r, CUDA_SUCCESS);
+        assert_eq!(cuGraphLaunch(instantiate(g), t), CUDA_SUCCESS);
+        assert_eq!(download_f32(p, 1), vec![2.0]);
+        // The allocator's stream-ordered calls on a capturing stream are not modelled.
+        assert_eq!(
+            cuStreamBeginCapture_v2(s, CAPTURE_MODE_RELAXED),
+            CUDA_SUCCESS
+        );
+        let mut q = 0;
+        assert_eq!(cuMemAllocAsync(&mut q, 16, s), CUDA_ERROR_NOT_SUPPORTED);
+        assert_eq!(cuMemFreeAsync(p, s), CUDA_ERROR_NOT_SUPPORTED);
+        assert_eq!(end_capture(s).0, CUDA_SUCCESS);
+        // Destroying a capturing stream ends its capture.
+        assert_eq!(
+            cuStreamBeginCapture_v2(t, CAPTURE_MODE_RELAXED),
+            CUDA_SUCCESS
+        );
+        assert_eq!(cuStreamDestroy_v2(t), CUDA_SUCCESS);
+        assert_eq!(cuCtxSynchronize(), CUDA_SUCCESS);
+    }
 }
