@@ -64,6 +64,7 @@ pub mod kernels;
 pub mod layer_norm;
 pub mod occupancy;
 pub mod plan;
+mod profile;
 pub mod runtime;
 mod state;
 
