@@ -93,9 +93,30 @@ mod gpu {
         s.clone_htod(&vec![E::from_f64(0.0); n]).unwrap()
     }
 
-    /// Marks the start of a step in the child's stderr (the parent splits the record there).
+    /// Marks the start of a step: on stderr for the NVTX test (the parent splits the record
+    /// there), as a tracing event for the tracing test.
     fn step(name: &str) {
         eprintln!("step: {name}");
+        tracing::info!(target: "nvtx_test", step = name);
+    }
+
+    /// The `tracing` spans (feature `tracing`) mirror the NVTX ranges: one span per range,
+    /// same names (span name: the op; field `range`: the whole NVTX name), same nesting (the
+    /// op's span a child of the module's), entered and exited like the ranges are pushed and
+    /// popped, on error paths too. Recorded by a hand-written subscriber, in this thread only.
+    #[test]
+    fn tracing_spans_mirror_the_ranges() {
+        if std::env::var_os(CHILD).is_some() {
+            return;
+        }
+        let Some(_stream) = testkit::gpu::gpu_stream("tracing_spans_mirror_the_ranges") else {
+            return;
+        };
+        let recorder = spans::Recorder::default();
+        let log = recorder.log.clone();
+        tracing::subscriber::with_default(recorder, run_ops);
+        let log = std::mem::take(&mut *log.lock().unwrap());
+        compare(&log, &expected(false));
     }
 
     /// The child: every op and module call, forward and backward, and error paths.
@@ -375,10 +396,12 @@ mod gpu {
                 } else {
                     panic!("a kernel directly inside the module range {inner:?}: {line}")
                 };
-                let direction = if inner.contains(".forward ") {
-                    "_fwd_"
-                } else {
-                    "_bwd_"
+                // (The backward of an eval-mode BatchNorm is an affine map: the forward's
+                // apply kernel.)
+                let direction = match () {
+                    _ if inner.contains(".forward ") => "_fwd_",
+                    _ if inner.starts_with("batch_norm.backward eval ") => "_",
+                    _ => "_bwd_",
                 };
                 assert!(
                     line.contains(family) && line.contains(direction),
@@ -406,10 +429,26 @@ mod gpu {
         // The recorder was loaded, and the domain created once, before anything else.
         assert_eq!(before, ["nvtx: init ok", "nvtx: domain_create warpnorm"]);
 
+        let expected = expected(true);
+        assert_eq!(steps.len(), expected.len(), "steps: {steps:#?}");
+        compare(&steps, &expected);
+    }
+
+    fn compare(got: &[(String, Vec<Event>)], expected: &[(&str, Vec<Event>)]) {
+        assert_eq!(got.len(), expected.len(), "steps: {got:#?}");
+        for ((name, got), (want_name, want)) in got.iter().zip(expected) {
+            assert_eq!(name, want_name);
+            assert_eq!(got, want, "step {name:?}");
+        }
+    }
+
+    /// What each step of `run_ops` must record, written out by hand; `kernels`: with the
+    /// kernel launches (NVTX test), or without (tracing spans).
+    fn expected(kernels: bool) -> Vec<(&'static str, Vec<Event>)> {
         use Event::{Kernel as K, Pop as P};
         let push = |s: &str| Event::Push(s.to_string());
         let ln = "4x256 bf16/f32";
-        let expected: Vec<(&str, Vec<Event>)> = vec![
+        vec![
             (
                 "layer_norm forward",
                 vec![push(&format!("layer_norm.forward {ln}")), K, P],
@@ -519,11 +558,118 @@ mod gpu {
                 ],
             ),
             ("end", vec![]),
-        ];
-        assert_eq!(steps.len(), expected.len(), "steps: {steps:#?}");
-        for ((name, got), (want_name, want)) in steps.iter().zip(&expected) {
-            assert_eq!(name, want_name);
-            assert_eq!(got, want, "step {name:?}");
+        ]
+        .into_iter()
+        .map(|(step, events)| {
+            let events = events
+                .into_iter()
+                .filter(|e| kernels || *e != Event::Kernel);
+            (step, events.collect())
+        })
+        .collect()
+    }
+
+    mod spans {
+        //! A subscriber that records, per step, the spans entered and exited.
+
+        use std::sync::{Arc, Mutex};
+
+        use tracing::field::{Field, Visit};
+        use tracing::span::{Attributes, Id, Record};
+        use tracing::{Event, Level, Metadata, Subscriber};
+
+        type Log = Vec<(String, Vec<super::Event>)>;
+
+        #[derive(Default)]
+        pub struct Recorder {
+            pub log: Arc<Mutex<Log>>,
+            /// Per span id (index + 1): its name, its `range` field, its parent's id.
+            spans: Mutex<Vec<(String, String, Option<u64>)>>,
+            /// The ids of the spans entered, innermost last.
+            stack: Mutex<Vec<u64>>,
+        }
+
+        #[derive(Default)]
+        struct Fields {
+            range: Option<String>,
+            step: Option<String>,
+        }
+
+        impl Visit for Fields {
+            fn record_str(&mut self, field: &Field, value: &str) {
+                if field.name() == "step" {
+                    self.step = Some(value.to_string());
+                }
+            }
+
+            fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+                match field.name() {
+                    "range" => self.range = Some(format!("{value:?}")),
+                    "step" => self.step = Some(format!("{value:?}")),
+                    _ => {}
+                }
+            }
+        }
+
+        impl Subscriber for Recorder {
+            fn enabled(&self, _: &Metadata<'_>) -> bool {
+                true
+            }
+
+            fn new_span(&self, span: &Attributes<'_>) -> Id {
+                let m = span.metadata();
+                assert_eq!(m.target(), "warpnorm", "{m:?}");
+                assert_eq!(*m.level(), Level::DEBUG, "{m:?}");
+                let mut fields = Fields::default();
+                span.record(&mut fields);
+                let range = fields.range.expect("a `range` field");
+                assert_eq!(
+                    range.split(' ').next(),
+                    Some(m.name()),
+                    "the span's name is the range's first word"
+                );
+                assert!(span.is_contextual(), "{m:?}");
+                let parent = self.stack.lock().unwrap().last().copied();
+                let mut spans = self.spans.lock().unwrap();
+                spans.push((m.name().to_string(), range, parent));
+                Id::from_u64(spans.len() as u64)
+            }
+
+            fn record(&self, _: &Id, _: &Record<'_>) {}
+
+            fn record_follows_from(&self, _: &Id, _: &Id) {}
+
+            fn event(&self, event: &Event<'_>) {
+                let mut fields = Fields::default();
+                event.record(&mut fields);
+                if let Some(step) = fields.step {
+                    self.log.lock().unwrap().push((step, Vec::new()));
+                }
+            }
+
+            fn enter(&self, id: &Id) {
+                let spans = self.spans.lock().unwrap();
+                let (_, range, parent) = &spans[id.into_u64() as usize - 1];
+                let mut stack = self.stack.lock().unwrap();
+                // Entered where it was created: a module's op span is its child.
+                assert_eq!(stack.last().copied(), *parent, "{range}");
+                stack.push(id.into_u64());
+                let mut log = self.log.lock().unwrap();
+                let (_, events) = log.last_mut().expect("a span before any step");
+                events.push(super::Event::Push(range.clone()));
+            }
+
+            fn exit(&self, id: &Id) {
+                let mut stack = self.stack.lock().unwrap();
+                assert_eq!(
+                    stack.pop(),
+                    Some(id.into_u64()),
+                    "spans exit innermost first"
+                );
+                let mut log = self.log.lock().unwrap();
+                let (_, events) = log.last_mut().expect("a span before any step");
+                events.push(super::Event::Pop);
+            }
         }
     }
 }
