@@ -14,6 +14,7 @@ use super::desc::{check_momentum, BatchNormDesc, Layout, Mode, Momentum, Problem
 use super::ops::{backward_checked, forward_checked, BackwardBuffers, ForwardBuffers};
 use super::plan::{workspace_bytes_checked, Direction};
 use crate::device::DeviceProps;
+use crate::profile::{self, Op};
 use crate::runtime::GpuExecutor;
 
 /// Construction parameters, with PyTorch's defaults from [`BatchNormConfig::new`].
@@ -324,6 +325,7 @@ impl<P: Element> BatchNorm<P> {
         layout: Layout,
     ) -> Result<ForwardOutput<T>> {
         let problem = self.desc::<T>(dims, layout)?.check()?;
+        let _range = profile::range(Op::BatchNormModuleForward, &problem);
         let (desc, ncs) = (problem.desc(), *problem.ncs());
         let c = ncs.c as usize;
         let s = self.stream.clone();
@@ -374,6 +376,7 @@ impl<P: Element> BatchNorm<P> {
         let mut desc = self.desc::<T>(dims, layout)?;
         desc.mode.batch_stats = !saved.frozen;
         let problem = desc.check()?;
+        let _range = profile::range(Op::BatchNormModuleBackward, &problem);
         let ncs = *problem.ncs();
         let c = ncs.c as usize;
         let s = self.stream.clone();

@@ -12,6 +12,7 @@ use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 use crate::buffers::Lender;
 use crate::check::check_element_types;
 use crate::plan::{Direction, Executor};
+use crate::profile::{self, Op};
 use crate::runtime::GpuExecutor;
 use crate::{Element, Result};
 
@@ -99,6 +100,7 @@ pub(crate) fn forward_checked<T: Element, P: Element>(
     problem: &Problem,
     mut b: ForwardBuffers<'_, T, P>,
 ) -> Result<()> {
+    let _range = profile::range(Op::BatchNormForward, problem);
     let desc = problem.desc();
     check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
     let (n, c) = (problem.ncs().numel, problem.ncs().c);
@@ -145,6 +147,7 @@ pub(crate) fn backward_checked<T: Element, P: Element>(
     problem: &Problem,
     mut b: BackwardBuffers<'_, T, P>,
 ) -> Result<()> {
+    let _range = profile::range(Op::BatchNormBackward, problem);
     let desc = problem.desc();
     check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
     let (n, c) = (problem.ncs().numel, problem.ncs().c);

@@ -14,6 +14,7 @@ use crate::{Element, Error, Result, State};
 use super::desc::{Affine, LayerNormDesc};
 use super::ops::{backward_checked, forward_checked, BackwardBuffers, ForwardBuffers};
 use super::plan::{workspace_bytes_checked, Direction};
+use crate::profile::{self, Op};
 use crate::runtime::GpuExecutor;
 
 /// What [`LayerNorm::forward`] returns.
@@ -215,6 +216,7 @@ impl<P: Element> LayerNorm<P> {
         x_shape: &[usize],
     ) -> Result<ForwardOutput<T>> {
         let problem = self.desc::<T>(x_shape)?.check()?;
+        let _range = profile::range(Op::LayerNormModuleForward, &problem);
         let d = *problem.desc();
         let n = d.rows * d.cols;
         let mut exec = GpuExecutor::new(&self.stream)?;
@@ -252,6 +254,7 @@ impl<P: Element> LayerNorm<P> {
         saved: &SavedStats,
     ) -> Result<Gradients<T, P>> {
         let problem = self.desc::<T>(x_shape)?.check()?;
+        let _range = profile::range(Op::LayerNormModuleBackward, &problem);
         let d = *problem.desc();
         let n = d.rows * d.cols;
         let mut exec = GpuExecutor::new(&self.stream)?;

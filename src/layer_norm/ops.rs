@@ -11,6 +11,7 @@ use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 use crate::buffers::Lender;
 use crate::check::check_element_types;
 use crate::plan::Executor;
+use crate::profile::{self, Op};
 use crate::runtime::GpuExecutor;
 use crate::{Element, Result};
 
@@ -90,6 +91,7 @@ pub(crate) fn forward_checked<T: Element, P: Element>(
     problem: &Problem,
     mut b: ForwardBuffers<'_, T, P>,
 ) -> Result<()> {
+    let _range = profile::range(Op::LayerNormForward, problem);
     let desc = problem.desc();
     check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
     let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
@@ -129,6 +131,7 @@ pub(crate) fn backward_checked<T: Element, P: Element>(
     problem: &Problem,
     mut b: BackwardBuffers<'_, T, P>,
 ) -> Result<()> {
+    let _range = profile::range(Op::LayerNormBackward, problem);
     let desc = problem.desc();
     check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
     let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
