@@ -15,8 +15,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Architectures that get SASS by default (intersected with `nvcc --list-gpu-code`).
-const DEFAULT_SASS_ARCHS: &[u32] = &[75, 80, 86, 89, 90, 100, 120];
+/// Architectures that get SASS by default (intersected with `nvcc --list-gpu-code`): one per
+/// SASS a device needs. A device runs the SASS of the highest built architecture with its
+/// major version and a minor one not above its own, so sm_86/sm_87/sm_89 devices run the
+/// sm_80 SASS and sm_103 the sm_100 SASS (`occupancy::sass_arch_in` applies the same rule);
+/// the PTX of the newest covers later ones.
+const DEFAULT_SASS_ARCHS: &[u32] = &[75, 80, 90, 100, 120];
 /// Virtual architectures whose PTX is written to OUT_DIR for ptxsim (feature `sim-ptx`).
 const SIM_PTX_ARCHS: &[u32] = &[75, 80, 90];
 
@@ -270,11 +274,32 @@ struct FamilyOut {
 }
 
 fn common_flags(cmd: &mut Command, cuda_dir: &Path) {
-    cmd.args(["-O3", "-std=c++17", "-lineinfo"]);
+    // No -lineinfo: it made the SASS 2.6x larger and ptxas slower, for profilers only
+    // (`WARPNORM_NVCC_FLAGS=-lineinfo` brings it back).
+    cmd.args(["-O3", "-std=c++17"]);
     cmd.arg("-I").arg(cuda_dir);
     if let Ok(extra) = env::var("WARPNORM_NVCC_FLAGS") {
         cmd.args(extra.split_whitespace());
     }
+}
+
+/// Writes the simulator's PTX of `source` for `compute_<arch>` and returns its path and text.
+fn sim_ptx_of(
+    nvcc: &Path,
+    cuda_dir: &Path,
+    out_dir: &Path,
+    source: &Path,
+    name: &str,
+    arch: u32,
+) -> Result<(u32, PathBuf, String), String> {
+    let path = out_dir.join(format!("{name}.compute_{arch}.ptx"));
+    let mut cmd = nvcc_command(nvcc);
+    cmd.arg("-ptx").arg(format!("-arch=compute_{arch}"));
+    common_flags(&mut cmd, cuda_dir);
+    cmd.arg(source).arg("-o").arg(&path);
+    run(cmd, &format!("nvcc -ptx {name}.cu for compute_{arch}"))?;
+    let text = fs::read_to_string(&path).map_err(|e| e.to_string())?;
+    Ok((arch, path, text))
 }
 
 fn build_family(
@@ -289,12 +314,80 @@ fn build_family(
         .and_then(|s| s.to_str())
         .ok_or_else(|| format!("bad file name {}", source.display()))?
         .to_string();
+    // The simulator's PTX (one nvcc per virtual architecture) compiles while the fatbin does:
+    // each is a separate front-end run, and one after the other they were the longest path of
+    // the crate's own builds.
+    let (fat, sim) = std::thread::scope(|s| {
+        let jobs: Vec<_> = SIM_PTX_ARCHS
+            .iter()
+            .filter(|_| sim_ptx())
+            .map(|&a| {
+                let name = &name;
+                s.spawn(move || sim_ptx_of(nvcc, cuda_dir, out_dir, source, name, a))
+            })
+            .collect();
+        let fat = build_fatbin(nvcc, cuda_dir, out_dir, source, &name, archs);
+        let sim: Vec<Result<(u32, PathBuf, String), String>> = jobs
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("nvcc -ptx thread panicked".into()))
+            })
+            .collect();
+        (fat, sim)
+    });
+    let (fatbin, resources) = fat?;
+
+    // Entry points: those ptxas compiled (every entry, for every SASS arch).
+    let entries: Vec<String> = resources
+        .iter()
+        .map(|r| r.kernel.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut ptx = Vec::new();
+    for job in sim {
+        let (a, path, text) = job?;
+        let in_ptx: BTreeSet<String> = entries_of(&text).into_iter().collect();
+        if in_ptx.iter().ne(entries.iter()) {
+            return Err(format!(
+                "{name}.cu: the compute_{a} PTX exports {} entry points, ptxas compiled {}",
+                in_ptx.len(),
+                entries.len()
+            ));
+        }
+        ptx.push((a, path));
+    }
+    Ok(FamilyOut {
+        name,
+        fatbin,
+        ptx,
+        entries,
+        resources,
+    })
+}
+
+/// Compiles `source` into `<name>.fatbin` (SASS for every arch plus PTX of the newest, every
+/// image compressed), checks `ptxas -v` for spills and returns the fatbin's path and the
+/// figures ptxas reported.
+fn build_fatbin(
+    nvcc: &Path,
+    cuda_dir: &Path,
+    out_dir: &Path,
+    source: &Path,
+    name: &str,
+    archs: &[u32],
+) -> Result<(PathBuf, Vec<Resources>), String> {
     // SASS for every arch plus PTX of the newest, for forward compatibility.
     let fatbin = out_dir.join(format!("{name}.fatbin"));
     let mut cmd = nvcc_command(nvcc);
     cmd.arg("-fatbin");
     common_flags(&mut cmd, cuda_dir);
     cmd.args(["-Xptxas", "-v", "--threads", "0"]);
+    // Compress every image, SASS included (by default nvcc compresses the PTX and only the
+    // SASS images it finds large enough): zstd on nvcc 12.4+, which the driver decompresses at
+    // load time. 42.5 MB of fatbins became 5.2 MB (README, "Build size and time").
+    cmd.arg("-Xfatbin=-compress-all");
     for a in archs {
         cmd.arg(format!("-gencode=arch=compute_{a},code=sm_{a}"));
     }
@@ -323,41 +416,7 @@ fn build_family(
         ));
     }
 
-    // Entry points: those ptxas compiled (every entry, for every SASS arch).
-    let entries: Vec<String> = resources
-        .iter()
-        .map(|r| r.kernel.clone())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let mut ptx = Vec::new();
-    if sim_ptx() {
-        for &a in SIM_PTX_ARCHS {
-            let path = out_dir.join(format!("{name}.compute_{a}.ptx"));
-            let mut cmd = nvcc_command(nvcc);
-            cmd.arg("-ptx").arg(format!("-arch=compute_{a}"));
-            common_flags(&mut cmd, cuda_dir);
-            cmd.arg(source).arg("-o").arg(&path);
-            run(cmd, &format!("nvcc -ptx {name}.cu for compute_{a}"))?;
-            let text = fs::read_to_string(&path).map_err(|e| e.to_string())?;
-            let in_ptx: BTreeSet<String> = entries_of(&text).into_iter().collect();
-            if in_ptx.iter().ne(entries.iter()) {
-                return Err(format!(
-                    "{name}.cu: the compute_{a} PTX exports {} entry points, ptxas compiled {}",
-                    in_ptx.len(),
-                    entries.len()
-                ));
-            }
-            ptx.push((a, path));
-        }
-    }
-    Ok(FamilyOut {
-        name,
-        fatbin,
-        ptx,
-        entries,
-        resources,
-    })
+    Ok((fatbin, resources))
 }
 
 fn build_kernels(nvcc: &Path, cuda_dir: &Path, out_dir: &Path) -> Result<(), String> {

@@ -107,6 +107,11 @@ mod tests {
         assert_eq!(sass_arch_in(&built, (8, 0)), Some(80));
         assert_eq!(sass_arch_in(&built, (10, 3)), Some(100));
         assert_eq!(sass_arch_in(&[90], (8, 0)), None);
+        // The default build (no sm_86/sm_89 SASS): 8.6 and 8.9 devices run the sm_80 SASS.
+        let default = [75, 80, 90, 100, 120];
+        assert_eq!(sass_arch_in(&default, (8, 6)), Some(80));
+        assert_eq!(sass_arch_in(&default, (8, 9)), Some(80));
+        assert_eq!(sass_arch_in(&default, (12, 1)), Some(120));
         assert_eq!(
             sass_arch_in(&[80], (9, 0)),
             None,
