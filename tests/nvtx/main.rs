@@ -49,6 +49,7 @@ mod gpu {
             .env("SIMCUDA_TRACE", "1")
             .output()
             .expect("running the test binary again");
+        let _ = std::fs::remove_dir_all(recorder.parent().unwrap());
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.success(),
