@@ -1,8 +1,11 @@
 # Sourced by scripts/test.sh, scripts/demo.sh and .ci/run: makes sure NVCC points at a working
 # nvcc, installing CUDA 13.0's nvcc from PyPI (scripts/install-cuda-toolchain.sh) when none is
 # found on NVCC, CUDA_HOME, CUDA_PATH, CUDA_ROOT, PATH or /usr/local/cuda/bin, and that
-# cuobjdump (which the performance model reads SASS with) can be found.
+# cuobjdump (which the performance model reads SASS with) can be found, and that libclang is
+# present (scripts/libclang-env.sh).
 _wn_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# libclang for the default `nvtx` feature (nvtx-sys runs bindgen when it builds).
+source "$_wn_root/scripts/libclang-env.sh"
 _wn_find_nvcc() {
   local c
   for c in "${NVCC:-}" "${CUDA_HOME:+$CUDA_HOME/bin/nvcc}" "${CUDA_PATH:+$CUDA_PATH/bin/nvcc}" \
