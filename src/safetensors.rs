@@ -182,7 +182,7 @@ fn normalize(prefix: &str) -> String {
 /// The little-endian bytes of `values`.
 fn le_bytes<P: Element>(values: &[P]) -> Vec<u8> {
     let size = std::mem::size_of::<P>();
-    let mut out = Vec::with_capacity(values.len() * size);
+    let mut out = Vec::with_capacity(std::mem::size_of_val(values));
     for v in values {
         // SAFETY: Element types (f32, f16, bf16) are plain data of `size` (4 or 2) bytes; the
         // copy reads exactly the bytes of `v` as the unsigned integer of that size.

@@ -282,10 +282,13 @@ impl ModuleKind {
 /// A module's state buffers under PyTorch's names, lent by `state_parts()` to the methods
 /// below, which are the same for both modules.
 pub(crate) struct Parts<'a, P> {
+    // `kind`, `shape` and `has` serve the safetensors methods.
+    #[cfg_attr(not(feature = "safetensors"), allow(dead_code))]
     pub(crate) kind: ModuleKind,
     pub(crate) stream: &'a Arc<CudaStream>,
     /// PyTorch's shape of `weight`, `bias` and the running statistics (`normalized_shape`,
     /// or `[C]`); `num_batches_tracked` is a scalar.
+    #[cfg_attr(not(feature = "safetensors"), allow(dead_code))]
     pub(crate) shape: Vec<usize>,
     /// In the order of [`VALUE_NAMES`].
     pub(crate) values: [Option<&'a CudaSlice<P>>; 4],
@@ -303,6 +306,7 @@ pub(crate) struct PartsMut<'a, P> {
 
 impl<'a, P: Element> Parts<'a, P> {
     /// Which entries the module has: the four of type `P`, then the counter.
+    #[cfg_attr(not(feature = "safetensors"), allow(dead_code))]
     pub(crate) fn has(&self) -> ([bool; 4], bool) {
         (self.values.map(|v| v.is_some()), self.count.is_some())
     }
