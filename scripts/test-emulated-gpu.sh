@@ -6,7 +6,8 @@
 #   - the GPU tests: the `gpu` modules of the test binaries (tests/layer_norm/gpu.rs,
 #     tests/batch_norm/gpu.rs, tests/kernels/copy_gpu.rs, tests/kernels/capture_gpu.rs, ..., and
 #     tests/nvtx: the NVTX ranges of every op, recorded by a stand-in profiler), selected by the
-#     filter `gpu::`;
+#     filter `gpu::`; tests/kernels/state_gpu.rs loads PyTorch's safetensors checkpoints (the
+#     crate's tests always have the `safetensors` feature, through the dev-dependency on itself);
 #   - the demo example, which must report that it ran on the emulated device and give a sane
 #     first result (LayerNorm forward + backward against the f64 reference); it is stopped
 #     there unless WARPNORM_EMULATED_DEMO=full (its timing loops take many minutes here).

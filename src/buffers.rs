@@ -193,44 +193,6 @@ pub(crate) fn alloc_filled<E: Element>(
     Ok(s)
 }
 
-/// An entry of a state to load: it must exist in the module (`dst`) and hold `len` values.
-pub(crate) fn check_entry<E>(
-    what: &str,
-    src: Option<&[E]>,
-    dst: Option<&CudaSlice<E>>,
-    len: usize,
-) -> Result<()> {
-    match (src, dst) {
-        (Some(_), None) => Err(Error::invalid(
-            what,
-            "the module has no such entry (unexpected key)",
-        )),
-        (Some(v), Some(_)) if v.len() != len => Err(Error::Length {
-            what: what.into(),
-            expected: len,
-            given: v.len(),
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// Uploads a checked entry (see [`check_entry`]) into the module's buffer.
-pub(crate) fn load_entry<E: DeviceRepr>(
-    stream: &Arc<CudaStream>,
-    what: &str,
-    src: Option<&[E]>,
-    dst: Option<&mut CudaSlice<E>>,
-) -> Result<()> {
-    if let (Some(v), Some(d)) = (src, dst) {
-        if !v.is_empty() {
-            stream
-                .memcpy_htod(v, d)
-                .map_err(Error::driver(format!("uploading {what}")))?;
-        }
-    }
-    Ok(())
-}
-
 /// A host copy of a module's buffer (synchronizes with the stream), or `None` without one.
 pub(crate) fn download_entry<E: DeviceRepr>(
     stream: &Arc<CudaStream>,

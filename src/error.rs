@@ -5,7 +5,8 @@ use cudarc::driver::DriverError;
 /// Everything that can go wrong in warpnorm. Messages say what was expected and what was given.
 ///
 /// Validation errors (`Shape`, `DType`, `Length`, `Workspace`, `Overlap`, `Alignment`,
-/// `ContextMismatch`, `InvalidArgument`, `Overflow`) are always returned before any kernel is launched, so a
+/// `ContextMismatch`, `InvalidArgument`, `Overflow`, and for state loads `MissingKey`,
+/// `UnexpectedKey`, `Checkpoint`) are always returned before any kernel is launched, so a
 /// rejected call leaves every output and every running statistic untouched.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -83,6 +84,31 @@ pub enum Error {
         /// Which argument.
         what: String,
         /// What is wrong with it.
+        message: String,
+    },
+    /// A module state entry the module has is absent from a strict load (PyTorch's missing
+    /// keys). `key` is the full name, prefix included (e.g. `layer1.bn.running_var`).
+    #[error("missing state entry `{key}`: the module has it and a strict load needs it")]
+    MissingKey {
+        /// The entry's full name.
+        key: String,
+    },
+    /// A state entry the module does not have (PyTorch's unexpected keys): a name that is not a
+    /// state entry, or one the module lacks (no affine parameters, untracked statistics).
+    #[error("unexpected state entry `{key}`: {reason}")]
+    UnexpectedKey {
+        /// The entry's full name.
+        key: String,
+        /// Why the module cannot take it.
+        reason: String,
+    },
+    /// A checkpoint that cannot be read or written: malformed safetensors data, or an I/O
+    /// error on its file.
+    #[error("checkpoint {what}: {message}")]
+    Checkpoint {
+        /// The file, or what was being read or written.
+        what: String,
+        /// What went wrong.
         message: String,
     },
     /// A size computation overflowed (shape products, byte counts, grid sizes).

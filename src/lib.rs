@@ -75,14 +75,16 @@ pub mod occupancy;
 pub mod plan;
 mod profile;
 pub mod runtime;
-mod state;
+#[cfg(feature = "safetensors")]
+pub mod safetensors;
+pub mod state;
 
 pub use check::check_alignment;
 pub use device::DeviceProps;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use plan::{Executor, Launch, Plan};
-pub use state::State;
+pub use state::{EntryView, EntryViewMut, State, StateView, StateViewMut};
 
 /// The README's code blocks, compiled as doctests so that they stay true.
 #[cfg(doctest)]

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 
-use crate::buffers::{alloc_filled, alloc_uninit, check_entry, download_entry, load_entry};
+use crate::buffers::{alloc_filled, alloc_uninit};
 use crate::check::check_eps;
-use crate::{Element, Error, Result, State};
+use crate::state::{ModuleKind, Parts, PartsMut};
+use crate::{Element, Error, Result};
 
 use super::desc::{check_momentum, BatchNormDesc, Layout, Mode, Momentum, Problem};
 use super::ops::{backward_checked, forward_checked, BackwardBuffers, ForwardBuffers};
@@ -209,73 +210,36 @@ impl<P: Element> BatchNorm<P> {
         self.num_batches_tracked.as_ref()
     }
 
-    /// The state under PyTorch's names (`weight`, `bias`, `running_mean`, `running_var`,
-    /// `num_batches_tracked`; each present when the module has it), copied to the host (this
-    /// waits for the module's stream).
-    pub fn state(&self) -> Result<State<P>> {
-        let s = &self.stream;
-        let nbt = download_entry(s, "num_batches_tracked", self.num_batches_tracked.as_ref())?;
-        Ok(State {
-            weight: download_entry(s, "weight", self.gamma.as_ref())?,
-            bias: download_entry(s, "bias", self.beta.as_ref())?,
-            running_mean: download_entry(s, "running_mean", self.running_mean.as_ref())?,
-            running_var: download_entry(s, "running_var", self.running_var.as_ref())?,
-            num_batches_tracked: nbt.map(|v| v[0]),
-        })
+    /// The state buffers under PyTorch's names, for the state methods (`src/state.rs`).
+    pub(crate) fn state_parts(&self) -> Parts<'_, P> {
+        Parts {
+            kind: ModuleKind::BatchNorm,
+            stream: &self.stream,
+            shape: vec![self.config.num_features],
+            values: [
+                self.gamma.as_ref(),
+                self.beta.as_ref(),
+                self.running_mean.as_ref(),
+                self.running_var.as_ref(),
+            ],
+            count: self.num_batches_tracked.as_ref(),
+        }
     }
 
-    /// Loads every entry of `state` that is present (a partial load keeps the others, as
-    /// PyTorch's `strict=False`; an old checkpoint without `num_batches_tracked` loads too);
-    /// lengths must be C. Every entry is checked before anything is copied: a rejected call
-    /// changes nothing. Entries the module does not have (no affine parameters, untracked
-    /// statistics) are errors.
-    pub fn load_state(&mut self, state: &State<P>) -> Result<()> {
-        let c = self.config.num_features;
-        let nbt = state.num_batches_tracked.map(|n| [n]);
-        let entries = [
-            ("weight", state.weight.as_deref(), self.gamma.as_ref()),
-            ("bias", state.bias.as_deref(), self.beta.as_ref()),
-            (
-                "running_mean",
-                state.running_mean.as_deref(),
-                self.running_mean.as_ref(),
-            ),
-            (
-                "running_var",
-                state.running_var.as_deref(),
-                self.running_var.as_ref(),
-            ),
-        ];
-        for (what, src, dst) in entries {
-            check_entry(what, src, dst, c)?;
+    /// [`BatchNorm::state_parts`], mutable.
+    pub(crate) fn state_parts_mut(&mut self) -> PartsMut<'_, P> {
+        PartsMut {
+            kind: ModuleKind::BatchNorm,
+            stream: &self.stream,
+            shape: vec![self.config.num_features],
+            values: [
+                self.gamma.as_mut(),
+                self.beta.as_mut(),
+                self.running_mean.as_mut(),
+                self.running_var.as_mut(),
+            ],
+            count: self.num_batches_tracked.as_mut(),
         }
-        check_entry(
-            "num_batches_tracked",
-            nbt.as_ref().map(|n| &n[..]),
-            self.num_batches_tracked.as_ref(),
-            1,
-        )?;
-        let s = &self.stream;
-        load_entry(s, "weight", state.weight.as_deref(), self.gamma.as_mut())?;
-        load_entry(s, "bias", state.bias.as_deref(), self.beta.as_mut())?;
-        load_entry(
-            s,
-            "running_mean",
-            state.running_mean.as_deref(),
-            self.running_mean.as_mut(),
-        )?;
-        load_entry(
-            s,
-            "running_var",
-            state.running_var.as_deref(),
-            self.running_var.as_mut(),
-        )?;
-        load_entry(
-            s,
-            "num_batches_tracked",
-            nbt.as_ref().map(|n| &n[..]),
-            self.num_batches_tracked.as_mut(),
-        )
     }
 
     /// The description of a call on an input of logical `dims` in `layout`, in the module's

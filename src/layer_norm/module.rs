@@ -5,11 +5,10 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 
-use crate::buffers::{
-    alloc_filled, alloc_uninit, alloc_zeros, check_entry, download_entry, load_entry,
-};
+use crate::buffers::{alloc_filled, alloc_uninit, alloc_zeros};
 use crate::check::check_eps;
-use crate::{Element, Error, Result, State};
+use crate::state::{ModuleKind, Parts, PartsMut};
+use crate::{Element, Error, Result};
 
 use super::desc::{Affine, LayerNormDesc};
 use super::ops::{backward_checked, forward_checked, BackwardBuffers, ForwardBuffers};
@@ -145,40 +144,26 @@ impl<P: Element> LayerNorm<P> {
         self.beta.as_ref()
     }
 
-    /// The state under PyTorch's names (`weight`, `bias`), copied to the host (this waits for
-    /// the module's stream).
-    pub fn state(&self) -> Result<State<P>> {
-        let s = &self.stream;
-        Ok(State {
-            weight: download_entry(s, "weight", self.gamma.as_ref())?,
-            bias: download_entry(s, "bias", self.beta.as_ref())?,
-            running_mean: None,
-            running_var: None,
-            num_batches_tracked: None,
-        })
+    /// The state buffers under PyTorch's names, for the state methods (`src/state.rs`).
+    pub(crate) fn state_parts(&self) -> Parts<'_, P> {
+        Parts {
+            kind: ModuleKind::LayerNorm,
+            stream: &self.stream,
+            shape: self.normalized_shape.clone(),
+            values: [self.gamma.as_ref(), self.beta.as_ref(), None, None],
+            count: None,
+        }
     }
 
-    /// Loads every entry of `state` that is present (a partial load keeps the others);
-    /// lengths must be the row size. Every entry is checked before anything is copied: a
-    /// rejected call changes nothing. Entries a LayerNorm does not have are errors.
-    pub fn load_state(&mut self, state: &State<P>) -> Result<()> {
-        let (w, b) = (state.weight.as_deref(), state.bias.as_deref());
-        check_entry("weight", w, self.gamma.as_ref(), self.cols)?;
-        check_entry("bias", b, self.beta.as_ref(), self.cols)?;
-        for (what, given) in [
-            ("running_mean", state.running_mean.is_some()),
-            ("running_var", state.running_var.is_some()),
-            ("num_batches_tracked", state.num_batches_tracked.is_some()),
-        ] {
-            if given {
-                return Err(Error::invalid(
-                    what,
-                    "a LayerNorm has no such entry (unexpected key)",
-                ));
-            }
+    /// [`LayerNorm::state_parts`], mutable.
+    pub(crate) fn state_parts_mut(&mut self) -> PartsMut<'_, P> {
+        PartsMut {
+            kind: ModuleKind::LayerNorm,
+            stream: &self.stream,
+            shape: self.normalized_shape.clone(),
+            values: [self.gamma.as_mut(), self.beta.as_mut(), None, None],
+            count: None,
         }
-        load_entry(&self.stream, "weight", w, self.gamma.as_mut())?;
-        load_entry(&self.stream, "bias", b, self.beta.as_mut())
     }
 
     /// The problem description for an input of shape `x_shape` and activation type T.
