@@ -8,6 +8,7 @@
 //! reports [`TOTAL_MEM`] bytes; no managed or pinned host memory.
 
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::consts::*;
 use crate::device::TOTAL_MEM;
@@ -15,6 +16,18 @@ use crate::ffi::*;
 use crate::stream::stream_call;
 
 // ---- allocation -----------------------------------------------------------------------
+
+/// Successful device allocations (`cuMemAlloc*`, `cuMemAllocAsync`) since the library was
+/// loaded; see [`simcuda_alloc_count`].
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// Not a driver function: the number of successful device allocations so far, for tests
+/// that show a call allocates nothing (they look the symbol up in the loaded `libcuda.so`;
+/// a real driver has no such symbol).
+#[no_mangle]
+pub extern "C" fn simcuda_alloc_count() -> u64 {
+    ALLOCATIONS.load(Ordering::SeqCst)
+}
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize) -> CUresult {
@@ -30,6 +43,7 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize) -> 
                 Ok(p) => {
                     c.allocs.insert(p, bytes);
                     c.allocated += bytes as u64;
+                    ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
                     out(dptr, p)
                 }
                 Err(_) => CUDA_ERROR_OUT_OF_MEMORY,
