@@ -7,8 +7,8 @@
 //! against the allocation (`CUDA_ERROR_INVALID_VALUE` otherwise, not sticky). The device
 //! reports [`TOTAL_MEM`] bytes; no managed or pinned host memory.
 
+use std::cell::Cell;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::consts::*;
 use crate::device::TOTAL_MEM;
@@ -17,16 +17,20 @@ use crate::stream::stream_call;
 
 // ---- allocation -----------------------------------------------------------------------
 
-/// Successful device allocations (`cuMemAlloc*`, `cuMemAllocAsync`) since the library was
-/// loaded; see [`simcuda_alloc_count`].
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    /// Successful device allocations (`cuMemAlloc*`, `cuMemAllocAsync`) made by this thread;
+    /// see [`simcuda_alloc_count`].
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
 
-/// Not a driver function: the number of successful device allocations so far, for tests
-/// that show a call allocates nothing (they look the symbol up in the loaded `libcuda.so`;
-/// a real driver has no such symbol).
+/// Not a driver function: the number of successful device allocations the calling thread
+/// has made, for tests that show a call allocates nothing (they look the symbol up in the
+/// loaded `libcuda.so`; a real driver has no such symbol). Per thread, so that tests running
+/// in parallel do not count each other's allocations (every call runs on its caller's
+/// thread).
 #[no_mangle]
 pub extern "C" fn simcuda_alloc_count() -> u64 {
-    ALLOCATIONS.load(Ordering::SeqCst)
+    ALLOCATIONS.with(Cell::get)
 }
 
 #[no_mangle]
@@ -43,7 +47,7 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize) -> 
                 Ok(p) => {
                     c.allocs.insert(p, bytes);
                     c.allocated += bytes as u64;
-                    ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+                    ALLOCATIONS.with(|n| n.set(n.get() + 1));
                     out(dptr, p)
                 }
                 Err(_) => CUDA_ERROR_OUT_OF_MEMORY,
