@@ -310,12 +310,12 @@ fn batch_norm_into_in_place_and_infer_match_forward() {
         same(
             bits(&s, &saved.mean),
             bits(&s, &out.saved.mean),
-            &format!("{ctx}"),
+            &format!("{ctx}: save_mean"),
         );
         same(
             bits(&s, &saved.invstd),
             bits(&s, &out.saved.invstd),
-            "{ctx}",
+            &format!("{ctx}: save_invstd"),
         );
         assert_eq!(
             a.state().unwrap(),
@@ -341,7 +341,7 @@ fn batch_norm_into_in_place_and_infer_match_forward() {
         same(
             bits(&s, &dx),
             bits(&s, &grads.dx),
-            "{ctx}: backward_into dx",
+            &format!("{ctx}: backward_into dx"),
         );
         same(
             bits(&s, &dg),
