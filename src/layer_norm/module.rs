@@ -315,11 +315,16 @@ impl<P: Element> LayerNorm<P> {
         })
     }
 
-    /// Grows the cached workspace to what `problem` needs in either direction on `props` (nothing when it needs none, or already has enough).
-    fn cached_workspace(&mut self, problem: &Problem, props: &DeviceProps) -> Result<()> {
-        let need = workspace_bytes_checked(problem, Direction::Forward, props)?.max(
-            workspace_bytes_checked(problem, Direction::Backward, props)?,
-        );
+    /// Grows the cached workspace to what `problem` needs in direction `dir` on `props`
+    /// (nothing when it needs none, or already has enough: inference never allocates the
+    /// backward's workspace, and only the split tier's forward has one).
+    fn cached_workspace(
+        &mut self,
+        problem: &Problem,
+        dir: Direction,
+        props: &DeviceProps,
+    ) -> Result<()> {
+        let need = workspace_bytes_checked(problem, dir, props)?;
         if need > 0 && self.workspace.as_ref().is_none_or(|w| w.len() < need) {
             self.workspace = self.workspace(need)?;
         }
@@ -340,7 +345,7 @@ impl<P: Element> LayerNorm<P> {
         let problem = self.desc::<T>(x_shape)?.check()?;
         let stream = self.stream.clone();
         let mut exec = GpuExecutor::new(&stream)?;
-        self.cached_workspace(&problem, exec.props())?;
+        self.cached_workspace(&problem, Direction::Forward, exec.props())?;
         let (mean, rstd) = match saved {
             Some(s) => (Some(s.mean.as_view_mut()), Some(s.rstd.as_view_mut())),
             None => (None, None),
@@ -371,7 +376,7 @@ impl<P: Element> LayerNorm<P> {
         let problem = self.desc::<T>(x_shape)?.check()?;
         let stream = self.stream.clone();
         let mut exec = GpuExecutor::new(&stream)?;
-        self.cached_workspace(&problem, exec.props())?;
+        self.cached_workspace(&problem, Direction::Forward, exec.props())?;
         let (mean, rstd) = match saved {
             Some(s) => (Some(s.mean.as_view_mut()), Some(s.rstd.as_view_mut())),
             None => (None, None),
@@ -418,7 +423,7 @@ impl<P: Element> LayerNorm<P> {
         let problem = self.desc::<T>(x_shape)?.check()?;
         let stream = self.stream.clone();
         let mut exec = GpuExecutor::new(&stream)?;
-        self.cached_workspace(&problem, exec.props())?;
+        self.cached_workspace(&problem, Direction::Backward, exec.props())?;
         backward_checked(
             &mut exec,
             &problem,

@@ -519,16 +519,42 @@ fn training_step_with_caller_buffers_allocates_nothing_after_the_first() {
     let big = [2usize, 3, cols];
     let xl = s.clone_htod(&data(3 * nl, 25, -3.0, 3.0)).unwrap();
     let mut yl = s.alloc_zeros::<f32>(3 * nl).unwrap();
+    let mut dxl = s.alloc_zeros::<f32>(3 * nl).unwrap();
+    let mut savedl = lnm.alloc_saved(&big).unwrap();
+    let (mut dgl, mut dbl) = (
+        s.alloc_zeros::<f32>(cols).unwrap(),
+        s.alloc_zeros::<f32>(cols).unwrap(),
+    );
+    let mut big_step = |lnm: &mut LayerNorm<f32>| {
+        lnm.forward_into(&xl.as_view(), &big, yl.as_view_mut(), Some(&mut savedl))
+            .unwrap();
+        let grads = ln::GradientBuffers {
+            dx: dxl.as_view_mut(),
+            dgamma: None,
+            dbeta: None,
+        };
+        // dgamma/dbeta are required with a weight and bias: rejected before any launch.
+        assert!(lnm
+            .backward_into(&xl.as_view(), &xl.as_view(), &big, &savedl, grads)
+            .is_err());
+        let grads = ln::GradientBuffers {
+            dx: dxl.as_view_mut(),
+            dgamma: Some(dgl.as_view_mut()),
+            dbeta: Some(dbl.as_view_mut()),
+        };
+        lnm.backward_into(&xl.as_view(), &xl.as_view(), &big, &savedl, grads)
+            .unwrap();
+        s.synchronize().unwrap();
+    };
     let before = alloc_count().unwrap();
-    lnm.forward_into(&xl.as_view(), &big, yl.as_view_mut(), None)
-        .unwrap();
+    big_step(&mut lnm);
     let grown = alloc_count().unwrap();
     assert!(
         grown > before,
         "a larger split problem needs a larger workspace"
     );
-    lnm.forward_into(&xl.as_view(), &big, yl.as_view_mut(), None)
-        .unwrap();
+    big_step(&mut lnm);
+    assert_eq!(alloc_count().unwrap(), grown, "the larger step again");
     step(&mut lnm, &mut bnm);
     assert_eq!(
         alloc_count().unwrap(),
