@@ -125,8 +125,8 @@ fn run_fwd<T: Element, P: Element>(s: &Arc<CudaStream>, b: &mut Bufs<T, P>) -> R
             y: b.y.as_view_mut(),
             gamma: Some(b.g.as_view()),
             beta: Some(b.b.as_view()),
-            mean: b.mean.as_view_mut(),
-            rstd: b.rstd.as_view_mut(),
+            mean: Some(b.mean.as_view_mut()),
+            rstd: Some(b.rstd.as_view_mut()),
             workspace: Some(b.ws.as_view_mut()),
         },
     )?;

@@ -228,7 +228,15 @@ __device__ __forceinline__ void tile_normalize(float (&v)[NPACK][VEC], const Til
 // Forward
 // ------------------------------------------------------------------------------------------
 
-/** One full row held by a team: statistics, saved mean/rstd, normalized output. */
+/**
+ * Saves a row statistic where the caller asked for it: a null `p` (inference, no saved
+ * statistics) stores nothing, so the forward moves no mean/rstd bytes.
+ */
+__device__ __forceinline__ void save_stat(wn_devptr p, int64_t row, float v) {
+    if (p != 0) reinterpret_cast<float*>(p)[row] = v;
+}
+
+/** One full row held by a team: statistics, saved mean/rstd (when given), normalized output. */
 template <typename T, typename P, int VEC, int NPACK, class Team>
 __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row, bool active,
                                         const Team& team, int t, int team_size) {
@@ -241,8 +249,8 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
     if (!active) return;
     const float rstd = invstd_of(st.var, a.eps);
     if (t == 0) {
-        reinterpret_cast<float*>(a.mean)[row] = (st.mean0 + st.c) * st.unscale;
-        reinterpret_cast<float*>(a.rstd)[row] = rstd;
+        save_stat(a.mean, row, (st.mean0 + st.c) * st.unscale);
+        save_stat(a.rstd, row, rstd);
     }
     tile_normalize<P, VEC, NPACK>(v, g, st.mean0, st.c, rstd * st.unscale,
                                   reinterpret_cast<const P*>(a.gamma),
@@ -339,8 +347,8 @@ __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
         merge_chunks(part + row * a.splits, a.splits, a.chunk, a.cols, mh, ml, var);
         const float rstd = invstd_of(var, a.eps);
         if (c == 0 && threadIdx.x == 0) {
-            reinterpret_cast<float*>(a.mean)[row] = 2.0f * mh;
-            reinterpret_cast<float*>(a.rstd)[row] = rstd;
+            save_stat(a.mean, row, 2.0f * mh);
+            save_stat(a.rstd, row, rstd);
         }
         const int64_t off = row * a.cols + c * a.chunk;
         const T* xs = reinterpret_cast<const T*>(a.x) + off;

@@ -148,8 +148,8 @@ fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usi
         y,
         gamma: Some(g),
         beta: Some(b),
-        mean: m,
-        rstd: r,
+        mean: Some(m),
+        rstd: Some(r),
         workspace: ws,
         workspace_bytes: ws_bytes as u64,
     };

@@ -37,9 +37,9 @@ typedef struct WnLayerNormFwdArgs {
     wn_devptr gamma;
     /** Shift (parameter dtype, cols elements), or 0 without bias. */
     wn_devptr beta;
-    /** Saved mean, f32, rows elements. */
+    /** Saved mean, f32, rows elements, or 0: not saved (inference; nothing is stored). */
     wn_devptr mean;
-    /** Saved 1 / sqrt(var + eps), f32, rows elements. */
+    /** Saved 1 / sqrt(var + eps), f32, rows elements, or 0: not saved. */
     wn_devptr rstd;
     /** Split tier: rows * splits float4 (mean hi, mean lo, m2 / cols, 0), 16-byte aligned; else 0. */
     wn_devptr partials;

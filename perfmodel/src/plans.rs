@@ -267,8 +267,8 @@ fn layer_norm(
         y,
         gamma: Some(g),
         beta: Some(b),
-        mean: m,
-        rstd: r,
+        mean: Some(m),
+        rstd: Some(r),
         workspace: w,
         workspace_bytes: ws,
     };

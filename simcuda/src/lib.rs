@@ -37,7 +37,7 @@
 //! | --- | --- | --- |
 //! | initialization, the device | `cuInit`, `cuDriverGetVersion`, `cuDeviceGet*`, `cuDeviceComputeCapability`, `cuDeviceTotalMem*` | [`device`] |
 //! | primary and current context | `cuDevicePrimaryCtx*`, `cuCtx*` | [`context`] |
-//! | device memory | `cuMemAlloc*`, `cuMemFree*`, `cuMemGetInfo`, `cuMemcpy*`, `cuMemset*` | [`memory`] |
+//! | device memory | `cuMemAlloc*`, `cuMemFree*`, `cuMemGetInfo`, `cuMemcpy*`, `cuMemset*`; and, for tests, `simcuda_alloc_count` (the calling thread's allocations so far) | [`memory`] |
 //! | streams | `cuStream*`, `cuLaunchHostFunc` | [`stream`] |
 //! | events | `cuEvent*` | [`event`] |
 //! | modules and functions | `cuModuleLoad*`, `cuModuleUnload`, `cuModuleGetFunction`, `cuFunc*` | [`module`] |

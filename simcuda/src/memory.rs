@@ -13,6 +13,7 @@
 //! are rejected where the capture mode prohibits them (`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`,
 //! the capture is invalidated), as by the driver.
 
+use std::cell::Cell;
 use std::ffi::c_void;
 
 use crate::consts::*;
@@ -35,6 +36,7 @@ unsafe fn alloc(c: &mut Context, dptr: *mut CUdeviceptr, bytes: usize) -> CUresu
         Ok(p) => {
             c.allocs.insert(p, bytes);
             c.allocated += bytes as u64;
+            ALLOCATIONS.with(|n| n.set(n.get() + 1));
             out(dptr, p)
         }
         Err(_) => CUDA_ERROR_OUT_OF_MEMORY,
@@ -73,6 +75,22 @@ fn async_alloc_check(c: &Context, stream: Handle, call: &str) -> CUresult {
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     CUDA_SUCCESS
+}
+
+thread_local! {
+    /// Successful device allocations (`cuMemAlloc*`, `cuMemAllocAsync`) made by this thread;
+    /// see [`simcuda_alloc_count`].
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Not a driver function: the number of successful device allocations the calling thread
+/// has made, for tests that show a call allocates nothing (they look the symbol up in the
+/// loaded `libcuda.so`; a real driver has no such symbol). Per thread, so that tests running
+/// in parallel do not count each other's allocations (every call runs on its caller's
+/// thread).
+#[no_mangle]
+pub extern "C" fn simcuda_alloc_count() -> u64 {
+    ALLOCATIONS.with(Cell::get)
 }
 
 #[no_mangle]

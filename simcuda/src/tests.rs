@@ -973,3 +973,26 @@ fn events_and_capture() {
         assert_eq!(cuCtxSynchronize(), CUDA_SUCCESS);
     }
 }
+
+#[test]
+fn alloc_count_counts_successful_allocations_only() {
+    let _s = setup();
+    unsafe {
+        let before = simcuda_alloc_count();
+        let mut p = 0;
+        assert_eq!(cuMemAlloc_v2(&mut p, 64), CUDA_SUCCESS);
+        assert_eq!(simcuda_alloc_count(), before + 1);
+        // Failures are not allocations; frees do not count down.
+        assert_eq!(cuMemAlloc_v2(&mut p, 0), CUDA_ERROR_INVALID_VALUE);
+        assert_eq!(cuMemAlloc_v2(&mut p, usize::MAX), CUDA_ERROR_OUT_OF_MEMORY);
+        let mut q = 0;
+        assert_eq!(
+            cuMemAllocAsync(&mut q, 16, std::ptr::null_mut()),
+            CUDA_SUCCESS
+        );
+        assert_eq!(simcuda_alloc_count(), before + 2);
+        assert_eq!(cuMemFree_v2(p), CUDA_SUCCESS);
+        assert_eq!(cuMemFree_v2(q), CUDA_SUCCESS);
+        assert_eq!(simcuda_alloc_count(), before + 2);
+    }
+}

@@ -48,9 +48,9 @@ pub struct WnLayerNormFwdArgs {
     pub gamma: wn_devptr,
     #[doc = " Shift (parameter dtype, cols elements), or 0 without bias."]
     pub beta: wn_devptr,
-    #[doc = " Saved mean, f32, rows elements."]
+    #[doc = " Saved mean, f32, rows elements, or 0: not saved (inference; nothing is stored)."]
     pub mean: wn_devptr,
-    #[doc = " Saved 1 / sqrt(var + eps), f32, rows elements."]
+    #[doc = " Saved 1 / sqrt(var + eps), f32, rows elements, or 0: not saved."]
     pub rstd: wn_devptr,
     #[doc = " Split tier: rows * splits float4 (mean hi, mean lo, m2 / cols, 0), 16-byte aligned; else 0."]
     pub partials: wn_devptr,

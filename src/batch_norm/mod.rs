@@ -54,10 +54,13 @@ mod ops;
 pub mod plan;
 
 pub use desc::{BatchNormDesc, Layout, Mode, Momentum, Ncs, Problem};
-pub use module::{BatchNorm, BatchNormConfig, ForwardOutput, Gradients, SavedStats};
+pub use module::{
+    BatchNorm, BatchNormConfig, ForwardOutput, GradientBuffers, Gradients, SavedStats,
+};
 pub use ops::{
-    backward, backward_workspace_bytes, forward, forward_workspace_bytes, BackwardBuffers,
-    ForwardBuffers,
+    backward, backward_in_place, backward_workspace_bytes, forward, forward_in_place,
+    forward_workspace_bytes, BackwardBuffers, BackwardInPlaceBuffers, ForwardBuffers,
+    ForwardInPlaceBuffers,
 };
 pub use plan::{
     plan_backward, plan_backward_checked, plan_forward, plan_forward_checked, workspace_bytes,

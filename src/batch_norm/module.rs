@@ -12,7 +12,10 @@ use crate::state::{ModuleKind, Parts, PartsMut};
 use crate::{Element, Error, Result};
 
 use super::desc::{check_momentum, BatchNormDesc, Layout, Mode, Momentum, Problem};
-use super::ops::{backward_checked, forward_checked, BackwardBuffers, ForwardBuffers};
+use super::ops::{
+    backward_checked, forward_checked, forward_in_place_checked, BackwardBuffers, ForwardBuffers,
+    ForwardInPlaceBuffers,
+};
 use super::plan::{workspace_bytes_checked, Direction};
 use crate::device::DeviceProps;
 use crate::profile::{self, Op};
@@ -64,6 +67,17 @@ pub struct SavedStats {
     pub frozen: bool,
 }
 
+/// The caller's buffers that [`BatchNorm::backward_into`] writes (views of the caller's
+/// `CudaSlice`s, e.g. slices of one flat gradient buffer).
+pub struct GradientBuffers<'a, T, P> {
+    /// Gradient of the input, like x.
+    pub dx: CudaViewMut<'a, T>,
+    /// Gradient of gamma (C), when wanted (affine only).
+    pub dgamma: Option<CudaViewMut<'a, P>>,
+    /// Gradient of beta (C), when wanted (affine only).
+    pub dbeta: Option<CudaViewMut<'a, P>>,
+}
+
 /// Gradients returned by [`BatchNorm::backward`].
 pub struct Gradients<T, P> {
     /// Gradient of the input.
@@ -89,6 +103,12 @@ pub struct BatchNorm<P: Element = f32> {
     running_var: Option<CudaSlice<P>>,
     num_batches_tracked: Option<CudaSlice<i64>>,
     workspace: Option<CudaSlice<u8>>,
+}
+
+/// The activations of a module forward: x and y apart, or one buffer in place.
+enum Activations<'a, T> {
+    Apart(CudaView<'a, T>, CudaViewMut<'a, T>),
+    InPlace(CudaViewMut<'a, T>),
 }
 
 fn drv(during: &str) -> impl FnOnce(cudarc::driver::DriverError) -> Error + '_ {
@@ -376,5 +396,166 @@ impl<P: Element> BatchNorm<P> {
         self.workspace = workspace;
         r?;
         Ok(Gradients { dx, dgamma, dbeta })
+    }
+
+    /// Saved statistics (C f32 each) to pass to [`BatchNorm::forward_into`] call after call.
+    /// Uninitialized until a forward writes them.
+    pub fn alloc_saved(&self) -> Result<SavedStats> {
+        let (s, c) = (&self.stream, self.config.num_features);
+        Ok(SavedStats {
+            mean: alloc_uninit::<f32>(s, c).map_err(drv("allocating save_mean"))?,
+            invstd: alloc_uninit::<f32>(s, c).map_err(drv("allocating save_invstd"))?,
+            frozen: !self.training,
+        })
+    }
+
+    /// The forward of [`BatchNorm::forward_into`], [`BatchNorm::forward_in_place`] and
+    /// [`BatchNorm::infer`], with the module's workspace.
+    fn forward_impl<T: Element>(
+        &mut self,
+        problem: &Problem,
+        io: Activations<'_, T>,
+        saved: Option<&mut SavedStats>,
+    ) -> Result<()> {
+        let batch_stats = problem.desc().mode.batch_stats;
+        let s = self.stream.clone();
+        let mut exec = GpuExecutor::new(&s)?;
+        self.workspace(problem, exec.props())?;
+        // Eval reads the running statistics; a training call updates them and the counter.
+        let counter = match batch_stats {
+            true => self.num_batches_tracked.as_mut().map(|p| p.as_view_mut()),
+            false => None,
+        };
+        let (save_mean, save_invstd) = match saved {
+            Some(st) => {
+                st.frozen = !batch_stats;
+                (Some(st.mean.as_view_mut()), Some(st.invstd.as_view_mut()))
+            }
+            None => (None, None),
+        };
+        let gamma = self.gamma.as_ref().map(|p| p.as_view());
+        let beta = self.beta.as_ref().map(|p| p.as_view());
+        let running_mean = self.running_mean.as_mut().map(|p| p.as_view_mut());
+        let running_var = self.running_var.as_mut().map(|p| p.as_view_mut());
+        let workspace = self.workspace.as_mut().map(|w| w.as_view_mut());
+        match io {
+            Activations::Apart(x, y) => forward_checked(
+                &mut exec,
+                problem,
+                ForwardBuffers {
+                    x,
+                    y,
+                    gamma,
+                    beta,
+                    running_mean,
+                    running_var,
+                    num_batches_tracked: counter,
+                    save_mean,
+                    save_invstd,
+                    workspace,
+                },
+            ),
+            Activations::InPlace(xy) => forward_in_place_checked(
+                &mut exec,
+                problem,
+                ForwardInPlaceBuffers {
+                    xy,
+                    gamma,
+                    beta,
+                    running_mean,
+                    running_var,
+                    num_batches_tracked: counter,
+                    save_mean,
+                    save_invstd,
+                    workspace,
+                },
+            ),
+        }
+    }
+
+    /// Forward on `x` (logical `dims`, memory `layout`) in the module's mode into the caller's
+    /// `y`, and into `saved` when given (`None`: no statistics are saved). Training updates
+    /// the running statistics and the counter, as [`BatchNorm::forward`]. The workspace is the
+    /// module's, grown when a call needs more and reused after: a call allocates nothing once
+    /// the module has run a problem at least as large. Asynchronous.
+    pub fn forward_into<T: Element>(
+        &mut self,
+        x: &CudaView<'_, T>,
+        dims: &[usize],
+        layout: Layout,
+        y: CudaViewMut<'_, T>,
+        saved: Option<&mut SavedStats>,
+    ) -> Result<()> {
+        let problem = self.desc::<T>(dims, layout)?.check()?;
+        self.forward_impl(&problem, Activations::Apart(x.slice(..), y), saved)
+    }
+
+    /// [`BatchNorm::forward_into`] in place: `xy` holds x and is overwritten by y. Meant for
+    /// eval; in training the running statistics are updated as usual, but the backward needs
+    /// x, which is gone. Asynchronous.
+    pub fn forward_in_place<T: Element>(
+        &mut self,
+        xy: CudaViewMut<'_, T>,
+        dims: &[usize],
+        layout: Layout,
+        saved: Option<&mut SavedStats>,
+    ) -> Result<()> {
+        let problem = self.desc::<T>(dims, layout)?.check()?;
+        self.forward_impl(&problem, Activations::InPlace(xy), saved)
+    }
+
+    /// Inference: y for `x`, allocated, in eval mode whatever the module's mode (the running
+    /// statistics when tracked, else the batch statistics, as PyTorch's eval); nothing is
+    /// updated and no statistics are saved. The workspace is the module's. Asynchronous.
+    pub fn infer<T: Element>(
+        &mut self,
+        x: &CudaView<'_, T>,
+        dims: &[usize],
+        layout: Layout,
+    ) -> Result<CudaSlice<T>> {
+        let mut desc = self.desc::<T>(dims, layout)?;
+        desc.mode.batch_stats = !self.config.track_running_stats;
+        let problem = desc.check()?;
+        let n = problem.ncs().numel as usize;
+        let mut y = alloc_uninit::<T>(&self.stream, n).map_err(drv("allocating y"))?;
+        // Batch statistics without tracked ones update nothing (no running statistics).
+        let io = Activations::Apart(x.slice(..), y.as_view_mut());
+        self.forward_impl(&problem, io, None)?;
+        Ok(y)
+    }
+
+    /// Backward into the caller's buffers: the gradients of a forward over the same `x` from
+    /// its saved statistics (eval-mode backward when they are frozen). The workspace is the
+    /// module's, as in [`BatchNorm::forward_into`]. Asynchronous.
+    pub fn backward_into<T: Element>(
+        &mut self,
+        x: &CudaView<'_, T>,
+        dy: &CudaView<'_, T>,
+        dims: &[usize],
+        layout: Layout,
+        saved: &SavedStats,
+        grads: GradientBuffers<'_, T, P>,
+    ) -> Result<()> {
+        let mut desc = self.desc::<T>(dims, layout)?;
+        desc.mode.batch_stats = !saved.frozen;
+        let problem = desc.check()?;
+        let s = self.stream.clone();
+        let mut exec = GpuExecutor::new(&s)?;
+        self.workspace(&problem, exec.props())?;
+        backward_checked(
+            &mut exec,
+            &problem,
+            BackwardBuffers {
+                x: x.slice(..),
+                dy: dy.slice(..),
+                save_mean: saved.mean.as_view(),
+                save_invstd: saved.invstd.as_view(),
+                gamma: self.gamma.as_ref().map(|p| p.as_view()),
+                dx: grads.dx,
+                dgamma: grads.dgamma,
+                dbeta: grads.dbeta,
+                workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
+            },
+        )
     }
 }

@@ -57,6 +57,29 @@ pub struct ForwardBuffers<'a, T, P> {
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 
+/// The buffers of a [`forward_in_place`] call: as [`ForwardBuffers`], with one buffer that
+/// holds x and is overwritten by y.
+pub struct ForwardInPlaceBuffers<'a, T, P> {
+    /// Input, overwritten by the output, `N * C * S` elements in `desc.layout`.
+    pub xy: CudaViewMut<'a, T>,
+    /// Scale (C), with `beta`.
+    pub gamma: Option<CudaView<'a, P>>,
+    /// Shift (C), with `gamma`.
+    pub beta: Option<CudaView<'a, P>>,
+    /// Running mean (C), with `running_var`: updated in training, used in eval.
+    pub running_mean: Option<CudaViewMut<'a, P>>,
+    /// Running variance (C), with `running_mean`.
+    pub running_var: Option<CudaViewMut<'a, P>>,
+    /// Batch counter (1), incremented in training.
+    pub num_batches_tracked: Option<CudaViewMut<'a, i64>>,
+    /// Saved mean (C f32).
+    pub save_mean: Option<CudaViewMut<'a, f32>>,
+    /// Saved 1 / sqrt(var + eps) (C f32).
+    pub save_invstd: Option<CudaViewMut<'a, f32>>,
+    /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned.
+    pub workspace: Option<CudaViewMut<'a, u8>>,
+}
+
 /// The buffers of a [`backward`] call.
 pub struct BackwardBuffers<'a, T, P> {
     /// The forward input.
@@ -71,6 +94,27 @@ pub struct BackwardBuffers<'a, T, P> {
     pub gamma: Option<CudaView<'a, P>>,
     /// Gradient of the input (written).
     pub dx: CudaViewMut<'a, T>,
+    /// Gradient of gamma (C, written).
+    pub dgamma: Option<CudaViewMut<'a, P>>,
+    /// Gradient of beta (C, written).
+    pub dbeta: Option<CudaViewMut<'a, P>>,
+    /// At least [`backward_workspace_bytes`] bytes, 16-byte aligned.
+    pub workspace: Option<CudaViewMut<'a, u8>>,
+}
+
+/// The buffers of a [`backward_in_place`] call: as [`BackwardBuffers`], with one buffer that
+/// holds dy and is overwritten by dx.
+pub struct BackwardInPlaceBuffers<'a, T, P> {
+    /// The forward input.
+    pub x: CudaView<'a, T>,
+    /// Gradient of the output, overwritten by the gradient of the input.
+    pub dy_dx: CudaViewMut<'a, T>,
+    /// The forward's saved mean (C f32).
+    pub save_mean: CudaView<'a, f32>,
+    /// The forward's saved invstd (C f32).
+    pub save_invstd: CudaView<'a, f32>,
+    /// Scale used by the forward (C).
+    pub gamma: Option<CudaView<'a, P>>,
     /// Gradient of gamma (C, written).
     pub dgamma: Option<CudaViewMut<'a, P>>,
     /// Gradient of beta (C, written).
@@ -166,5 +210,86 @@ pub(crate) fn backward_checked<T: Element, P: Element>(
         workspace_bytes,
     };
     let plan = plan_backward_checked(problem, &ptrs, exec.props())?;
+    exec.execute(&plan)
+}
+
+/// BatchNorm forward in place on `stream`: `xy` holds x and is overwritten by y; the rest as
+/// [`forward`]. Every kernel reads an element before the element is written (the elementwise
+/// passes by the same thread, the fused training forward from shared memory after its block
+/// has read all of its channels), so the result is the same as out of place. Meant for eval
+/// (inference); a training forward in place works too, but its backward needs x.
+pub fn forward_in_place<T: Element, P: Element>(
+    stream: &Arc<CudaStream>,
+    desc: &BatchNormDesc,
+    b: ForwardInPlaceBuffers<'_, T, P>,
+) -> Result<()> {
+    let problem = desc.check()?;
+    let mut exec = GpuExecutor::new(stream)?;
+    forward_in_place_checked(&mut exec, &problem, b)
+}
+
+/// [`forward_in_place`] of a checked description on `exec`.
+pub(crate) fn forward_in_place_checked<T: Element, P: Element>(
+    exec: &mut GpuExecutor<'_>,
+    problem: &Problem,
+    mut b: ForwardInPlaceBuffers<'_, T, P>,
+) -> Result<()> {
+    let desc = problem.desc();
+    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
+    let (n, c) = (problem.ncs().numel, problem.ncs().c);
+    let mut lend = Lender::new(exec.stream());
+    let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
+    let xy = lend.output("xy", &mut b.xy, n)?;
+    let ptrs = ForwardPtrs {
+        x: xy,
+        y: xy,
+        gamma: lend.input_opt("gamma", b.gamma.as_ref(), c)?,
+        beta: lend.input_opt("beta", b.beta.as_ref(), c)?,
+        running_mean: lend.output_opt("running_mean", b.running_mean.as_mut(), c)?,
+        running_var: lend.output_opt("running_var", b.running_var.as_mut(), c)?,
+        num_batches_tracked: lend.output_opt(
+            "num_batches_tracked",
+            b.num_batches_tracked.as_mut(),
+            1,
+        )?,
+        save_mean: lend.output_opt("save_mean", b.save_mean.as_mut(), c)?,
+        save_invstd: lend.output_opt("save_invstd", b.save_invstd.as_mut(), c)?,
+        workspace,
+        workspace_bytes,
+    };
+    let plan = plan_forward_checked(problem, &ptrs, exec.props())?;
+    exec.execute(&plan)
+}
+
+/// BatchNorm backward in place on `stream`: `dy_dx` holds dy and is overwritten by dx (the
+/// reductions read dy before the elementwise pass, which reads each element before writing
+/// it; the fused backward writes from shared memory); the rest as [`backward`].
+pub fn backward_in_place<T: Element, P: Element>(
+    stream: &Arc<CudaStream>,
+    desc: &BatchNormDesc,
+    b: BackwardInPlaceBuffers<'_, T, P>,
+) -> Result<()> {
+    let problem = desc.check()?;
+    let mut exec = GpuExecutor::new(stream)?;
+    let desc = problem.desc();
+    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
+    let (n, c) = (problem.ncs().numel, problem.ncs().c);
+    let mut b = b;
+    let mut lend = Lender::new(exec.stream());
+    let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
+    let dy_dx = lend.output("dy_dx", &mut b.dy_dx, n)?;
+    let ptrs = BackwardPtrs {
+        x: lend.input("x", &b.x, n)?,
+        dy: dy_dx,
+        dx: dy_dx,
+        gamma: lend.input_opt("gamma", b.gamma.as_ref(), c)?,
+        save_mean: lend.input("save_mean", &b.save_mean, c)?,
+        save_invstd: lend.input("save_invstd", &b.save_invstd, c)?,
+        dgamma: lend.output_opt("dgamma", b.dgamma.as_mut(), c)?,
+        dbeta: lend.output_opt("dbeta", b.dbeta.as_mut(), c)?,
+        workspace,
+        workspace_bytes,
+    };
+    let plan = plan_backward_checked(&problem, &ptrs, exec.props())?;
     exec.execute(&plan)
 }

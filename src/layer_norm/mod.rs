@@ -23,7 +23,8 @@
 //! let desc = LayerNormDesc::new(&[32, 512, 4096], &[4096], DType::BF16, DType::F32,
 //!                               Affine::WeightBias, 1e-5).unwrap();
 //! let ptrs = ForwardPtrs { x: 0x10000000, y: 0x20000000, gamma: Some(0x30000000),
-//!                          beta: Some(0x30010000), mean: 0x40000000, rstd: 0x40100000,
+//!                          beta: Some(0x30010000), mean: Some(0x40000000),
+//!                          rstd: Some(0x40100000),
 //!                          ..Default::default() };
 //! let plan = plan_forward(&desc, &ptrs, &DeviceProps::H200).unwrap();
 //! assert_eq!(plan.launches[0].kernel, "warpnorm_layer_norm_fwd_bf16_f32_block_vec");
@@ -35,10 +36,11 @@ mod ops;
 pub mod plan;
 
 pub use desc::{Affine, LayerNormDesc, Problem, DEFAULT_EPS};
-pub use module::{ForwardOutput, Gradients, LayerNorm, SavedStats};
+pub use module::{ForwardOutput, GradientBuffers, Gradients, LayerNorm, SavedStats};
 pub use ops::{
-    backward, backward_workspace_bytes, forward, forward_workspace_bytes, BackwardBuffers,
-    ForwardBuffers,
+    backward, backward_in_place, backward_workspace_bytes, forward, forward_in_place,
+    forward_workspace_bytes, BackwardBuffers, BackwardInPlaceBuffers, ForwardBuffers,
+    ForwardInPlaceBuffers,
 };
 pub use plan::{
     plan_backward, plan_backward_checked, plan_forward, plan_forward_checked, workspace_bytes,

@@ -10,9 +10,14 @@ use crate::check::check_eps;
 use crate::state::{ModuleKind, Parts, PartsMut};
 use crate::{Element, Error, Result};
 
+use super::desc::Problem;
 use super::desc::{Affine, LayerNormDesc};
-use super::ops::{backward_checked, forward_checked, BackwardBuffers, ForwardBuffers};
+use super::ops::{
+    backward_checked, forward_checked, forward_in_place_checked, BackwardBuffers, ForwardBuffers,
+    ForwardInPlaceBuffers,
+};
 use super::plan::{workspace_bytes_checked, Direction};
+use crate::device::DeviceProps;
 use crate::profile::{self, Op};
 use crate::runtime::GpuExecutor;
 
@@ -30,6 +35,17 @@ pub struct SavedStats {
     pub mean: CudaSlice<f32>,
     /// Saved 1 / sqrt(var + eps) (f32), one per row.
     pub rstd: CudaSlice<f32>,
+}
+
+/// The caller's buffers that [`LayerNorm::backward_into`] writes (views of the caller's
+/// `CudaSlice`s, e.g. slices of one flat gradient buffer).
+pub struct GradientBuffers<'a, T, P> {
+    /// Gradient of x, rows * cols elements.
+    pub dx: CudaViewMut<'a, T>,
+    /// Gradient of gamma, cols elements: given exactly when the module has a weight.
+    pub dgamma: Option<CudaViewMut<'a, P>>,
+    /// Gradient of beta, cols elements: given exactly when the module has a bias.
+    pub dbeta: Option<CudaViewMut<'a, P>>,
 }
 
 /// Backward results.
@@ -53,6 +69,9 @@ pub struct LayerNorm<P: Element> {
     eps: f32,
     gamma: Option<CudaSlice<P>>,
     beta: Option<CudaSlice<P>>,
+    /// The workspace of the `_into`, in-place and inference calls: grown when a call needs
+    /// more, reused after (so that a training step allocates nothing after the first call).
+    workspace: Option<CudaSlice<u8>>,
 }
 
 fn driver(during: &str) -> impl FnOnce(cudarc::driver::DriverError) -> Error + '_ {
@@ -100,6 +119,7 @@ impl<P: Element> LayerNorm<P> {
             eps,
             gamma,
             beta,
+            workspace: None,
         })
     }
 
@@ -218,8 +238,8 @@ impl<P: Element> LayerNorm<P> {
                 y: y.as_view_mut(),
                 gamma: self.gamma.as_ref().map(|g| g.as_view()),
                 beta: self.beta.as_ref().map(|b| b.as_view()),
-                mean: mean.as_view_mut(),
-                rstd: rstd.as_view_mut(),
+                mean: Some(mean.as_view_mut()),
+                rstd: Some(rstd.as_view_mut()),
                 workspace: ws.as_mut().map(|w| w.as_view_mut()),
             },
         )?;
@@ -270,5 +290,142 @@ impl<P: Element> LayerNorm<P> {
             },
         )?;
         Ok(Gradients { dx, dgamma, dbeta })
+    }
+
+    /// Saved statistics for an input of shape `x_shape` (one f32 mean and rstd per row), to
+    /// pass to [`LayerNorm::forward_into`] call after call. Uninitialized until a forward
+    /// writes them.
+    pub fn alloc_saved(&self, x_shape: &[usize]) -> Result<SavedStats> {
+        let rows = self.desc::<P>(x_shape)?.rows;
+        Ok(SavedStats {
+            mean: self.alloc::<f32>(rows, "allocating mean")?,
+            rstd: self.alloc::<f32>(rows, "allocating rstd")?,
+        })
+    }
+
+    /// Grows the cached workspace to what `problem` needs in direction `dir` on `props`
+    /// (nothing when it needs none, or already has enough: inference never allocates the
+    /// backward's workspace, and only the split tier's forward has one).
+    fn cached_workspace(
+        &mut self,
+        problem: &Problem,
+        dir: Direction,
+        props: &DeviceProps,
+    ) -> Result<()> {
+        let need = workspace_bytes_checked(problem, dir, props)?;
+        if need > 0 && self.workspace.as_ref().is_none_or(|w| w.len() < need) {
+            self.workspace = self.workspace(need)?;
+        }
+        Ok(())
+    }
+
+    /// Forward on `x` (shape `x_shape`) into the caller's `y`, and into `saved` when given
+    /// (`None` for inference: no statistics are stored). The workspace is the module's,
+    /// allocated by the first call that needs it and reused after: a call allocates nothing
+    /// once the module has run a problem at least as large. Asynchronous.
+    pub fn forward_into<T: Element>(
+        &mut self,
+        x: &CudaView<'_, T>,
+        x_shape: &[usize],
+        y: CudaViewMut<'_, T>,
+        saved: Option<&mut SavedStats>,
+    ) -> Result<()> {
+        let problem = self.desc::<T>(x_shape)?.check()?;
+        let stream = self.stream.clone();
+        let mut exec = GpuExecutor::new(&stream)?;
+        self.cached_workspace(&problem, Direction::Forward, exec.props())?;
+        let (mean, rstd) = match saved {
+            Some(s) => (Some(s.mean.as_view_mut()), Some(s.rstd.as_view_mut())),
+            None => (None, None),
+        };
+        forward_checked(
+            &mut exec,
+            &problem,
+            ForwardBuffers {
+                x: x.slice(..),
+                y,
+                gamma: self.gamma.as_ref().map(|g| g.as_view()),
+                beta: self.beta.as_ref().map(|b| b.as_view()),
+                mean,
+                rstd,
+                workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
+            },
+        )
+    }
+
+    /// [`LayerNorm::forward_into`] in place: `xy` holds x (shape `x_shape`) and is overwritten
+    /// by y. Asynchronous.
+    pub fn forward_in_place<T: Element>(
+        &mut self,
+        xy: CudaViewMut<'_, T>,
+        x_shape: &[usize],
+        saved: Option<&mut SavedStats>,
+    ) -> Result<()> {
+        let problem = self.desc::<T>(x_shape)?.check()?;
+        let stream = self.stream.clone();
+        let mut exec = GpuExecutor::new(&stream)?;
+        self.cached_workspace(&problem, Direction::Forward, exec.props())?;
+        let (mean, rstd) = match saved {
+            Some(s) => (Some(s.mean.as_view_mut()), Some(s.rstd.as_view_mut())),
+            None => (None, None),
+        };
+        forward_in_place_checked(
+            &mut exec,
+            &problem,
+            ForwardInPlaceBuffers {
+                xy,
+                gamma: self.gamma.as_ref().map(|g| g.as_view()),
+                beta: self.beta.as_ref().map(|b| b.as_view()),
+                mean,
+                rstd,
+                workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
+            },
+        )
+    }
+
+    /// Inference: y for `x` (shape `x_shape`), allocated; no statistics are saved or moved,
+    /// and the workspace is the module's (see [`LayerNorm::forward_into`]). Asynchronous.
+    pub fn infer<T: Element>(
+        &mut self,
+        x: &CudaView<'_, T>,
+        x_shape: &[usize],
+    ) -> Result<CudaSlice<T>> {
+        let n = self.desc::<T>(x_shape)?.check()?.elements() as usize;
+        let mut y = self.alloc::<T>(n, "allocating y")?;
+        self.forward_into(x, x_shape, y.as_view_mut(), None)?;
+        Ok(y)
+    }
+
+    /// Backward into the caller's buffers: from the forward's input `x`, the output gradient
+    /// `dy` and the forward's saved statistics, writes `grads` (dgamma / dbeta given exactly
+    /// when the module has them). The workspace is the module's, as in
+    /// [`LayerNorm::forward_into`]. Asynchronous.
+    pub fn backward_into<T: Element>(
+        &mut self,
+        x: &CudaView<'_, T>,
+        dy: &CudaView<'_, T>,
+        x_shape: &[usize],
+        saved: &SavedStats,
+        grads: GradientBuffers<'_, T, P>,
+    ) -> Result<()> {
+        let problem = self.desc::<T>(x_shape)?.check()?;
+        let stream = self.stream.clone();
+        let mut exec = GpuExecutor::new(&stream)?;
+        self.cached_workspace(&problem, Direction::Backward, exec.props())?;
+        backward_checked(
+            &mut exec,
+            &problem,
+            BackwardBuffers {
+                x: x.slice(..),
+                dy: dy.slice(..),
+                mean: saved.mean.as_view(),
+                rstd: saved.rstd.as_view(),
+                gamma: self.gamma.as_ref().map(|g| g.as_view()),
+                dx: grads.dx,
+                dgamma: grads.dgamma,
+                dbeta: grads.dbeta,
+                workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
+            },
+        )
     }
 }

@@ -42,10 +42,28 @@ pub struct ForwardBuffers<'a, T, P> {
     pub gamma: Option<CudaView<'a, P>>,
     /// Shift, cols elements: given exactly when `desc.affine` has a bias.
     pub beta: Option<CudaView<'a, P>>,
-    /// Saved mean, one f32 per row (for [`backward`]).
-    pub mean: CudaViewMut<'a, f32>,
-    /// Saved 1 / sqrt(var + eps), one f32 per row (for [`backward`]).
-    pub rstd: CudaViewMut<'a, f32>,
+    /// Saved mean, one f32 per row (for [`backward`]); `None` for inference: nothing is
+    /// stored.
+    pub mean: Option<CudaViewMut<'a, f32>>,
+    /// Saved 1 / sqrt(var + eps), one f32 per row (for [`backward`]); `None`: not stored.
+    pub rstd: Option<CudaViewMut<'a, f32>>,
+    /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0).
+    pub workspace: Option<CudaViewMut<'a, u8>>,
+}
+
+/// The buffers of a [`forward_in_place`] call: as [`ForwardBuffers`], with one buffer that
+/// holds x and is overwritten by y.
+pub struct ForwardInPlaceBuffers<'a, T, P> {
+    /// Input, overwritten by the output, rows * cols elements.
+    pub xy: CudaViewMut<'a, T>,
+    /// Scale, cols elements: given exactly when `desc.affine` has a weight.
+    pub gamma: Option<CudaView<'a, P>>,
+    /// Shift, cols elements: given exactly when `desc.affine` has a bias.
+    pub beta: Option<CudaView<'a, P>>,
+    /// Saved mean, one f32 per row; `None`: not stored.
+    pub mean: Option<CudaViewMut<'a, f32>>,
+    /// Saved rstd, one f32 per row; `None`: not stored.
+    pub rstd: Option<CudaViewMut<'a, f32>>,
     /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0).
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
@@ -72,8 +90,30 @@ pub struct BackwardBuffers<'a, T, P> {
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 
+/// The buffers of a [`backward_in_place`] call: as [`BackwardBuffers`], with one buffer that
+/// holds dy and is overwritten by dx.
+pub struct BackwardInPlaceBuffers<'a, T, P> {
+    /// The forward's input, rows * cols elements.
+    pub x: CudaView<'a, T>,
+    /// Gradient of the output, overwritten by the gradient of the input, rows * cols elements.
+    pub dy_dx: CudaViewMut<'a, T>,
+    /// The forward's saved mean (rows f32).
+    pub mean: CudaView<'a, f32>,
+    /// The forward's saved rstd (rows f32).
+    pub rstd: CudaView<'a, f32>,
+    /// Scale, cols elements: given exactly when `desc.affine` has a weight.
+    pub gamma: Option<CudaView<'a, P>>,
+    /// Gradient of gamma (written), cols elements: given exactly when there is a weight.
+    pub dgamma: Option<CudaViewMut<'a, P>>,
+    /// Gradient of beta (written), cols elements: given exactly when there is a bias.
+    pub dbeta: Option<CudaViewMut<'a, P>>,
+    /// At least [`backward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0).
+    pub workspace: Option<CudaViewMut<'a, u8>>,
+}
+
 /// LayerNorm forward on `stream`: writes `y`, and the saved statistics `mean` and `rstd` that
-/// [`backward`] takes.
+/// [`backward`] takes when they are given (without them, for inference, the kernels store
+/// nothing for them).
 pub fn forward<T: Element, P: Element>(
     stream: &Arc<CudaStream>,
     desc: &LayerNormDesc,
@@ -102,8 +142,47 @@ pub(crate) fn forward_checked<T: Element, P: Element>(
         y: lend.output("y", &mut b.y, n)?,
         gamma: lend.input_opt("gamma", b.gamma.as_ref(), cols)?,
         beta: lend.input_opt("beta", b.beta.as_ref(), cols)?,
-        mean: lend.output("mean", &mut b.mean, rows)?,
-        rstd: lend.output("rstd", &mut b.rstd, rows)?,
+        mean: lend.output_opt("mean", b.mean.as_mut(), rows)?,
+        rstd: lend.output_opt("rstd", b.rstd.as_mut(), rows)?,
+        workspace,
+        workspace_bytes,
+    };
+    let plan = plan_forward_checked(problem, &ptrs, exec.props())?;
+    exec.execute(&plan)
+}
+
+/// LayerNorm forward in place on `stream`: `xy` holds x and is overwritten by y (every kernel
+/// reads a thread's elements before it writes the same elements). `mean` / `rstd` as in
+/// [`forward`].
+pub fn forward_in_place<T: Element, P: Element>(
+    stream: &Arc<CudaStream>,
+    desc: &LayerNormDesc,
+    b: ForwardInPlaceBuffers<'_, T, P>,
+) -> Result<()> {
+    let problem = desc.check()?;
+    let mut exec = GpuExecutor::new(stream)?;
+    forward_in_place_checked(&mut exec, &problem, b)
+}
+
+/// [`forward_in_place`] of a checked description on `exec`.
+pub(crate) fn forward_in_place_checked<T: Element, P: Element>(
+    exec: &mut GpuExecutor<'_>,
+    problem: &Problem,
+    mut b: ForwardInPlaceBuffers<'_, T, P>,
+) -> Result<()> {
+    let desc = problem.desc();
+    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
+    let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
+    let mut lend = Lender::new(exec.stream());
+    let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
+    let xy = lend.output("xy", &mut b.xy, n)?;
+    let ptrs = ForwardPtrs {
+        x: xy,
+        y: xy,
+        gamma: lend.input_opt("gamma", b.gamma.as_ref(), cols)?,
+        beta: lend.input_opt("beta", b.beta.as_ref(), cols)?,
+        mean: lend.output_opt("mean", b.mean.as_mut(), rows)?,
+        rstd: lend.output_opt("rstd", b.rstd.as_mut(), rows)?,
         workspace,
         workspace_bytes,
     };
@@ -150,5 +229,38 @@ pub(crate) fn backward_checked<T: Element, P: Element>(
         workspace_bytes,
     };
     let plan = plan_backward_checked(problem, &ptrs, exec.props())?;
+    exec.execute(&plan)
+}
+
+/// LayerNorm backward in place on `stream`: `dy_dx` holds dy and is overwritten by dx (every
+/// kernel reads a thread's elements of dy before it writes dx there); the rest as
+/// [`backward`].
+pub fn backward_in_place<T: Element, P: Element>(
+    stream: &Arc<CudaStream>,
+    desc: &LayerNormDesc,
+    b: BackwardInPlaceBuffers<'_, T, P>,
+) -> Result<()> {
+    let problem = desc.check()?;
+    let mut exec = GpuExecutor::new(stream)?;
+    let desc = problem.desc();
+    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
+    let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
+    let mut b = b;
+    let mut lend = Lender::new(exec.stream());
+    let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
+    let dy_dx = lend.output("dy_dx", &mut b.dy_dx, n)?;
+    let ptrs = BackwardPtrs {
+        x: lend.input("x", &b.x, n)?,
+        dy: dy_dx,
+        dx: dy_dx,
+        gamma: lend.input_opt("gamma", b.gamma.as_ref(), cols)?,
+        mean: lend.input("mean", &b.mean, rows)?,
+        rstd: lend.input("rstd", &b.rstd, rows)?,
+        dgamma: lend.output_opt("dgamma", b.dgamma.as_mut(), cols)?,
+        dbeta: lend.output_opt("dbeta", b.dbeta.as_mut(), cols)?,
+        workspace,
+        workspace_bytes,
+    };
+    let plan = plan_backward_checked(&problem, &ptrs, exec.props())?;
     exec.execute(&plan)
 }

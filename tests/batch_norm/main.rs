@@ -1,6 +1,6 @@
 //! BatchNorm: every test of the op in one binary (planning, the kernels on ptxsim against the
-//! CPU reference, PyTorch fixtures, coalescing, 64-bit offsets, and the GPU layer when a GPU -
-//! or the emulated driver - is present).
+//! CPU reference and in place, PyTorch fixtures, coalescing, 64-bit offsets, and the GPU layer
+//! when a GPU - or the emulated driver - is present).
 
 mod coalescing;
 mod fixtures;
@@ -8,4 +8,5 @@ mod gpu;
 mod plan;
 mod sim;
 mod sim_huge;
+mod sim_in_place;
 mod support;

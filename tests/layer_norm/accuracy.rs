@@ -80,8 +80,8 @@ fn sim_fwd<T: Element + Default, P: Element + Default>(
         y: py,
         gamma: Some(pg),
         beta: Some(pb),
-        mean: pmean,
-        rstd: prstd,
+        mean: Some(pmean),
+        rstd: Some(prstd),
         workspace: pws,
         workspace_bytes: ws as u64,
     };

@@ -58,8 +58,8 @@ fn run<T: Element + Default, P: Element + Default>(case: &Case, forward: bool) -
             y: py,
             gamma: pg,
             beta: pb,
-            mean: pmean,
-            rstd: prstd,
+            mean: Some(pmean),
+            rstd: Some(prstd),
             workspace: pw,
             workspace_bytes: ws as u64,
         };

@@ -1,6 +1,7 @@
 //! LayerNorm edge cases on ptxsim (compute_80): determinism (bitwise-equal reruns) in every
-//! tier and for odd D on the vector backward, empty problems, and NaN/Inf propagation across
-//! the split tier's chunks.
+//! tier and for odd D on the vector backward, empty problems, NaN/Inf propagation across
+//! the split tier's chunks, in place, and (on every arch) the forward without saved
+//! statistics.
 
 use crate::support::{cpu_fwd_bwd, sim_fwd_bwd, Outputs, Rng};
 use half::bf16;
@@ -163,8 +164,8 @@ fn empty_inputs() {
     let mean = sim.alloc::<f32>(2, 0);
     let rstd = sim.alloc::<f32>(2, 0);
     let p = ForwardPtrs {
-        mean,
-        rstd,
+        mean: Some(mean),
+        rstd: Some(rstd),
         ..Default::default()
     };
     sim.run(&plan_forward(&d, &p, &props).unwrap()).unwrap();
@@ -295,8 +296,8 @@ fn in_place_matches_out_of_place_in_every_tier() {
             y: px,
             gamma: Some(pg),
             beta: Some(pb),
-            mean: pm,
-            rstd: pr,
+            mean: Some(pm),
+            rstd: Some(pr),
             workspace: ws,
             workspace_bytes: ws_bytes as u64,
         };
@@ -326,5 +327,99 @@ fn in_place_matches_out_of_place_in_every_tier() {
         let dxbits: Vec<u64> = dx.iter().map(|v| (v.to_f64()).to_bits()).collect();
         let want: Vec<u64> = apart.dx.iter().map(|v| v.to_bits()).collect();
         assert!(dxbits == want, "{rows}x{cols}: dx in place differs");
+    }
+}
+
+/// Forward without saved statistics (inference: `mean` / `rstd` None, the kernels' null
+/// pointers) gives the same y bits as with them, in every tier on every simulated arch, stores
+/// nothing for them (ptxsim's metrics: exactly 8 bytes per row fewer; memcheck would flag a
+/// store through the null pointer), and each statistic can be left out on its own.
+#[test]
+fn forward_without_saved_statistics_in_every_tier() {
+    if skip_without_kernels("forward_without_saved_statistics_in_every_tier") {
+        return;
+    }
+    use testkit::sim::SIM_ARCHS;
+    use warpnorm::layer_norm::{workspace_bytes, Direction};
+    let props = DeviceProps::SIM;
+    for arch in SIM_ARCHS {
+        for (rows, cols) in TIER_SHAPES {
+            let d = bf16_f32(rows, cols);
+            let (x, _, g, b) = tier_data(rows, cols, 13);
+            let mut sim = Sim::new(arch);
+            let mut o = sim.dev.options().clone();
+            o.metrics = true;
+            sim.dev.set_options(o);
+            let ws_bytes = workspace_bytes(&d, Direction::Forward, &props).unwrap();
+            let ws = sim.alloc::<f32>(ws_bytes.div_ceil(4).max(1), 0);
+            let (px, pg, pb) = (sim.upload(&x, 0), sim.upload(&g, 0), sim.upload(&b, 0));
+            let (pm, pr) = (sim.alloc::<f32>(rows, 0), sim.alloc::<f32>(rows, 0));
+            let (pm2, pr2) = (sim.alloc::<f32>(rows, 0), sim.alloc::<f32>(rows, 0));
+            // (y bits, mean and rstd bits where saved, global bytes stored, kernels)
+            type Run = (
+                Vec<u16>,
+                Option<Vec<u32>>,
+                Option<Vec<u32>>,
+                u64,
+                Vec<String>,
+            );
+            let mut run = |mean: Option<u64>, rstd: Option<u64>| -> Run {
+                let py = sim.alloc::<bf16>(rows * cols, 0);
+                let p = ForwardPtrs {
+                    x: px,
+                    y: py,
+                    gamma: Some(pg),
+                    beta: Some(pb),
+                    mean,
+                    rstd,
+                    workspace: ws,
+                    workspace_bytes: ws_bytes as u64,
+                };
+                let plan = plan_forward(&d, &p, &props).unwrap();
+                let stats = sim.run(&plan).unwrap_or_else(|e| panic!("{e}\n{plan}"));
+                let stored = stats
+                    .iter()
+                    .map(|s| s.metrics.as_ref().unwrap().global_store_bytes)
+                    .sum();
+                let y = sim.download::<bf16>(py, rows * cols);
+                let f = |p: Option<u64>| {
+                    p.map(|p| {
+                        sim.download::<f32>(p, rows)
+                            .iter()
+                            .map(|v| v.to_bits())
+                            .collect()
+                    })
+                };
+                let kernels = plan.launches.iter().map(|l| l.kernel.clone()).collect();
+                let y = y.iter().map(|v| v.to_bits()).collect();
+                (y, f(mean), f(rstd), stored, kernels)
+            };
+            let both = run(Some(pm), Some(pr));
+            let none = run(None, None);
+            let ctx = format!("compute_{arch} {rows}x{cols}");
+            assert!(none.0 == both.0, "{ctx}: y without statistics differs");
+            assert_eq!(none.4, both.4, "{ctx}: the same kernels");
+            assert_eq!(
+                both.3 - none.3,
+                8 * rows as u64,
+                "{ctx}: bytes stored with and without the statistics"
+            );
+            // One statistic alone: the other is not stored, the given one is the same.
+            let mean_only = run(Some(pm2), None);
+            let rstd_only = run(None, Some(pr2));
+            assert!(mean_only.0 == both.0 && rstd_only.0 == both.0, "{ctx}: y");
+            assert_eq!(mean_only.1, both.1, "{ctx}: mean alone");
+            assert_eq!(rstd_only.2, both.2, "{ctx}: rstd alone");
+            assert_eq!(
+                both.3 - mean_only.3,
+                4 * rows as u64,
+                "{ctx}: rstd not stored"
+            );
+            assert_eq!(
+                both.3 - rstd_only.3,
+                4 * rows as u64,
+                "{ctx}: mean not stored"
+            );
+        }
     }
 }

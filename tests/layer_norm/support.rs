@@ -370,8 +370,8 @@ pub fn plan_fwd_sim<T: Element>(
         y,
         gamma,
         beta,
-        mean,
-        rstd,
+        mean: Some(mean),
+        rstd: Some(rstd),
         workspace,
         workspace_bytes: ws as u64,
     };

@@ -86,10 +86,10 @@ pub struct ForwardPtrs {
     pub gamma: Option<u64>,
     /// Shift, cols parameter elements (Some exactly when the desc has a bias).
     pub beta: Option<u64>,
-    /// Saved mean, rows f32.
-    pub mean: u64,
-    /// Saved rstd, rows f32.
-    pub rstd: u64,
+    /// Saved mean, rows f32, or `None`: not saved (inference; the kernels store nothing).
+    pub mean: Option<u64>,
+    /// Saved rstd, rows f32, or `None`: not saved.
+    pub rstd: Option<u64>,
     /// Workspace (16-byte aligned).
     pub workspace: u64,
     /// Workspace size in bytes.
@@ -143,9 +143,10 @@ pub fn plan_forward(desc: &LayerNormDesc, p: &ForwardPtrs, props: &DeviceProps) 
 ///
 /// Checks every buffer (non-null when non-empty, aligned to its element size, no address
 /// overflow, no output overlapping another buffer except `y == x` in place), parameter
-/// presence against `desc.affine`, and the workspace (size and 16-byte alignment). An empty
-/// input (rows == 0) gives an empty plan; cols == 0 writes mean = 0 and rstd = NaN per row,
-/// as PyTorch.
+/// presence against `desc.affine`, and the workspace (size and 16-byte alignment). `mean` and
+/// `rstd` are each optional: without them (inference) nothing is stored for them, and the
+/// workspace is the same (only the split tier has one). An empty input (rows == 0) gives an
+/// empty plan; cols == 0 writes mean = 0 and rstd = NaN per row, as PyTorch.
 pub fn plan_forward_checked(
     problem: &Problem,
     p: &ForwardPtrs,
@@ -162,8 +163,8 @@ pub fn plan_forward_checked(
     bufs.output("y", p.y, n, s)?;
     bufs.input_opt("gamma", p.gamma, cols, ps)?;
     bufs.input_opt("beta", p.beta, cols, ps)?;
-    bufs.output("mean", p.mean, rows, 4)?;
-    bufs.output("rstd", p.rstd, rows, 4)?;
+    bufs.output_opt("mean", p.mean, rows, 4)?;
+    bufs.output_opt("rstd", p.rstd, rows, 4)?;
     if p.workspace_bytes > 0 {
         bufs.output("workspace", p.workspace, p.workspace_bytes, 1)?;
     }
@@ -189,8 +190,8 @@ pub fn plan_forward_checked(
         y: p.y,
         gamma: p.gamma.unwrap_or(0),
         beta: p.beta.unwrap_or(0),
-        mean: p.mean,
-        rstd: p.rstd,
+        mean: p.mean.unwrap_or(0),
+        rstd: p.rstd.unwrap_or(0),
         partials: 0,
         rows: rows as i64,
         cols: cols as i64,
