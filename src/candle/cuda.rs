@@ -103,8 +103,8 @@ pub(crate) fn ln_forward<T: CudaElem, P: CudaElem>(
             y: y.as_view_mut(),
             gamma: w.map(|(s, l)| view::<P>("weight", s, l)).transpose()?,
             beta: b.map(|(s, l)| view::<P>("bias", s, l)).transpose()?,
-            mean: mean.as_view_mut(),
-            rstd: rstd.as_view_mut(),
+            mean: Some(mean.as_view_mut()),
+            rstd: Some(rstd.as_view_mut()),
             workspace: ws.as_mut().map(|w| w.as_view_mut()),
         },
     )

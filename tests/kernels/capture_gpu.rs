@@ -218,8 +218,8 @@ impl Step {
                 y: self.h.as_view_mut(),
                 gamma: Some(self.ln_gamma.as_view()),
                 beta: Some(self.ln_beta.as_view()),
-                mean: self.mean.as_view_mut(),
-                rstd: self.rstd.as_view_mut(),
+                mean: Some(self.mean.as_view_mut()),
+                rstd: Some(self.rstd.as_view_mut()),
                 workspace: self.ln_workspace.as_mut().map(|w| w.as_view_mut()),
             },
         )?;

@@ -167,8 +167,8 @@ mod gpu {
                 y: y.as_view_mut(),
                 gamma: Some(gamma.as_view()),
                 beta: Some(beta.as_view()),
-                mean: mean.as_view_mut(),
-                rstd: rstd.as_view_mut(),
+                mean: Some(mean.as_view_mut()),
+                rstd: Some(rstd.as_view_mut()),
                 workspace: Some(ws.as_view_mut()),
             },
         )
@@ -199,8 +199,8 @@ mod gpu {
                 y: y.slice_mut(1..),
                 gamma: Some(gamma.as_view()),
                 beta: Some(beta.as_view()),
-                mean: mean.as_view_mut(),
-                rstd: rstd.as_view_mut(),
+                mean: Some(mean.as_view_mut()),
+                rstd: Some(rstd.as_view_mut()),
                 workspace: Some(ws.as_view_mut()),
             },
         );
@@ -216,8 +216,8 @@ mod gpu {
                 y: y.as_view_mut(),
                 gamma: Some(gamma.as_view()),
                 beta: Some(beta.as_view()),
-                mean: mean.as_view_mut(),
-                rstd: rstd.as_view_mut(),
+                mean: Some(mean.as_view_mut()),
+                rstd: Some(rstd.as_view_mut()),
                 workspace: Some(ws.as_view_mut()),
             },
         );
