@@ -21,8 +21,13 @@
 //! waits on an event recorded outside the capture, which a real driver rejects
 //! (`CUDA_ERROR_STREAM_CAPTURE_ISOLATION`; cudarc's own capture tests turn it off too). The
 //! last test shows that rejection.
+//!
+//! The captures are thread-local (`CU_STREAM_CAPTURE_MODE_THREAD_LOCAL`) and the tests here take
+//! one lock: the other tests of this binary run on other threads at the same time, and a global
+//! capture prohibits every thread's allocations while it lasts (a real driver rejects them, and
+//! so does the emulated one), and a context synchronization invalidates every capture.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::sys::{
     CUgraphInstantiate_flags, CUresult, CUstreamCaptureMode, CUstreamCaptureStatus,
@@ -39,9 +44,16 @@ const COLS: usize = 96;
 const BN_DIMS: [usize; 3] = [8, 12, 48];
 const STEPS: usize = 3;
 
+/// Serializes the tests of this file (see the module docs).
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// A context of its own on device 0 (cudarc's per-context flags stay out of the other tests'
 /// way) with event tracking off, and a non-blocking stream of it (the legacy stream cannot be
-/// captured). None when the test skips.
+/// captured). None when the test skips. Called holding [`serial`]: cudarc synchronizes the
+/// context when its first stream is made, which would invalidate a capture under way.
 fn capture_stream(test: &str) -> Option<Arc<CudaStream>> {
     testkit::gpu::gpu_stream(test)?;
     let ctx: Arc<CudaContext> = warpnorm::runtime::context(0).expect("a context");
@@ -335,6 +347,7 @@ fn driver_code(e: &Error) -> Option<CUresult> {
 
 #[test]
 fn captured_training_step_replays_bitwise_like_eager_steps() {
+    let _serial = serial();
     let Some(stream) = capture_stream("captured_training_step_replays_bitwise_like_eager_steps")
     else {
         return;
@@ -369,7 +382,7 @@ fn captured_training_step_replays_bitwise_like_eager_steps() {
     // Capture one step on the same buffers, from the initial state: nothing runs.
     step.reset(&init);
     stream
-        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         .unwrap();
     assert_eq!(
         stream.capture_status().unwrap(),
@@ -406,6 +419,7 @@ fn captured_training_step_replays_bitwise_like_eager_steps() {
 
 #[test]
 fn allocating_or_synchronizing_during_capture_is_rejected() {
+    let _serial = serial();
     let Some(stream) = capture_stream("allocating_or_synchronizing_during_capture_is_rejected")
     else {
         return;
@@ -425,10 +439,10 @@ fn allocating_or_synchronizing_during_capture_is_rejected() {
         ("a stream synchronization", |s| s.synchronize()),
         ("a context synchronization", |s| s.context().synchronize()),
     ];
-    for mode in [
-        CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL,
-        CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-    ] {
+    // (Global mode, which would also prohibit the other threads' allocations, is covered by
+    // simcuda's own tests.)
+    {
+        let mode = CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
         for (what, call) in &calls {
             stream.begin_capture(mode).unwrap();
             step.enqueue().unwrap();
@@ -456,7 +470,7 @@ fn allocating_or_synchronizing_during_capture_is_rejected() {
     }
     // A synchronous host-to-device copy through the driver API during a capture.
     stream
-        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         .unwrap();
     let host = [1.0f32; 4];
     // SAFETY: `step.mean` holds ROWS >= 4 floats; the context is current (begin_capture).
@@ -488,6 +502,7 @@ fn waiting_on_an_event_from_outside_the_capture_is_rejected() {
     {
         return;
     }
+    let _serial = serial();
     let ctx = warpnorm::runtime::context(0).unwrap();
     let stream = ctx.new_stream().unwrap();
     assert!(ctx.is_managing_stream_synchronization());
