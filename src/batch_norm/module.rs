@@ -487,6 +487,7 @@ impl<P: Element> BatchNorm<P> {
         saved: Option<&mut SavedStats>,
     ) -> Result<()> {
         let problem = self.desc::<T>(dims, layout)?.check()?;
+        let _range = profile::range(Op::BatchNormModuleForward, &problem);
         self.forward_impl(&problem, Activations::Apart(x.slice(..), y), saved)
     }
 
@@ -501,6 +502,7 @@ impl<P: Element> BatchNorm<P> {
         saved: Option<&mut SavedStats>,
     ) -> Result<()> {
         let problem = self.desc::<T>(dims, layout)?.check()?;
+        let _range = profile::range(Op::BatchNormModuleForward, &problem);
         self.forward_impl(&problem, Activations::InPlace(xy), saved)
     }
 
@@ -516,6 +518,7 @@ impl<P: Element> BatchNorm<P> {
         let mut desc = self.desc::<T>(dims, layout)?;
         desc.mode.batch_stats = !self.config.track_running_stats;
         let problem = desc.check()?;
+        let _range = profile::range(Op::BatchNormModuleForward, &problem);
         let n = problem.ncs().numel as usize;
         let mut y = alloc_uninit::<T>(&self.stream, n).map_err(drv("allocating y"))?;
         // Batch statistics without tracked ones update nothing (no running statistics).
@@ -539,6 +542,7 @@ impl<P: Element> BatchNorm<P> {
         let mut desc = self.desc::<T>(dims, layout)?;
         desc.mode.batch_stats = !saved.frozen;
         let problem = desc.check()?;
+        let _range = profile::range(Op::BatchNormModuleBackward, &problem);
         let s = self.stream.clone();
         let mut exec = GpuExecutor::new(&s)?;
         self.workspace(&problem, exec.props())?;

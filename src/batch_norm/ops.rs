@@ -234,6 +234,7 @@ pub(crate) fn forward_in_place_checked<T: Element, P: Element>(
     problem: &Problem,
     mut b: ForwardInPlaceBuffers<'_, T, P>,
 ) -> Result<()> {
+    let _range = profile::range(Op::BatchNormForward, problem);
     let desc = problem.desc();
     check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
     let (n, c) = (problem.ncs().numel, problem.ncs().c);
@@ -270,6 +271,7 @@ pub fn backward_in_place<T: Element, P: Element>(
     b: BackwardInPlaceBuffers<'_, T, P>,
 ) -> Result<()> {
     let problem = desc.check()?;
+    let _range = profile::range(Op::BatchNormBackward, &problem);
     let mut exec = GpuExecutor::new(stream)?;
     let desc = problem.desc();
     check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;

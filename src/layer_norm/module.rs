@@ -331,6 +331,7 @@ impl<P: Element> LayerNorm<P> {
         saved: Option<&mut SavedStats>,
     ) -> Result<()> {
         let problem = self.desc::<T>(x_shape)?.check()?;
+        let _range = profile::range(Op::LayerNormModuleForward, &problem);
         let stream = self.stream.clone();
         let mut exec = GpuExecutor::new(&stream)?;
         self.cached_workspace(&problem, Direction::Forward, exec.props())?;
@@ -362,6 +363,7 @@ impl<P: Element> LayerNorm<P> {
         saved: Option<&mut SavedStats>,
     ) -> Result<()> {
         let problem = self.desc::<T>(x_shape)?.check()?;
+        let _range = profile::range(Op::LayerNormModuleForward, &problem);
         let stream = self.stream.clone();
         let mut exec = GpuExecutor::new(&stream)?;
         self.cached_workspace(&problem, Direction::Forward, exec.props())?;
@@ -409,6 +411,7 @@ impl<P: Element> LayerNorm<P> {
         grads: GradientBuffers<'_, T, P>,
     ) -> Result<()> {
         let problem = self.desc::<T>(x_shape)?.check()?;
+        let _range = profile::range(Op::LayerNormModuleBackward, &problem);
         let stream = self.stream.clone();
         let mut exec = GpuExecutor::new(&stream)?;
         self.cached_workspace(&problem, Direction::Backward, exec.props())?;

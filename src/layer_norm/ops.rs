@@ -170,6 +170,7 @@ pub(crate) fn forward_in_place_checked<T: Element, P: Element>(
     problem: &Problem,
     mut b: ForwardInPlaceBuffers<'_, T, P>,
 ) -> Result<()> {
+    let _range = profile::range(Op::LayerNormForward, problem);
     let desc = problem.desc();
     check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
     let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
@@ -241,6 +242,7 @@ pub fn backward_in_place<T: Element, P: Element>(
     b: BackwardInPlaceBuffers<'_, T, P>,
 ) -> Result<()> {
     let problem = desc.check()?;
+    let _range = profile::range(Op::LayerNormBackward, &problem);
     let mut exec = GpuExecutor::new(stream)?;
     let desc = problem.desc();
     check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;

@@ -224,7 +224,7 @@ mod gpu {
         assert!(e.is_err(), "a negative eps is rejected");
 
         // LayerNorm, module: x of shape (2, 2, 256).
-        let ln = LayerNorm::<f32>::new(&s, &[cols], Affine::WeightBias, 1e-5).unwrap();
+        let mut ln = LayerNorm::<f32>::new(&s, &[cols], Affine::WeightBias, 1e-5).unwrap();
         step("LayerNorm forward");
         let out = ln.forward(&x.as_view(), &[2, 2, cols]).unwrap();
         step("LayerNorm backward");
@@ -233,6 +233,46 @@ mod gpu {
         step("LayerNorm forward, x too short (error inside the op's range)");
         let e = ln.forward(&x.slice(1..), &[2, 2, cols]);
         assert!(e.is_err(), "a short x is rejected");
+        step("layer_norm forward in place");
+        let mut xy = up::<bf16>(&s, n);
+        layer_norm::forward_in_place(
+            &s,
+            &desc,
+            layer_norm::ForwardInPlaceBuffers {
+                xy: xy.as_view_mut(),
+                gamma: Some(gamma.as_view()),
+                beta: Some(beta.as_view()),
+                mean: None,
+                rstd: None,
+                workspace: Some(ws.as_view_mut()),
+            },
+        )
+        .unwrap();
+        step("LayerNorm forward_into");
+        let mut saved = ln.alloc_saved(&[2, 2, cols]).unwrap();
+        ln.forward_into(
+            &x.as_view(),
+            &[2, 2, cols],
+            y.as_view_mut(),
+            Some(&mut saved),
+        )
+        .unwrap();
+        step("LayerNorm infer");
+        ln.infer(&x.as_view(), &[2, 2, cols]).unwrap();
+        step("LayerNorm backward_into");
+        let (mut dg, mut db) = (zeros::<f32>(&s, cols), zeros::<f32>(&s, cols));
+        ln.backward_into(
+            &x.as_view(),
+            &dy.as_view(),
+            &[2, 2, cols],
+            &saved,
+            warpnorm::layer_norm::GradientBuffers {
+                dx: dx.as_view_mut(),
+                dgamma: Some(dg.as_view_mut()),
+                dbeta: Some(db.as_view_mut()),
+            },
+        )
+        .unwrap();
 
         // BatchNorm, functional: training, channels_last, f16 activations, f32 parameters.
         let dims = [2, 8, 3, 3];
@@ -497,6 +537,40 @@ mod gpu {
                 vec![
                     push(&format!("LayerNorm.forward {ln}")),
                     push(&format!("layer_norm.forward {ln}")),
+                    P,
+                    P,
+                ],
+            ),
+            (
+                "layer_norm forward in place",
+                vec![push(&format!("layer_norm.forward {ln}")), K, P],
+            ),
+            (
+                "LayerNorm forward_into",
+                vec![
+                    push(&format!("LayerNorm.forward {ln}")),
+                    push(&format!("layer_norm.forward {ln}")),
+                    K,
+                    P,
+                    P,
+                ],
+            ),
+            (
+                "LayerNorm infer",
+                vec![
+                    push(&format!("LayerNorm.forward {ln}")),
+                    push(&format!("layer_norm.forward {ln}")),
+                    K,
+                    P,
+                    P,
+                ],
+            ),
+            (
+                "LayerNorm backward_into",
+                vec![
+                    push(&format!("LayerNorm.backward {ln}")),
+                    push(&format!("layer_norm.backward {ln}")),
+                    K,
                     P,
                     P,
                 ],
