@@ -125,6 +125,39 @@ impl<'a> Lender<'a> {
     }
 }
 
+/// A call's activations: an input and an output apart, or one buffer that holds the input and
+/// is overwritten by the output (the in-place forms). The public `*Buffers` / `*InPlaceBuffers`
+/// structs of an op become one crate-private call with an `InOut`, so that each direction of
+/// an op has one body.
+pub(crate) enum InOut<'a, T> {
+    /// Input and output in separate buffers.
+    Apart(CudaView<'a, T>, CudaViewMut<'a, T>),
+    /// One buffer: read, then overwritten.
+    InPlace(CudaViewMut<'a, T>),
+}
+
+impl<'a> Lender<'a> {
+    /// The (input, output) addresses of `io`, both the in-place buffer's address in place;
+    /// `names` are the input's, the output's and the in-place buffer's names for errors.
+    pub(crate) fn in_out<T>(
+        &mut self,
+        names: [&str; 3],
+        io: &'a mut InOut<'_, T>,
+        len: u64,
+    ) -> Result<(u64, u64)> {
+        match io {
+            InOut::Apart(x, y) => Ok((
+                self.input(names[0], x, len)?,
+                self.output(names[1], y, len)?,
+            )),
+            InOut::InPlace(xy) => {
+                let p = self.output(names[2], xy, len)?;
+                Ok((p, p))
+            }
+        }
+    }
+}
+
 /// `len` uninitialized elements on `stream`. CUDA rejects zero-byte allocations
 /// (`cuMemAlloc(0)` is `CUDA_ERROR_INVALID_VALUE`), so an empty slice is backed by a
 /// one-element allocation that it frees when dropped.

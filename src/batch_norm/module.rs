@@ -6,16 +6,13 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 
-use crate::buffers::{alloc_filled, alloc_uninit};
+use crate::buffers::{alloc_filled, alloc_uninit, InOut};
 use crate::check::check_eps;
 use crate::state::{ModuleKind, Parts, PartsMut};
 use crate::{Element, Error, Result};
 
 use super::desc::{check_momentum, BatchNormDesc, Layout, Mode, Momentum, Problem};
-use super::ops::{
-    backward_checked, forward_checked, forward_in_place_checked, BackwardBuffers, ForwardBuffers,
-    ForwardInPlaceBuffers,
-};
+use super::ops::{backward_checked, forward_checked, Backward, Forward};
 use super::plan::{workspace_bytes_checked, Direction};
 use crate::device::DeviceProps;
 use crate::profile::{self, Op};
@@ -103,12 +100,6 @@ pub struct BatchNorm<P: Element = f32> {
     running_var: Option<CudaSlice<P>>,
     num_batches_tracked: Option<CudaSlice<i64>>,
     workspace: Option<CudaSlice<u8>>,
-}
-
-/// The activations of a module forward: x and y apart, or one buffer in place.
-enum Activations<'a, T> {
-    Apart(CudaView<'a, T>, CudaViewMut<'a, T>),
-    InPlace(CudaViewMut<'a, T>),
 }
 
 fn drv(during: &str) -> impl FnOnce(cudarc::driver::DriverError) -> Error + '_ {
@@ -310,42 +301,13 @@ impl<P: Element> BatchNorm<P> {
     ) -> Result<ForwardOutput<T>> {
         let problem = self.desc::<T>(dims, layout)?.check()?;
         let _range = profile::range(Op::BatchNormModuleForward, &problem);
-        let (desc, ncs) = (problem.desc(), *problem.ncs());
-        let c = ncs.c as usize;
-        let s = self.stream.clone();
-        let mut exec = GpuExecutor::new(&s)?;
         // Uninitialized: the plan writes every element of y and of the saved statistics.
-        let mut y = alloc_uninit::<T>(&s, ncs.numel as usize).map_err(drv("allocating y"))?;
-        let mut mean = alloc_uninit::<f32>(&s, c).map_err(drv("allocating save_mean"))?;
-        let mut invstd = alloc_uninit::<f32>(&s, c).map_err(drv("allocating save_invstd"))?;
-        self.workspace(&problem, exec.props())?;
-        let mut workspace = self.workspace.take();
-        let r = forward_checked(
-            &mut exec,
-            &problem,
-            ForwardBuffers {
-                x: x.slice(..),
-                y: y.as_view_mut(),
-                gamma: self.gamma.as_ref().map(|p| p.as_view()),
-                beta: self.beta.as_ref().map(|p| p.as_view()),
-                running_mean: self.running_mean.as_mut().map(|p| p.as_view_mut()),
-                running_var: self.running_var.as_mut().map(|p| p.as_view_mut()),
-                num_batches_tracked: self.num_batches_tracked.as_mut().map(|p| p.as_view_mut()),
-                save_mean: Some(mean.as_view_mut()),
-                save_invstd: Some(invstd.as_view_mut()),
-                workspace: workspace.as_mut().map(|w| w.as_view_mut()),
-            },
-        );
-        self.workspace = workspace;
-        r?;
-        Ok(ForwardOutput {
-            y,
-            saved: SavedStats {
-                mean,
-                invstd,
-                frozen: !desc.mode.batch_stats,
-            },
-        })
+        let n = problem.ncs().numel as usize;
+        let mut y = alloc_uninit::<T>(&self.stream, n).map_err(drv("allocating y"))?;
+        let mut saved = self.alloc_saved()?;
+        let io = InOut::Apart(x.slice(..), y.as_view_mut());
+        self.forward_impl(&problem, io, Some(&mut saved))?;
+        Ok(ForwardOutput { y, saved })
     }
 
     /// Gradients of a forward over the same `x`: dx, and dgamma/dbeta when affine.
@@ -357,17 +319,12 @@ impl<P: Element> BatchNorm<P> {
         layout: Layout,
         saved: &SavedStats,
     ) -> Result<Gradients<T, P>> {
-        let mut desc = self.desc::<T>(dims, layout)?;
-        desc.mode.batch_stats = !saved.frozen;
-        let problem = desc.check()?;
-        let _range = profile::range(Op::BatchNormModuleBackward, &problem);
-        let ncs = *problem.ncs();
-        let c = ncs.c as usize;
+        let c = self.config.num_features;
         let s = self.stream.clone();
-        let mut exec = GpuExecutor::new(&s)?;
         // Uninitialized: the plan writes every element of dx, dgamma and dbeta (zeros for an
-        // empty batch) before anything reads them.
-        let mut dx = alloc_uninit::<T>(&s, ncs.numel as usize).map_err(drv("allocating dx"))?;
+        // empty batch) before anything reads them. A shape that does not fit is rejected by
+        // backward_into before anything is launched; the allocation uses x's length.
+        let mut dx = alloc_uninit::<T>(&s, x.len()).map_err(drv("allocating dx"))?;
         let (mut dgamma, mut dbeta) = if self.config.affine {
             (
                 Some(alloc_uninit::<P>(&s, c).map_err(drv("allocating dgamma"))?),
@@ -376,25 +333,12 @@ impl<P: Element> BatchNorm<P> {
         } else {
             (None, None)
         };
-        self.workspace(&problem, exec.props())?;
-        let mut workspace = self.workspace.take();
-        let r = backward_checked(
-            &mut exec,
-            &problem,
-            BackwardBuffers {
-                x: x.slice(..),
-                dy: dy.slice(..),
-                save_mean: saved.mean.as_view(),
-                save_invstd: saved.invstd.as_view(),
-                gamma: self.gamma.as_ref().map(|p| p.as_view()),
-                dx: dx.as_view_mut(),
-                dgamma: dgamma.as_mut().map(|p| p.as_view_mut()),
-                dbeta: dbeta.as_mut().map(|p| p.as_view_mut()),
-                workspace: workspace.as_mut().map(|w| w.as_view_mut()),
-            },
-        );
-        self.workspace = workspace;
-        r?;
+        let grads = GradientBuffers {
+            dx: dx.as_view_mut(),
+            dgamma: dgamma.as_mut().map(|p| p.as_view_mut()),
+            dbeta: dbeta.as_mut().map(|p| p.as_view_mut()),
+        };
+        self.backward_into(x, dy, dims, layout, saved, grads)?;
         Ok(Gradients { dx, dgamma, dbeta })
     }
 
@@ -414,7 +358,7 @@ impl<P: Element> BatchNorm<P> {
     fn forward_impl<T: Element>(
         &mut self,
         problem: &Problem,
-        io: Activations<'_, T>,
+        io: InOut<'_, T>,
         saved: Option<&mut SavedStats>,
     ) -> Result<()> {
         let batch_stats = problem.desc().mode.batch_stats;
@@ -433,44 +377,18 @@ impl<P: Element> BatchNorm<P> {
             }
             None => (None, None),
         };
-        let gamma = self.gamma.as_ref().map(|p| p.as_view());
-        let beta = self.beta.as_ref().map(|p| p.as_view());
-        let running_mean = self.running_mean.as_mut().map(|p| p.as_view_mut());
-        let running_var = self.running_var.as_mut().map(|p| p.as_view_mut());
-        let workspace = self.workspace.as_mut().map(|w| w.as_view_mut());
-        match io {
-            Activations::Apart(x, y) => forward_checked(
-                &mut exec,
-                problem,
-                ForwardBuffers {
-                    x,
-                    y,
-                    gamma,
-                    beta,
-                    running_mean,
-                    running_var,
-                    num_batches_tracked: counter,
-                    save_mean,
-                    save_invstd,
-                    workspace,
-                },
-            ),
-            Activations::InPlace(xy) => forward_in_place_checked(
-                &mut exec,
-                problem,
-                ForwardInPlaceBuffers {
-                    xy,
-                    gamma,
-                    beta,
-                    running_mean,
-                    running_var,
-                    num_batches_tracked: counter,
-                    save_mean,
-                    save_invstd,
-                    workspace,
-                },
-            ),
-        }
+        let call = Forward {
+            io,
+            gamma: self.gamma.as_ref().map(|p| p.as_view()),
+            beta: self.beta.as_ref().map(|p| p.as_view()),
+            running_mean: self.running_mean.as_mut().map(|p| p.as_view_mut()),
+            running_var: self.running_var.as_mut().map(|p| p.as_view_mut()),
+            num_batches_tracked: counter,
+            save_mean,
+            save_invstd,
+            workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
+        };
+        forward_checked(&mut exec, problem, call)
     }
 
     /// Forward on `x` (logical `dims`, memory `layout`) in the module's mode into the caller's
@@ -488,7 +406,7 @@ impl<P: Element> BatchNorm<P> {
     ) -> Result<()> {
         let problem = self.desc::<T>(dims, layout)?.check()?;
         let _range = profile::range(Op::BatchNormModuleForward, &problem);
-        self.forward_impl(&problem, Activations::Apart(x.slice(..), y), saved)
+        self.forward_impl(&problem, InOut::Apart(x.slice(..), y), saved)
     }
 
     /// [`BatchNorm::forward_into`] in place: `xy` holds x and is overwritten by y. Meant for
@@ -503,7 +421,7 @@ impl<P: Element> BatchNorm<P> {
     ) -> Result<()> {
         let problem = self.desc::<T>(dims, layout)?.check()?;
         let _range = profile::range(Op::BatchNormModuleForward, &problem);
-        self.forward_impl(&problem, Activations::InPlace(xy), saved)
+        self.forward_impl(&problem, InOut::InPlace(xy), saved)
     }
 
     /// Inference: y for `x`, allocated, in eval mode whatever the module's mode (the running
@@ -522,7 +440,7 @@ impl<P: Element> BatchNorm<P> {
         let n = problem.ncs().numel as usize;
         let mut y = alloc_uninit::<T>(&self.stream, n).map_err(drv("allocating y"))?;
         // Batch statistics without tracked ones update nothing (no running statistics).
-        let io = Activations::Apart(x.slice(..), y.as_view_mut());
+        let io = InOut::Apart(x.slice(..), y.as_view_mut());
         self.forward_impl(&problem, io, None)?;
         Ok(y)
     }
@@ -546,20 +464,16 @@ impl<P: Element> BatchNorm<P> {
         let s = self.stream.clone();
         let mut exec = GpuExecutor::new(&s)?;
         self.workspace(&problem, exec.props())?;
-        backward_checked(
-            &mut exec,
-            &problem,
-            BackwardBuffers {
-                x: x.slice(..),
-                dy: dy.slice(..),
-                save_mean: saved.mean.as_view(),
-                save_invstd: saved.invstd.as_view(),
-                gamma: self.gamma.as_ref().map(|p| p.as_view()),
-                dx: grads.dx,
-                dgamma: grads.dgamma,
-                dbeta: grads.dbeta,
-                workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
-            },
-        )
+        let call = Backward {
+            x: x.slice(..),
+            grad: InOut::Apart(dy.slice(..), grads.dx),
+            save_mean: saved.mean.as_view(),
+            save_invstd: saved.invstd.as_view(),
+            gamma: self.gamma.as_ref().map(|p| p.as_view()),
+            dgamma: grads.dgamma,
+            dbeta: grads.dbeta,
+            workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
+        };
+        backward_checked(&mut exec, &problem, call)
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 
-use crate::buffers::Lender;
+use crate::buffers::{InOut, Lender};
 use crate::check::check_element_types;
 use crate::plan::{Direction, Executor};
 use crate::profile::{self, Op};
@@ -123,6 +123,96 @@ pub struct BackwardInPlaceBuffers<'a, T, P> {
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 
+/// A forward call's buffers with x and y apart or in place: what [`ForwardBuffers`] and
+/// [`ForwardInPlaceBuffers`] become, and what the module type builds.
+pub(crate) struct Forward<'a, T, P> {
+    pub(crate) io: InOut<'a, T>,
+    pub(crate) gamma: Option<CudaView<'a, P>>,
+    pub(crate) beta: Option<CudaView<'a, P>>,
+    pub(crate) running_mean: Option<CudaViewMut<'a, P>>,
+    pub(crate) running_var: Option<CudaViewMut<'a, P>>,
+    pub(crate) num_batches_tracked: Option<CudaViewMut<'a, i64>>,
+    pub(crate) save_mean: Option<CudaViewMut<'a, f32>>,
+    pub(crate) save_invstd: Option<CudaViewMut<'a, f32>>,
+    pub(crate) workspace: Option<CudaViewMut<'a, u8>>,
+}
+
+impl<'a, T, P> From<ForwardBuffers<'a, T, P>> for Forward<'a, T, P> {
+    fn from(b: ForwardBuffers<'a, T, P>) -> Self {
+        Forward {
+            io: InOut::Apart(b.x, b.y),
+            gamma: b.gamma,
+            beta: b.beta,
+            running_mean: b.running_mean,
+            running_var: b.running_var,
+            num_batches_tracked: b.num_batches_tracked,
+            save_mean: b.save_mean,
+            save_invstd: b.save_invstd,
+            workspace: b.workspace,
+        }
+    }
+}
+
+impl<'a, T, P> From<ForwardInPlaceBuffers<'a, T, P>> for Forward<'a, T, P> {
+    fn from(b: ForwardInPlaceBuffers<'a, T, P>) -> Self {
+        Forward {
+            io: InOut::InPlace(b.xy),
+            gamma: b.gamma,
+            beta: b.beta,
+            running_mean: b.running_mean,
+            running_var: b.running_var,
+            num_batches_tracked: b.num_batches_tracked,
+            save_mean: b.save_mean,
+            save_invstd: b.save_invstd,
+            workspace: b.workspace,
+        }
+    }
+}
+
+/// A backward call's buffers with dy and dx apart or in place: what [`BackwardBuffers`] and
+/// [`BackwardInPlaceBuffers`] become, and what the module type builds.
+pub(crate) struct Backward<'a, T, P> {
+    pub(crate) x: CudaView<'a, T>,
+    /// dy in, dx out.
+    pub(crate) grad: InOut<'a, T>,
+    pub(crate) save_mean: CudaView<'a, f32>,
+    pub(crate) save_invstd: CudaView<'a, f32>,
+    pub(crate) gamma: Option<CudaView<'a, P>>,
+    pub(crate) dgamma: Option<CudaViewMut<'a, P>>,
+    pub(crate) dbeta: Option<CudaViewMut<'a, P>>,
+    pub(crate) workspace: Option<CudaViewMut<'a, u8>>,
+}
+
+impl<'a, T, P> From<BackwardBuffers<'a, T, P>> for Backward<'a, T, P> {
+    fn from(b: BackwardBuffers<'a, T, P>) -> Self {
+        Backward {
+            x: b.x,
+            grad: InOut::Apart(b.dy, b.dx),
+            save_mean: b.save_mean,
+            save_invstd: b.save_invstd,
+            gamma: b.gamma,
+            dgamma: b.dgamma,
+            dbeta: b.dbeta,
+            workspace: b.workspace,
+        }
+    }
+}
+
+impl<'a, T, P> From<BackwardInPlaceBuffers<'a, T, P>> for Backward<'a, T, P> {
+    fn from(b: BackwardInPlaceBuffers<'a, T, P>) -> Self {
+        Backward {
+            x: b.x,
+            grad: InOut::InPlace(b.dy_dx),
+            save_mean: b.save_mean,
+            save_invstd: b.save_invstd,
+            gamma: b.gamma,
+            dgamma: b.dgamma,
+            dbeta: b.dbeta,
+            workspace: b.workspace,
+        }
+    }
+}
+
 /// BatchNorm forward on `stream`: in training (`desc.mode.batch_stats`) normalizes with the
 /// batch statistics, updates the running statistics and increments num_batches_tracked when
 /// they are given; in eval normalizes with the running statistics. The saved statistics, when
@@ -134,15 +224,30 @@ pub fn forward<T: Element, P: Element>(
 ) -> Result<()> {
     let problem = desc.check()?;
     let mut exec = GpuExecutor::new(stream)?;
-    forward_checked(&mut exec, &problem, b)
+    forward_checked(&mut exec, &problem, b.into())
 }
 
-/// [`forward`] of a checked description on `exec` (what the module types call,
-/// so that a call validates once).
+/// BatchNorm forward in place on `stream`: `xy` holds x and is overwritten by y; the rest as
+/// [`forward`]. Every kernel reads an element before the element is written (the elementwise
+/// passes by the same thread, the fused training forward from shared memory after its block
+/// has read all of its channels), so the result is the same as out of place. Meant for eval
+/// (inference); a training forward in place works too, but its backward needs x.
+pub fn forward_in_place<T: Element, P: Element>(
+    stream: &Arc<CudaStream>,
+    desc: &BatchNormDesc,
+    b: ForwardInPlaceBuffers<'_, T, P>,
+) -> Result<()> {
+    let problem = desc.check()?;
+    let mut exec = GpuExecutor::new(stream)?;
+    forward_checked(&mut exec, &problem, b.into())
+}
+
+/// [`forward`] and [`forward_in_place`] of a checked description on `exec` (what the module
+/// type calls, so that a call validates once).
 pub(crate) fn forward_checked<T: Element, P: Element>(
     exec: &mut GpuExecutor<'_>,
     problem: &Problem,
-    mut b: ForwardBuffers<'_, T, P>,
+    mut b: Forward<'_, T, P>,
 ) -> Result<()> {
     let _range = profile::range(Op::BatchNormForward, problem);
     let desc = problem.desc();
@@ -150,9 +255,10 @@ pub(crate) fn forward_checked<T: Element, P: Element>(
     let (n, c) = (problem.ncs().numel, problem.ncs().c);
     let mut lend = Lender::new(exec.stream());
     let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
+    let (x, y) = lend.in_out(["x", "y", "xy"], &mut b.io, n)?;
     let ptrs = ForwardPtrs {
-        x: lend.input("x", &b.x, n)?,
-        y: lend.output("y", &mut b.y, n)?,
+        x,
+        y,
         gamma: lend.input_opt("gamma", b.gamma.as_ref(), c)?,
         beta: lend.input_opt("beta", b.beta.as_ref(), c)?,
         running_mean: lend.output_opt("running_mean", b.running_mean.as_mut(), c)?,
@@ -181,85 +287,7 @@ pub fn backward<T: Element, P: Element>(
 ) -> Result<()> {
     let problem = desc.check()?;
     let mut exec = GpuExecutor::new(stream)?;
-    backward_checked(&mut exec, &problem, b)
-}
-
-/// [`backward`] of a checked description on `exec` (what the module types call,
-/// so that a call validates once).
-pub(crate) fn backward_checked<T: Element, P: Element>(
-    exec: &mut GpuExecutor<'_>,
-    problem: &Problem,
-    mut b: BackwardBuffers<'_, T, P>,
-) -> Result<()> {
-    let _range = profile::range(Op::BatchNormBackward, problem);
-    let desc = problem.desc();
-    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
-    let (n, c) = (problem.ncs().numel, problem.ncs().c);
-    let mut lend = Lender::new(exec.stream());
-    let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
-    let ptrs = BackwardPtrs {
-        x: lend.input("x", &b.x, n)?,
-        dy: lend.input("dy", &b.dy, n)?,
-        dx: lend.output("dx", &mut b.dx, n)?,
-        gamma: lend.input_opt("gamma", b.gamma.as_ref(), c)?,
-        save_mean: lend.input("save_mean", &b.save_mean, c)?,
-        save_invstd: lend.input("save_invstd", &b.save_invstd, c)?,
-        dgamma: lend.output_opt("dgamma", b.dgamma.as_mut(), c)?,
-        dbeta: lend.output_opt("dbeta", b.dbeta.as_mut(), c)?,
-        workspace,
-        workspace_bytes,
-    };
-    let plan = plan_backward_checked(problem, &ptrs, exec.props())?;
-    exec.execute(&plan)
-}
-
-/// BatchNorm forward in place on `stream`: `xy` holds x and is overwritten by y; the rest as
-/// [`forward`]. Every kernel reads an element before the element is written (the elementwise
-/// passes by the same thread, the fused training forward from shared memory after its block
-/// has read all of its channels), so the result is the same as out of place. Meant for eval
-/// (inference); a training forward in place works too, but its backward needs x.
-pub fn forward_in_place<T: Element, P: Element>(
-    stream: &Arc<CudaStream>,
-    desc: &BatchNormDesc,
-    b: ForwardInPlaceBuffers<'_, T, P>,
-) -> Result<()> {
-    let problem = desc.check()?;
-    let mut exec = GpuExecutor::new(stream)?;
-    forward_in_place_checked(&mut exec, &problem, b)
-}
-
-/// [`forward_in_place`] of a checked description on `exec`.
-pub(crate) fn forward_in_place_checked<T: Element, P: Element>(
-    exec: &mut GpuExecutor<'_>,
-    problem: &Problem,
-    mut b: ForwardInPlaceBuffers<'_, T, P>,
-) -> Result<()> {
-    let _range = profile::range(Op::BatchNormForward, problem);
-    let desc = problem.desc();
-    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
-    let (n, c) = (problem.ncs().numel, problem.ncs().c);
-    let mut lend = Lender::new(exec.stream());
-    let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
-    let xy = lend.output("xy", &mut b.xy, n)?;
-    let ptrs = ForwardPtrs {
-        x: xy,
-        y: xy,
-        gamma: lend.input_opt("gamma", b.gamma.as_ref(), c)?,
-        beta: lend.input_opt("beta", b.beta.as_ref(), c)?,
-        running_mean: lend.output_opt("running_mean", b.running_mean.as_mut(), c)?,
-        running_var: lend.output_opt("running_var", b.running_var.as_mut(), c)?,
-        num_batches_tracked: lend.output_opt(
-            "num_batches_tracked",
-            b.num_batches_tracked.as_mut(),
-            1,
-        )?,
-        save_mean: lend.output_opt("save_mean", b.save_mean.as_mut(), c)?,
-        save_invstd: lend.output_opt("save_invstd", b.save_invstd.as_mut(), c)?,
-        workspace,
-        workspace_bytes,
-    };
-    let plan = plan_forward_checked(problem, &ptrs, exec.props())?;
-    exec.execute(&plan)
+    backward_checked(&mut exec, &problem, b.into())
 }
 
 /// BatchNorm backward in place on `stream`: `dy_dx` holds dy and is overwritten by dx (the
@@ -271,19 +299,29 @@ pub fn backward_in_place<T: Element, P: Element>(
     b: BackwardInPlaceBuffers<'_, T, P>,
 ) -> Result<()> {
     let problem = desc.check()?;
-    let _range = profile::range(Op::BatchNormBackward, &problem);
     let mut exec = GpuExecutor::new(stream)?;
+    backward_checked(&mut exec, &problem, b.into())
+}
+
+/// [`backward`] and [`backward_in_place`] of a checked description on `exec` (what the module
+/// type calls, so that a call validates once).
+pub(crate) fn backward_checked<T: Element, P: Element>(
+    exec: &mut GpuExecutor<'_>,
+    problem: &Problem,
+    mut b: Backward<'_, T, P>,
+) -> Result<()> {
+    let _range = profile::range(Op::BatchNormBackward, problem);
     let desc = problem.desc();
     check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
     let (n, c) = (problem.ncs().numel, problem.ncs().c);
-    let mut b = b;
     let mut lend = Lender::new(exec.stream());
     let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
-    let dy_dx = lend.output("dy_dx", &mut b.dy_dx, n)?;
+    let x = lend.input("x", &b.x, n)?;
+    let (dy, dx) = lend.in_out(["dy", "dx", "dy_dx"], &mut b.grad, n)?;
     let ptrs = BackwardPtrs {
-        x: lend.input("x", &b.x, n)?,
-        dy: dy_dx,
-        dx: dy_dx,
+        x,
+        dy,
+        dx,
         gamma: lend.input_opt("gamma", b.gamma.as_ref(), c)?,
         save_mean: lend.input("save_mean", &b.save_mean, c)?,
         save_invstd: lend.input("save_invstd", &b.save_invstd, c)?,
@@ -292,6 +330,6 @@ pub fn backward_in_place<T: Element, P: Element>(
         workspace,
         workspace_bytes,
     };
-    let plan = plan_backward_checked(&problem, &ptrs, exec.props())?;
+    let plan = plan_backward_checked(problem, &ptrs, exec.props())?;
     exec.execute(&plan)
 }

@@ -3,19 +3,16 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr};
 
-use crate::buffers::{alloc_filled, alloc_uninit, alloc_zeros};
+use crate::buffers::{alloc_filled, alloc_uninit, alloc_zeros, InOut};
 use crate::check::check_eps;
 use crate::state::{ModuleKind, Parts, PartsMut};
 use crate::{Element, Error, Result};
 
 use super::desc::Problem;
 use super::desc::{Affine, LayerNormDesc};
-use super::ops::{
-    backward_checked, forward_checked, forward_in_place_checked, BackwardBuffers, ForwardBuffers,
-    ForwardInPlaceBuffers,
-};
+use super::ops::{backward_checked, forward_checked, Backward, Forward};
 use super::plan::{workspace_bytes_checked, Direction};
 use crate::device::DeviceProps;
 use crate::profile::{self, Op};
@@ -227,26 +224,14 @@ impl<P: Element> LayerNorm<P> {
         let mut exec = GpuExecutor::new(&self.stream)?;
         let ws_bytes = workspace_bytes_checked(&problem, Direction::Forward, exec.props())?;
         let mut y = self.alloc::<T>(n, "allocating y")?;
-        let mut mean = self.alloc::<f32>(d.rows, "allocating mean")?;
-        let mut rstd = self.alloc::<f32>(d.rows, "allocating rstd")?;
+        let mean = self.alloc::<f32>(d.rows, "allocating mean")?;
+        let rstd = self.alloc::<f32>(d.rows, "allocating rstd")?;
         let mut ws = self.workspace(ws_bytes)?;
-        forward_checked(
-            &mut exec,
-            &problem,
-            ForwardBuffers {
-                x: x.slice(..),
-                y: y.as_view_mut(),
-                gamma: self.gamma.as_ref().map(|g| g.as_view()),
-                beta: self.beta.as_ref().map(|b| b.as_view()),
-                mean: Some(mean.as_view_mut()),
-                rstd: Some(rstd.as_view_mut()),
-                workspace: ws.as_mut().map(|w| w.as_view_mut()),
-            },
-        )?;
-        Ok(ForwardOutput {
-            y,
-            saved: SavedStats { mean, rstd },
-        })
+        let mut saved = SavedStats { mean, rstd };
+        let io = InOut::Apart(x.slice(..), y.as_view_mut());
+        let call = forward_call(io, &self.gamma, &self.beta, Some(&mut saved), ws.as_mut());
+        forward_checked(&mut exec, &problem, call)?;
+        Ok(ForwardOutput { y, saved })
     }
 
     /// Backward from the forward's input `x`, the output gradient `dy` and the forward's saved
@@ -274,21 +259,13 @@ impl<P: Element> LayerNorm<P> {
             false => None,
         };
         let mut ws = self.workspace(ws_bytes)?;
-        backward_checked(
-            &mut exec,
-            &problem,
-            BackwardBuffers {
-                x: x.slice(..),
-                dy: dy.slice(..),
-                mean: saved.mean.as_view(),
-                rstd: saved.rstd.as_view(),
-                gamma: self.gamma.as_ref().map(|g| g.as_view()),
-                dx: dx.as_view_mut(),
-                dgamma: dgamma.as_mut().map(|g| g.as_view_mut()),
-                dbeta: dbeta.as_mut().map(|b| b.as_view_mut()),
-                workspace: ws.as_mut().map(|w| w.as_view_mut()),
-            },
-        )?;
+        let grads = GradientBuffers {
+            dx: dx.as_view_mut(),
+            dgamma: dgamma.as_mut().map(|g| g.as_view_mut()),
+            dbeta: dbeta.as_mut().map(|b| b.as_view_mut()),
+        };
+        let call = backward_call(x, dy, saved, &self.gamma, grads, ws.as_mut());
+        backward_checked(&mut exec, &problem, call)?;
         Ok(Gradients { dx, dgamma, dbeta })
     }
 
@@ -330,28 +307,7 @@ impl<P: Element> LayerNorm<P> {
         y: CudaViewMut<'_, T>,
         saved: Option<&mut SavedStats>,
     ) -> Result<()> {
-        let problem = self.desc::<T>(x_shape)?.check()?;
-        let _range = profile::range(Op::LayerNormModuleForward, &problem);
-        let stream = self.stream.clone();
-        let mut exec = GpuExecutor::new(&stream)?;
-        self.cached_workspace(&problem, Direction::Forward, exec.props())?;
-        let (mean, rstd) = match saved {
-            Some(s) => (Some(s.mean.as_view_mut()), Some(s.rstd.as_view_mut())),
-            None => (None, None),
-        };
-        forward_checked(
-            &mut exec,
-            &problem,
-            ForwardBuffers {
-                x: x.slice(..),
-                y,
-                gamma: self.gamma.as_ref().map(|g| g.as_view()),
-                beta: self.beta.as_ref().map(|b| b.as_view()),
-                mean,
-                rstd,
-                workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
-            },
-        )
+        self.forward_io(InOut::Apart(x.slice(..), y), x_shape, saved)
     }
 
     /// [`LayerNorm::forward_into`] in place: `xy` holds x (shape `x_shape`) and is overwritten
@@ -362,27 +318,23 @@ impl<P: Element> LayerNorm<P> {
         x_shape: &[usize],
         saved: Option<&mut SavedStats>,
     ) -> Result<()> {
+        self.forward_io(InOut::InPlace(xy), x_shape, saved)
+    }
+
+    /// [`LayerNorm::forward_into`] and [`LayerNorm::forward_in_place`].
+    fn forward_io<T: Element>(
+        &mut self,
+        io: InOut<'_, T>,
+        x_shape: &[usize],
+        saved: Option<&mut SavedStats>,
+    ) -> Result<()> {
         let problem = self.desc::<T>(x_shape)?.check()?;
         let _range = profile::range(Op::LayerNormModuleForward, &problem);
         let stream = self.stream.clone();
         let mut exec = GpuExecutor::new(&stream)?;
         self.cached_workspace(&problem, Direction::Forward, exec.props())?;
-        let (mean, rstd) = match saved {
-            Some(s) => (Some(s.mean.as_view_mut()), Some(s.rstd.as_view_mut())),
-            None => (None, None),
-        };
-        forward_in_place_checked(
-            &mut exec,
-            &problem,
-            ForwardInPlaceBuffers {
-                xy,
-                gamma: self.gamma.as_ref().map(|g| g.as_view()),
-                beta: self.beta.as_ref().map(|b| b.as_view()),
-                mean,
-                rstd,
-                workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
-            },
-        )
+        let call = forward_call(io, &self.gamma, &self.beta, saved, self.workspace.as_mut());
+        forward_checked(&mut exec, &problem, call)
     }
 
     /// Inference: y for `x` (shape `x_shape`), allocated; no statistics are saved or moved,
@@ -415,20 +367,52 @@ impl<P: Element> LayerNorm<P> {
         let stream = self.stream.clone();
         let mut exec = GpuExecutor::new(&stream)?;
         self.cached_workspace(&problem, Direction::Backward, exec.props())?;
-        backward_checked(
-            &mut exec,
-            &problem,
-            BackwardBuffers {
-                x: x.slice(..),
-                dy: dy.slice(..),
-                mean: saved.mean.as_view(),
-                rstd: saved.rstd.as_view(),
-                gamma: self.gamma.as_ref().map(|g| g.as_view()),
-                dx: grads.dx,
-                dgamma: grads.dgamma,
-                dbeta: grads.dbeta,
-                workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
-            },
-        )
+        let call = backward_call(x, dy, saved, &self.gamma, grads, self.workspace.as_mut());
+        backward_checked(&mut exec, &problem, call)
+    }
+}
+
+/// A forward call over the module's parameters, `saved` (`None`: no statistics stored) and
+/// workspace.
+fn forward_call<'a, T, P: DeviceRepr>(
+    io: InOut<'a, T>,
+    gamma: &'a Option<CudaSlice<P>>,
+    beta: &'a Option<CudaSlice<P>>,
+    saved: Option<&'a mut SavedStats>,
+    workspace: Option<&'a mut CudaSlice<u8>>,
+) -> Forward<'a, T, P> {
+    let (mean, rstd) = match saved {
+        Some(s) => (Some(s.mean.as_view_mut()), Some(s.rstd.as_view_mut())),
+        None => (None, None),
+    };
+    Forward {
+        io,
+        gamma: gamma.as_ref().map(|g| g.as_view()),
+        beta: beta.as_ref().map(|b| b.as_view()),
+        mean,
+        rstd,
+        workspace: workspace.map(|w| w.as_view_mut()),
+    }
+}
+
+/// A backward call from the forward's `x` and `saved`, over the module's gamma and
+/// workspace, into `grads`.
+fn backward_call<'a, T, P: DeviceRepr>(
+    x: &'a CudaView<'_, T>,
+    dy: &'a CudaView<'_, T>,
+    saved: &'a SavedStats,
+    gamma: &'a Option<CudaSlice<P>>,
+    grads: GradientBuffers<'a, T, P>,
+    workspace: Option<&'a mut CudaSlice<u8>>,
+) -> Backward<'a, T, P> {
+    Backward {
+        x: x.slice(..),
+        grad: InOut::Apart(dy.slice(..), grads.dx),
+        mean: saved.mean.as_view(),
+        rstd: saved.rstd.as_view(),
+        gamma: gamma.as_ref().map(|g| g.as_view()),
+        dgamma: grads.dgamma,
+        dbeta: grads.dbeta,
+        workspace: workspace.map(|w| w.as_view_mut()),
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 
-use crate::buffers::Lender;
+use crate::buffers::{InOut, Lender};
 use crate::check::check_element_types;
 use crate::plan::Executor;
 use crate::profile::{self, Op};
@@ -111,6 +111,87 @@ pub struct BackwardInPlaceBuffers<'a, T, P> {
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 
+/// A forward call's buffers with x and y apart or in place: what [`ForwardBuffers`] and
+/// [`ForwardInPlaceBuffers`] become, and what the module types build.
+pub(crate) struct Forward<'a, T, P> {
+    pub(crate) io: InOut<'a, T>,
+    pub(crate) gamma: Option<CudaView<'a, P>>,
+    pub(crate) beta: Option<CudaView<'a, P>>,
+    pub(crate) mean: Option<CudaViewMut<'a, f32>>,
+    pub(crate) rstd: Option<CudaViewMut<'a, f32>>,
+    pub(crate) workspace: Option<CudaViewMut<'a, u8>>,
+}
+
+impl<'a, T, P> From<ForwardBuffers<'a, T, P>> for Forward<'a, T, P> {
+    fn from(b: ForwardBuffers<'a, T, P>) -> Self {
+        Forward {
+            io: InOut::Apart(b.x, b.y),
+            gamma: b.gamma,
+            beta: b.beta,
+            mean: b.mean,
+            rstd: b.rstd,
+            workspace: b.workspace,
+        }
+    }
+}
+
+impl<'a, T, P> From<ForwardInPlaceBuffers<'a, T, P>> for Forward<'a, T, P> {
+    fn from(b: ForwardInPlaceBuffers<'a, T, P>) -> Self {
+        Forward {
+            io: InOut::InPlace(b.xy),
+            gamma: b.gamma,
+            beta: b.beta,
+            mean: b.mean,
+            rstd: b.rstd,
+            workspace: b.workspace,
+        }
+    }
+}
+
+/// A backward call's buffers with dy and dx apart or in place: what [`BackwardBuffers`] and
+/// [`BackwardInPlaceBuffers`] become, and what the module types build.
+pub(crate) struct Backward<'a, T, P> {
+    pub(crate) x: CudaView<'a, T>,
+    /// dy in, dx out.
+    pub(crate) grad: InOut<'a, T>,
+    pub(crate) mean: CudaView<'a, f32>,
+    pub(crate) rstd: CudaView<'a, f32>,
+    pub(crate) gamma: Option<CudaView<'a, P>>,
+    pub(crate) dgamma: Option<CudaViewMut<'a, P>>,
+    pub(crate) dbeta: Option<CudaViewMut<'a, P>>,
+    pub(crate) workspace: Option<CudaViewMut<'a, u8>>,
+}
+
+impl<'a, T, P> From<BackwardBuffers<'a, T, P>> for Backward<'a, T, P> {
+    fn from(b: BackwardBuffers<'a, T, P>) -> Self {
+        Backward {
+            x: b.x,
+            grad: InOut::Apart(b.dy, b.dx),
+            mean: b.mean,
+            rstd: b.rstd,
+            gamma: b.gamma,
+            dgamma: b.dgamma,
+            dbeta: b.dbeta,
+            workspace: b.workspace,
+        }
+    }
+}
+
+impl<'a, T, P> From<BackwardInPlaceBuffers<'a, T, P>> for Backward<'a, T, P> {
+    fn from(b: BackwardInPlaceBuffers<'a, T, P>) -> Self {
+        Backward {
+            x: b.x,
+            grad: InOut::InPlace(b.dy_dx),
+            mean: b.mean,
+            rstd: b.rstd,
+            gamma: b.gamma,
+            dgamma: b.dgamma,
+            dbeta: b.dbeta,
+            workspace: b.workspace,
+        }
+    }
+}
+
 /// LayerNorm forward on `stream`: writes `y`, and the saved statistics `mean` and `rstd` that
 /// [`backward`] takes when they are given (without them, for inference, the kernels store
 /// nothing for them).
@@ -121,34 +202,7 @@ pub fn forward<T: Element, P: Element>(
 ) -> Result<()> {
     let problem = desc.check()?;
     let mut exec = GpuExecutor::new(stream)?;
-    forward_checked(&mut exec, &problem, b)
-}
-
-/// [`forward`] of a checked description on `exec` (what the module types call,
-/// so that a call validates once).
-pub(crate) fn forward_checked<T: Element, P: Element>(
-    exec: &mut GpuExecutor<'_>,
-    problem: &Problem,
-    mut b: ForwardBuffers<'_, T, P>,
-) -> Result<()> {
-    let _range = profile::range(Op::LayerNormForward, problem);
-    let desc = problem.desc();
-    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
-    let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
-    let mut lend = Lender::new(exec.stream());
-    let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
-    let ptrs = ForwardPtrs {
-        x: lend.input("x", &b.x, n)?,
-        y: lend.output("y", &mut b.y, n)?,
-        gamma: lend.input_opt("gamma", b.gamma.as_ref(), cols)?,
-        beta: lend.input_opt("beta", b.beta.as_ref(), cols)?,
-        mean: lend.output_opt("mean", b.mean.as_mut(), rows)?,
-        rstd: lend.output_opt("rstd", b.rstd.as_mut(), rows)?,
-        workspace,
-        workspace_bytes,
-    };
-    let plan = plan_forward_checked(problem, &ptrs, exec.props())?;
-    exec.execute(&plan)
+    forward_checked(&mut exec, &problem, b.into())
 }
 
 /// LayerNorm forward in place on `stream`: `xy` holds x and is overwritten by y (every kernel
@@ -161,14 +215,15 @@ pub fn forward_in_place<T: Element, P: Element>(
 ) -> Result<()> {
     let problem = desc.check()?;
     let mut exec = GpuExecutor::new(stream)?;
-    forward_in_place_checked(&mut exec, &problem, b)
+    forward_checked(&mut exec, &problem, b.into())
 }
 
-/// [`forward_in_place`] of a checked description on `exec`.
-pub(crate) fn forward_in_place_checked<T: Element, P: Element>(
+/// [`forward`] and [`forward_in_place`] of a checked description on `exec` (what the module
+/// types call, so that a call validates once).
+pub(crate) fn forward_checked<T: Element, P: Element>(
     exec: &mut GpuExecutor<'_>,
     problem: &Problem,
-    mut b: ForwardInPlaceBuffers<'_, T, P>,
+    mut b: Forward<'_, T, P>,
 ) -> Result<()> {
     let _range = profile::range(Op::LayerNormForward, problem);
     let desc = problem.desc();
@@ -176,10 +231,10 @@ pub(crate) fn forward_in_place_checked<T: Element, P: Element>(
     let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
     let mut lend = Lender::new(exec.stream());
     let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
-    let xy = lend.output("xy", &mut b.xy, n)?;
+    let (x, y) = lend.in_out(["x", "y", "xy"], &mut b.io, n)?;
     let ptrs = ForwardPtrs {
-        x: xy,
-        y: xy,
+        x,
+        y,
         gamma: lend.input_opt("gamma", b.gamma.as_ref(), cols)?,
         beta: lend.input_opt("beta", b.beta.as_ref(), cols)?,
         mean: lend.output_opt("mean", b.mean.as_mut(), rows)?,
@@ -201,36 +256,7 @@ pub fn backward<T: Element, P: Element>(
 ) -> Result<()> {
     let problem = desc.check()?;
     let mut exec = GpuExecutor::new(stream)?;
-    backward_checked(&mut exec, &problem, b)
-}
-
-/// [`backward`] of a checked description on `exec` (what the module types call,
-/// so that a call validates once).
-pub(crate) fn backward_checked<T: Element, P: Element>(
-    exec: &mut GpuExecutor<'_>,
-    problem: &Problem,
-    mut b: BackwardBuffers<'_, T, P>,
-) -> Result<()> {
-    let _range = profile::range(Op::LayerNormBackward, problem);
-    let desc = problem.desc();
-    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
-    let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
-    let mut lend = Lender::new(exec.stream());
-    let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
-    let ptrs = BackwardPtrs {
-        x: lend.input("x", &b.x, n)?,
-        dy: lend.input("dy", &b.dy, n)?,
-        dx: lend.output("dx", &mut b.dx, n)?,
-        gamma: lend.input_opt("gamma", b.gamma.as_ref(), cols)?,
-        mean: lend.input("mean", &b.mean, rows)?,
-        rstd: lend.input("rstd", &b.rstd, rows)?,
-        dgamma: lend.output_opt("dgamma", b.dgamma.as_mut(), cols)?,
-        dbeta: lend.output_opt("dbeta", b.dbeta.as_mut(), cols)?,
-        workspace,
-        workspace_bytes,
-    };
-    let plan = plan_backward_checked(problem, &ptrs, exec.props())?;
-    exec.execute(&plan)
+    backward_checked(&mut exec, &problem, b.into())
 }
 
 /// LayerNorm backward in place on `stream`: `dy_dx` holds dy and is overwritten by dx (every
@@ -242,19 +268,29 @@ pub fn backward_in_place<T: Element, P: Element>(
     b: BackwardInPlaceBuffers<'_, T, P>,
 ) -> Result<()> {
     let problem = desc.check()?;
-    let _range = profile::range(Op::LayerNormBackward, &problem);
     let mut exec = GpuExecutor::new(stream)?;
+    backward_checked(&mut exec, &problem, b.into())
+}
+
+/// [`backward`] and [`backward_in_place`] of a checked description on `exec` (what the module
+/// types call, so that a call validates once).
+pub(crate) fn backward_checked<T: Element, P: Element>(
+    exec: &mut GpuExecutor<'_>,
+    problem: &Problem,
+    mut b: Backward<'_, T, P>,
+) -> Result<()> {
+    let _range = profile::range(Op::LayerNormBackward, problem);
     let desc = problem.desc();
     check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
     let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
-    let mut b = b;
     let mut lend = Lender::new(exec.stream());
     let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
-    let dy_dx = lend.output("dy_dx", &mut b.dy_dx, n)?;
+    let x = lend.input("x", &b.x, n)?;
+    let (dy, dx) = lend.in_out(["dy", "dx", "dy_dx"], &mut b.grad, n)?;
     let ptrs = BackwardPtrs {
-        x: lend.input("x", &b.x, n)?,
-        dy: dy_dx,
-        dx: dy_dx,
+        x,
+        dy,
+        dx,
         gamma: lend.input_opt("gamma", b.gamma.as_ref(), cols)?,
         mean: lend.input("mean", &b.mean, rows)?,
         rstd: lend.input("rstd", &b.rstd, rows)?,
@@ -263,6 +299,6 @@ pub fn backward_in_place<T: Element, P: Element>(
         workspace,
         workspace_bytes,
     };
-    let plan = plan_backward_checked(&problem, &ptrs, exec.props())?;
+    let plan = plan_backward_checked(problem, &ptrs, exec.props())?;
     exec.execute(&plan)
 }
