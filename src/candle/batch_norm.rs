@@ -3,16 +3,16 @@
 
 use std::sync::Arc;
 
-use candle_core::{
-    bail, CpuStorage, CustomOp1, CustomOp3, Device, Layout, ModuleT, Result, Shape, Tensor, Var,
-};
+use candle_core::{bail, CpuStorage, Device, ModuleT, Result, Shape, Tensor, Var};
 use candle_nn::{BatchNormConfig, Init, VarBuilder};
 
 use super::common::{
-    check_param, cpu_slice, dispatch, param_dtype, stash, stashed, wn_dtype, wrap, Elem, Stash,
+    apply, check_param, cpu_slice, param_dtype, stash, stashed, wn_dtype, wrap, Arg, Elem, Grads,
+    NormOp, Stash,
 };
 use crate::batch_norm::{BatchNormDesc, Layout as BnLayout, Mode};
 use crate::cpu::batch_norm as cpu_bn;
+use crate::DType;
 
 /// What a forward pass leaves: the statistics it normalized with (f32, one per channel; empty
 /// for an empty batch) for the backward, and in training the updated running statistics for
@@ -32,86 +32,76 @@ pub(crate) struct BnOp {
     saved: Stash<Saved>,
 }
 
-impl BnOp {
-    fn cpu(
+impl NormOp for BnOp {
+    const NAME: &'static str = "warpnorm-batch-norm";
+    const OP: &'static str = "BatchNorm";
+    type Saved = Saved;
+
+    fn dtypes(&self) -> (DType, DType) {
+        (self.desc.dtype, self.desc.param_dtype)
+    }
+
+    fn saved(&self) -> &Stash<Saved> {
+        &self.saved
+    }
+
+    fn cpu_forward<T: Elem, P: Elem>(
         &self,
-        x: (&CpuStorage, &Layout),
-        w: Option<(&CpuStorage, &Layout)>,
-        b: Option<(&CpuStorage, &Layout)>,
+        x: Arg<CpuStorage>,
+        w: Option<Arg<CpuStorage>>,
+        b: Option<Arg<CpuStorage>>,
     ) -> Result<(CpuStorage, Shape)> {
-        dispatch!(
-            "BatchNorm",
-            self.desc.dtype,
-            self.desc.param_dtype,
-            cpu_forward(self, x, w, b)
-        )
+        cpu_forward::<T, P>(self, x, w, b)
     }
 
-    #[cfg(feature = "candle-cuda")]
-    fn cuda(
-        &self,
-        x: (&candle_core::CudaStorage, &Layout),
-        w: Option<(&candle_core::CudaStorage, &Layout)>,
-        b: Option<(&candle_core::CudaStorage, &Layout)>,
-    ) -> Result<(candle_core::CudaStorage, Shape)> {
-        use super::cuda::bn_forward;
-        let running = self.running.as_ref().map(|(m, v)| (m, v));
-        dispatch!(
-            "BatchNorm",
-            self.desc.dtype,
-            self.desc.param_dtype,
-            bn_forward(&self.saved, &self.desc, x, w, b, running)
-        )
-    }
-
-    /// dx, dweight, dbias (the last two when the call had an affine transform).
-    fn backward(
+    /// dx, dweight, dbias (candle keeps the last two when the call had an affine transform).
+    fn cpu_backward<T: Elem, P: Elem>(
         &self,
         x: &Tensor,
         w: Option<&Tensor>,
         dy: &Tensor,
-    ) -> Result<(Tensor, Option<Tensor>, Option<Tensor>)> {
-        let saved = stashed(&self.saved, "BatchNorm")?;
-        let dy = dy.contiguous()?;
-        let x = x.contiguous()?;
-        let w = w.map(|w| w.contiguous()).transpose()?;
-        let w = w.as_ref();
-        let (dx, dw, db) = match x.device() {
-            Device::Cpu => dispatch!(
-                "BatchNorm",
-                self.desc.dtype,
-                self.desc.param_dtype,
-                cpu_backward(&self.desc, &x, w, &dy, &saved)
-            ),
-            #[cfg(feature = "candle-cuda")]
-            Device::Cuda(_) => {
-                use super::cuda::bn_backward;
-                dispatch!(
-                    "BatchNorm",
-                    self.desc.dtype,
-                    self.desc.param_dtype,
-                    bn_backward(&self.desc, &x, w, &dy, &saved.save_mean, &saved.save_invstd)
-                )
-            }
-            #[allow(unreachable_patterns)]
-            d => bail!(
-                "warpnorm BatchNorm: no implementation on {:?}",
-                d.location()
-            ),
-        }?;
-        Ok(if w.is_some() {
-            (dx, Some(dw), Some(db))
-        } else {
-            (dx, None, None)
-        })
+        saved: &Saved,
+    ) -> Result<Grads> {
+        let (dx, dw, db) = cpu_backward::<T, P>(&self.desc, x, w, dy, saved)?;
+        Ok((dx, Some(dw), Some(db)))
+    }
+
+    #[cfg(feature = "candle-cuda")]
+    fn cuda_forward<T: super::cuda::CudaElem, P: super::cuda::CudaElem>(
+        &self,
+        x: Arg<candle_core::CudaStorage>,
+        w: Option<Arg<candle_core::CudaStorage>>,
+        b: Option<Arg<candle_core::CudaStorage>>,
+    ) -> Result<(candle_core::CudaStorage, Shape)> {
+        let running = self.running.as_ref().map(|(m, v)| (m, v));
+        super::cuda::bn_forward::<T, P>(&self.saved, &self.desc, x, w, b, running)
+    }
+
+    #[cfg(feature = "candle-cuda")]
+    fn cuda_backward<T: super::cuda::CudaElem, P: super::cuda::CudaElem>(
+        &self,
+        x: &Tensor,
+        w: Option<&Tensor>,
+        dy: &Tensor,
+        saved: &Saved,
+    ) -> Result<Grads> {
+        let (dx, dw, db) = super::cuda::bn_backward::<T, P>(
+            &self.desc,
+            x,
+            w,
+            dy,
+            &saved.save_mean,
+            &saved.save_invstd,
+        )?;
+        Ok((dx, Some(dw), Some(db)))
     }
 }
 
 fn cpu_forward<T: Elem, P: Elem>(
     op: &BnOp,
-    x: (&CpuStorage, &Layout),
-    w: Option<(&CpuStorage, &Layout)>,
-    b: Option<(&CpuStorage, &Layout)>,
+    x: Arg<CpuStorage>,
+    w: Option<Arg<CpuStorage>>,
+    b: Option<Arg<CpuStorage>>,
 ) -> Result<(CpuStorage, Shape)> {
     let desc = &op.desc;
     let xs = cpu_slice::<T>("x", x.0, x.1)?;
@@ -178,74 +168,6 @@ fn cpu_backward<T: Elem, P: Elem>(
         Tensor::from_vec(out.dgamma, c, dev)?,
         Tensor::from_vec(out.dbeta, c, dev)?,
     ))
-}
-
-const NAME: &str = "warpnorm-batch-norm";
-
-impl CustomOp1 for BnOp {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
-        self.cpu((s, l), None, None)
-    }
-
-    #[cfg(feature = "candle-cuda")]
-    fn cuda_fwd(
-        &self,
-        s: &candle_core::CudaStorage,
-        l: &Layout,
-    ) -> Result<(candle_core::CudaStorage, Shape)> {
-        self.cuda((s, l), None, None)
-    }
-
-    fn bwd(&self, x: &Tensor, _y: &Tensor, dy: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(self.backward(x, None, dy)?.0))
-    }
-}
-
-impl CustomOp3 for BnOp {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-        s3: &CpuStorage,
-        l3: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        self.cpu((s1, l1), Some((s2, l2)), Some((s3, l3)))
-    }
-
-    #[cfg(feature = "candle-cuda")]
-    fn cuda_fwd(
-        &self,
-        s1: &candle_core::CudaStorage,
-        l1: &Layout,
-        s2: &candle_core::CudaStorage,
-        l2: &Layout,
-        s3: &candle_core::CudaStorage,
-        l3: &Layout,
-    ) -> Result<(candle_core::CudaStorage, Shape)> {
-        self.cuda((s1, l1), Some((s2, l2)), Some((s3, l3)))
-    }
-
-    fn bwd(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        _b: &Tensor,
-        _y: &Tensor,
-        dy: &Tensor,
-    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let (dx, dw, db) = self.backward(x, Some(w), dy)?;
-        Ok((Some(dx), dw, db))
-    }
 }
 
 /// The arguments of a BatchNorm call besides its input ([`batch_norm_op`]).
@@ -347,11 +269,7 @@ pub fn batch_norm_op(x: &Tensor, args: &BatchNormArgs<'_>) -> Result<Tensor> {
         running,
         saved: saved.clone(),
     };
-    let x = x.contiguous()?;
-    let y = match (args.weight, args.bias) {
-        (Some(w), Some(b)) => x.apply_op3(&w.contiguous()?, &b.contiguous()?, op)?,
-        _ => x.apply_op1(op)?,
-    };
+    let y = apply(x, args.weight, args.bias, op)?;
     if args.training {
         if let (Some(rm), Some(rv)) = (args.running_mean, args.running_var) {
             let s = stashed(&saved, "BatchNorm")?;

@@ -2,14 +2,12 @@
 
 use std::sync::Arc;
 
-use candle_core::{
-    bail, CpuStorage, CustomOp1, CustomOp2, CustomOp3, Device, Layout, Module, Result, Shape,
-    Tensor, D,
-};
+use candle_core::{bail, CpuStorage, Device, Module, Result, Shape, Tensor, D};
 use candle_nn::{Init, LayerNormConfig, VarBuilder};
 
 use super::common::{
-    check_param, cpu_slice, dispatch, param_dtype, stash, stashed, wn_dtype, wrap, Elem, Stash,
+    apply, check_param, cpu_slice, param_dtype, stash, wn_dtype, wrap, Arg, Elem, Grads, NormOp,
+    Stash,
 };
 use crate::cpu::layer_norm as cpu_ln;
 use crate::layer_norm::{Affine, LayerNormDesc};
@@ -44,85 +42,72 @@ impl LnOp {
         )
         .map_err(wrap)
     }
+}
 
-    fn cpu(
+impl NormOp for LnOp {
+    const NAME: &'static str = "warpnorm-layer-norm";
+    const OP: &'static str = "LayerNorm";
+    type Saved = Saved;
+
+    fn dtypes(&self) -> (DType, DType) {
+        (self.dtype, self.pdtype)
+    }
+
+    fn saved(&self) -> &Stash<Saved> {
+        &self.saved
+    }
+
+    fn cpu_forward<T: Elem, P: Elem>(
         &self,
-        x: (&CpuStorage, &Layout),
-        w: Option<(&CpuStorage, &Layout)>,
-        b: Option<(&CpuStorage, &Layout)>,
+        x: Arg<CpuStorage>,
+        w: Option<Arg<CpuStorage>>,
+        b: Option<Arg<CpuStorage>>,
     ) -> Result<(CpuStorage, Shape)> {
         let desc = self.desc(x.1.shape())?;
-        dispatch!(
-            "LayerNorm",
-            self.dtype,
-            self.pdtype,
-            cpu_forward(&self.saved, &desc, x, w, b)
-        )
+        cpu_forward::<T, P>(&self.saved, &desc, x, w, b)
     }
 
-    #[cfg(feature = "candle-cuda")]
-    fn cuda(
-        &self,
-        x: (&candle_core::CudaStorage, &Layout),
-        w: Option<(&candle_core::CudaStorage, &Layout)>,
-        b: Option<(&candle_core::CudaStorage, &Layout)>,
-    ) -> Result<(candle_core::CudaStorage, Shape)> {
-        use super::cuda::ln_forward;
-        let desc = self.desc(x.1.shape())?;
-        dispatch!(
-            "LayerNorm",
-            self.dtype,
-            self.pdtype,
-            ln_forward(&self.saved, &desc, x, w, b)
-        )
-    }
-
-    /// dx, and dweight / dbias when the call had them.
-    fn backward(
+    fn cpu_backward<T: Elem, P: Elem>(
         &self,
         x: &Tensor,
         w: Option<&Tensor>,
         dy: &Tensor,
-    ) -> Result<(Tensor, Option<Tensor>, Option<Tensor>)> {
-        let (mean, rstd) = stashed(&self.saved, "LayerNorm")?;
+        (mean, rstd): &Saved,
+    ) -> Result<Grads> {
         let desc = self.desc(x.shape())?;
-        // Gradients arriving from candle's graph may be broadcast views (zero strides).
-        let dy = dy.contiguous()?;
-        let x = x.contiguous()?;
-        let w = w.map(|w| w.contiguous()).transpose()?;
-        let w = w.as_ref();
-        match x.device() {
-            Device::Cpu => dispatch!(
-                "LayerNorm",
-                self.dtype,
-                self.pdtype,
-                cpu_backward(&desc, &x, w, &dy, &mean, &rstd)
-            ),
-            #[cfg(feature = "candle-cuda")]
-            Device::Cuda(_) => {
-                use super::cuda::ln_backward;
-                dispatch!(
-                    "LayerNorm",
-                    self.dtype,
-                    self.pdtype,
-                    ln_backward(&desc, &x, w, &dy, &mean, &rstd)
-                )
-            }
-            #[allow(unreachable_patterns)]
-            d => bail!(
-                "warpnorm LayerNorm: no implementation on {:?}",
-                d.location()
-            ),
-        }
+        cpu_backward::<T, P>(&desc, x, w, dy, mean, rstd)
+    }
+
+    #[cfg(feature = "candle-cuda")]
+    fn cuda_forward<T: super::cuda::CudaElem, P: super::cuda::CudaElem>(
+        &self,
+        x: Arg<candle_core::CudaStorage>,
+        w: Option<Arg<candle_core::CudaStorage>>,
+        b: Option<Arg<candle_core::CudaStorage>>,
+    ) -> Result<(candle_core::CudaStorage, Shape)> {
+        let desc = self.desc(x.1.shape())?;
+        super::cuda::ln_forward::<T, P>(&self.saved, &desc, x, w, b)
+    }
+
+    #[cfg(feature = "candle-cuda")]
+    fn cuda_backward<T: super::cuda::CudaElem, P: super::cuda::CudaElem>(
+        &self,
+        x: &Tensor,
+        w: Option<&Tensor>,
+        dy: &Tensor,
+        (mean, rstd): &Saved,
+    ) -> Result<Grads> {
+        let desc = self.desc(x.shape())?;
+        super::cuda::ln_backward::<T, P>(&desc, x, w, dy, mean, rstd)
     }
 }
 
 fn cpu_forward<T: Elem, P: Elem>(
     saved: &Stash<Saved>,
     desc: &LayerNormDesc,
-    x: (&CpuStorage, &Layout),
-    w: Option<(&CpuStorage, &Layout)>,
-    b: Option<(&CpuStorage, &Layout)>,
+    x: Arg<CpuStorage>,
+    w: Option<Arg<CpuStorage>>,
+    b: Option<Arg<CpuStorage>>,
 ) -> Result<(CpuStorage, Shape)> {
     let xs = cpu_slice::<T>("x", x.0, x.1)?;
     let ws = w.map(|(s, l)| cpu_slice::<P>("weight", s, l)).transpose()?;
@@ -141,7 +126,7 @@ fn cpu_backward<T: Elem, P: Elem>(
     dy: &Tensor,
     mean: &Tensor,
     rstd: &Tensor,
-) -> Result<(Tensor, Option<Tensor>, Option<Tensor>)> {
+) -> Result<Grads> {
     let xv = x.flatten_all()?.to_vec1::<T>()?;
     let dyv = dy.flatten_all()?.to_vec1::<T>()?;
     let wv = w.map(|w| w.to_vec1::<P>()).transpose()?;
@@ -158,112 +143,6 @@ fn cpu_backward<T: Elem, P: Elem>(
         .map(|v| Tensor::from_vec(v, desc.cols, dev))
         .transpose()?;
     Ok((dx, dw, db))
-}
-
-const NAME: &str = "warpnorm-layer-norm";
-
-impl CustomOp1 for LnOp {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
-        self.cpu((s, l), None, None)
-    }
-
-    #[cfg(feature = "candle-cuda")]
-    fn cuda_fwd(
-        &self,
-        s: &candle_core::CudaStorage,
-        l: &Layout,
-    ) -> Result<(candle_core::CudaStorage, Shape)> {
-        self.cuda((s, l), None, None)
-    }
-
-    fn bwd(&self, x: &Tensor, _y: &Tensor, dy: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(self.backward(x, None, dy)?.0))
-    }
-}
-
-impl CustomOp2 for LnOp {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        self.cpu((s1, l1), Some((s2, l2)), None)
-    }
-
-    #[cfg(feature = "candle-cuda")]
-    fn cuda_fwd(
-        &self,
-        s1: &candle_core::CudaStorage,
-        l1: &Layout,
-        s2: &candle_core::CudaStorage,
-        l2: &Layout,
-    ) -> Result<(candle_core::CudaStorage, Shape)> {
-        self.cuda((s1, l1), Some((s2, l2)), None)
-    }
-
-    fn bwd(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        _y: &Tensor,
-        dy: &Tensor,
-    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let (dx, dw, _) = self.backward(x, Some(w), dy)?;
-        Ok((Some(dx), dw))
-    }
-}
-
-impl CustomOp3 for LnOp {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-        s3: &CpuStorage,
-        l3: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        self.cpu((s1, l1), Some((s2, l2)), Some((s3, l3)))
-    }
-
-    #[cfg(feature = "candle-cuda")]
-    fn cuda_fwd(
-        &self,
-        s1: &candle_core::CudaStorage,
-        l1: &Layout,
-        s2: &candle_core::CudaStorage,
-        l2: &Layout,
-        s3: &candle_core::CudaStorage,
-        l3: &Layout,
-    ) -> Result<(candle_core::CudaStorage, Shape)> {
-        self.cuda((s1, l1), Some((s2, l2)), Some((s3, l3)))
-    }
-
-    fn bwd(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        _b: &Tensor,
-        _y: &Tensor,
-        dy: &Tensor,
-    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let (dx, dw, db) = self.backward(x, Some(w), dy)?;
-        Ok((Some(dx), dw, db))
-    }
 }
 
 /// LayerNorm over the last dim of `x` (PyTorch's `F.layer_norm(x, [D], weight, bias, eps)`),
@@ -301,12 +180,7 @@ pub fn layer_norm_op(
     };
     // Validate before anything runs (shape, dtypes, eps).
     op.desc(x.shape())?;
-    let x = x.contiguous()?;
-    match (weight, bias) {
-        (None, _) => x.apply_op1(op),
-        (Some(w), None) => x.apply_op2(&w.contiguous()?, op),
-        (Some(w), Some(b)) => x.apply_op3(&w.contiguous()?, &b.contiguous()?, op),
-    }
+    apply(x, weight, bias, op)
 }
 
 /// LayerNorm over the last dim with learned weight and (optional) bias: the drop-in for

@@ -46,10 +46,10 @@ mod common;
 #[cfg(feature = "candle-cuda")]
 mod cuda;
 mod layer_norm;
-// RMSNorm goes here once warpnorm has its kernels: `rms_norm.rs` with the op (CustomOp2: x,
-// weight), `RmsNorm` (`candle_nn::Module`) and `rms_norm(size, eps, vb)` as
-// `candle_nn::rms_norm`, re-exported below and in `ops`, and `layer_norm` then accepting
-// `remove_mean: false`.
+// RMSNorm goes here once warpnorm has its kernels: `rms_norm.rs` with the op (a
+// `common::NormOp`, run by `common::apply` as CustomOp1/2: x, weight), `RmsNorm`
+// (`candle_nn::Module`) and `rms_norm(size, eps, vb)` as `candle_nn::rms_norm`, re-exported
+// below and in `ops`, and `layer_norm` then accepting `remove_mean: false`.
 
 pub use batch_norm::{batch_norm, BatchNorm};
 pub use candle_nn::{BatchNormConfig, LayerNormConfig};

@@ -273,6 +273,9 @@ mod gpu {
             },
         )
         .unwrap();
+        step("LayerNorm forward_in_place");
+        ln.forward_in_place(xy.as_view_mut(), &[2, 2, cols], None)
+            .unwrap();
 
         // BatchNorm, functional: training, channels_last, f16 activations, f32 parameters.
         let dims = [2, 8, 3, 3];
@@ -364,7 +367,69 @@ mod gpu {
             &out.saved,
         )
         .unwrap();
+        let mut y = zeros::<f32>(&s, 4 * 8 * 5);
+        let mut dx = zeros::<f32>(&s, 4 * 8 * 5);
+        let (mut dg, mut db) = (zeros::<f32>(&s, 8), zeros::<f32>(&s, 8));
+        let mut saved = bn.alloc_saved().unwrap();
+        step("BatchNorm forward_into");
+        bn.forward_into(
+            &x.as_view(),
+            &[4, 8, 5],
+            Layout::Contiguous,
+            y.as_view_mut(),
+            Some(&mut saved),
+        )
+        .unwrap();
+        step("BatchNorm backward_into");
+        bn.backward_into(
+            &x.as_view(),
+            &dy.as_view(),
+            &[4, 8, 5],
+            Layout::Contiguous,
+            &saved,
+            batch_norm::GradientBuffers {
+                dx: dx.as_view_mut(),
+                dgamma: Some(dg.as_view_mut()),
+                dbeta: Some(db.as_view_mut()),
+            },
+        )
+        .unwrap();
+        step("BatchNorm infer, in training mode (eval's range)");
+        bn.infer(&x.as_view(), &[4, 8, 5], Layout::Contiguous)
+            .unwrap();
+        step("BatchNorm forward_into, x too short (error inside the op's range)");
+        let e = bn.forward_into(
+            &x.slice(1..),
+            &[4, 8, 5],
+            Layout::Contiguous,
+            y.as_view_mut(),
+            Some(&mut saved),
+        );
+        assert!(e.is_err(), "a short x is rejected");
         bn.eval();
+        step("BatchNorm forward_in_place, eval");
+        let mut xy = up::<f32>(&s, 4 * 8 * 5);
+        bn.forward_in_place(
+            xy.as_view_mut(),
+            &[4, 8, 5],
+            Layout::Contiguous,
+            Some(&mut saved),
+        )
+        .unwrap();
+        step("BatchNorm backward_into, eval");
+        bn.backward_into(
+            &x.as_view(),
+            &dy.as_view(),
+            &[4, 8, 5],
+            Layout::Contiguous,
+            &saved,
+            batch_norm::GradientBuffers {
+                dx: dx.as_view_mut(),
+                dgamma: Some(dg.as_view_mut()),
+                dbeta: Some(db.as_view_mut()),
+            },
+        )
+        .unwrap();
         step("BatchNorm forward, eval");
         let out = bn
             .forward(&x.as_view(), &[4, 8, 5], Layout::Contiguous)
@@ -576,6 +641,16 @@ mod gpu {
                 ],
             ),
             (
+                "LayerNorm forward_in_place",
+                vec![
+                    push(&format!("LayerNorm.forward {ln}")),
+                    push(&format!("layer_norm.forward {ln}")),
+                    K,
+                    P,
+                    P,
+                ],
+            ),
+            (
                 "batch_norm forward",
                 vec![
                     push("batch_norm.forward train [2, 8, 3, 3] channels_last f16/f32"),
@@ -613,6 +688,65 @@ mod gpu {
                 vec![
                     push("BatchNorm.backward train [4, 8, 5] contiguous f32/f32"),
                     push("batch_norm.backward train [4, 8, 5] contiguous f32/f32"),
+                    K,
+                    P,
+                    P,
+                ],
+            ),
+            (
+                "BatchNorm forward_into",
+                vec![
+                    push("BatchNorm.forward train [4, 8, 5] contiguous f32/f32"),
+                    push("batch_norm.forward train [4, 8, 5] contiguous f32/f32"),
+                    K,
+                    P,
+                    P,
+                ],
+            ),
+            (
+                "BatchNorm backward_into",
+                vec![
+                    push("BatchNorm.backward train [4, 8, 5] contiguous f32/f32"),
+                    push("batch_norm.backward train [4, 8, 5] contiguous f32/f32"),
+                    K,
+                    P,
+                    P,
+                ],
+            ),
+            (
+                "BatchNorm infer, in training mode (eval's range)",
+                vec![
+                    push("BatchNorm.forward eval [4, 8, 5] contiguous f32/f32"),
+                    push("batch_norm.forward eval [4, 8, 5] contiguous f32/f32"),
+                    K,
+                    P,
+                    P,
+                ],
+            ),
+            (
+                "BatchNorm forward_into, x too short (error inside the op's range)",
+                vec![
+                    push("BatchNorm.forward train [4, 8, 5] contiguous f32/f32"),
+                    push("batch_norm.forward train [4, 8, 5] contiguous f32/f32"),
+                    P,
+                    P,
+                ],
+            ),
+            (
+                "BatchNorm forward_in_place, eval",
+                vec![
+                    push("BatchNorm.forward eval [4, 8, 5] contiguous f32/f32"),
+                    push("batch_norm.forward eval [4, 8, 5] contiguous f32/f32"),
+                    K,
+                    P,
+                    P,
+                ],
+            ),
+            (
+                "BatchNorm backward_into, eval",
+                vec![
+                    push("BatchNorm.backward eval [4, 8, 5] contiguous f32/f32"),
+                    push("batch_norm.backward eval [4, 8, 5] contiguous f32/f32"),
                     K,
                     P,
                     P,
