@@ -3,6 +3,7 @@
 //! driver - is present).
 
 mod cpu;
+mod fixtures;
 mod gpu;
 mod plan;
 mod sim;
