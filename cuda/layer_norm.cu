@@ -45,6 +45,8 @@
  * an H200, see src/layer_norm/plan.rs); split
  * tiers read x (and dy) twice. gamma/beta are re-read per row from L1/L2.
  * Benchmark: `cargo bench --bench layer_norm`.
+ * RMSNorm (cuda/rms_norm.cu) reuses every body here through the compile-time op ln::Norm:
+ * with WN_LN_BODIES_ONLY defined this file defines the bodies and entry macros only.
  */
 #include "abi.h"
 #include "common/reduce.cuh"
@@ -54,6 +56,14 @@
 
 namespace warpnorm {
 namespace ln {
+
+/**
+ * The op a body computes, fixed at compile time: LayerNorm (centred: statistics mean and
+ * variance, a bias) or RMSNorm (uncentred: the mean square only, mean taken as 0, no bias).
+ * RMSNorm is LayerNorm with the mean pinned to 0, so every tier, team reduction and loader
+ * below serves both; the few places that differ test `N == Norm::Layer`.
+ */
+enum class Norm { Layer, Rms };
 
 /** A group of `g` consecutive lanes (power of two <= 32) of a warp: xor-butterfly sums. */
 struct GroupTeam {
@@ -103,10 +113,22 @@ struct RowTeam {
  * rounding error, sd = sum of the exact residuals, q = sum(d^2); the mean is mean0 + c with
  * c = sd / n, and m2 = q - sd * c = sum((x - mean)^2), not clamped.
  */
-template <int VEC, int NPACK, class Team>
+template <Norm N, int VEC, int NPACK, class Team>
 __device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const TileGeom& g,
                                              const Team& team, float& mean0, float& c,
                                              float& m2) {
+    if constexpr (N == Norm::Rms) {
+        // RMSNorm: m2 = sum(x^2) (the mean is 0 by definition).
+        float q = 0.0f;
+#pragma unroll
+        for (int k = 0; k < NPACK; ++k)
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) q = fmaf(v[k][i], v[k][i], q);  // 0 outside
+        mean0 = 0.0f;
+        c = 0.0f;
+        m2 = team.sum(q);
+        return;
+    }
     float s = 0.0f, se = 0.0f;
 #pragma unroll
     for (int k = 0; k < NPACK; ++k)
@@ -171,13 +193,13 @@ struct TileStats {
  * sub-warp groups; groups that were fine recompute the same bits, so a row's result never
  * depends on its neighbours).
  */
-template <int VEC, int NPACK, class Team>
+template <Norm N, int VEC, int NPACK, class Team>
 __device__ __forceinline__ TileStats tile_stats(float (&v)[NPACK][VEC], const TileGeom& g,
                                                 const Team& team, float denom) {
     TileStats st{1.0f, 0.0f, 0.0f, 0.0f};
     float m2;
     for (;;) {
-        tile_moments<VEC, NPACK>(v, g, team, st.mean0, st.c, m2);
+        tile_moments<N, VEC, NPACK>(v, g, team, st.mean0, st.c, m2);
         const bool over = st.unscale == 1.0f && !isfinite(m2);
         if (!team.any(over)) break;
         if (over) {
@@ -237,7 +259,7 @@ __device__ __forceinline__ void save_stat(wn_devptr p, int64_t row, float v) {
 }
 
 /** One full row held by a team: statistics, saved mean/rstd (when given), normalized output. */
-template <typename T, typename P, int VEC, int NPACK, class Team>
+template <Norm N, typename T, typename P, int VEC, int NPACK, class Team>
 __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row, bool active,
                                         const Team& team, int t, int team_size) {
     const int64_t off = row * a.cols;
@@ -245,7 +267,7 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
     const TileGeom g{active ? a.cols : 0, head_offset<T, VEC>(xr), t, team_size};
     float v[NPACK][VEC];
     tile_load<T, VEC, NPACK>(xr, g, v);
-    const TileStats st = tile_stats<VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
+    const TileStats st = tile_stats<N, VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
     if (!active) return;
     const float rstd = invstd_of(st.var, a.eps);
     if (t == 0) {
@@ -259,7 +281,7 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
 }
 
 /** subwarp / warp tiers: groups of a.group lanes per row, grid-stride over rows. */
-template <typename T, typename P, int VEC, int NPACK>
+template <Norm N, typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void fwd_warp(const WnLayerNormFwdArgs& a) {
     const int g = static_cast<int>(a.group);
     const int lane = threadIdx.x & 31;
@@ -270,17 +292,17 @@ __device__ __forceinline__ void fwd_warp(const WnLayerNormFwdArgs& a) {
     for (int64_t base = blockIdx.x * per_block + (threadIdx.x >> 5) * per_warp; base < a.rows;
          base += static_cast<int64_t>(gridDim.x) * per_block) {
         const int64_t row = base + lane / g;
-        fwd_row<T, P, VEC, NPACK>(a, row, row < a.rows, team, lane & (g - 1), g);
+        fwd_row<N, T, P, VEC, NPACK>(a, row, row < a.rows, team, lane & (g - 1), g);
     }
 }
 
 /** block tier: one row per block, grid-stride over rows. */
-template <typename T, typename P, int VEC, int NPACK>
+template <Norm N, typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void fwd_block(const WnLayerNormFwdArgs& a) {
     __shared__ float scratch[64];
     const BlockTeam team{scratch};
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-        fwd_row<T, P, VEC, NPACK>(a, row, true, team, threadIdx.x, blockDim.x);
+        fwd_row<N, T, P, VEC, NPACK>(a, row, true, team, threadIdx.x, blockDim.x);
     }
 }
 
@@ -295,7 +317,7 @@ __device__ __forceinline__ int64_t chunk_len(int64_t c, int64_t chunk, int64_t c
  * float4 (mean hi, mean lo, m2 / D, 0): the chunk mean as an unevaluated pair, and the chunk's
  * share of the row variance (finite whenever the row variance is).
  */
-template <typename T, typename P, int VEC, int NPACK>
+template <Norm N, typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
     __shared__ float scratch[64];
     const BlockTeam team{scratch};
@@ -308,7 +330,7 @@ __device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
                          static_cast<int>(blockDim.x)};
         float v[NPACK][VEC];
         tile_load<T, VEC, NPACK>(xs, g, v);
-        const TileStats st = tile_stats<VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
+        const TileStats st = tile_stats<N, VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
         if (threadIdx.x == 0) {
             float hi, lo;
             two_sum(st.mean0, st.c, hi, lo);
@@ -334,7 +356,7 @@ __device__ __forceinline__ void merge_chunks(const float4* part, int64_t splits,
 }
 
 /** split tier, pass 2: merge the row's chunk statistics in a fixed order, normalize a chunk. */
-template <typename T, typename P, int VEC, int NPACK>
+template <Norm N, typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
     const int64_t c = blockIdx.y;
     const int64_t n = chunk_len(c, a.chunk, a.cols);
@@ -389,7 +411,7 @@ struct ParamGrads {
 };
 
 /** Local (this thread's) sums of g*dy and g*dy*xhat over the held segment. */
-template <typename P, int VEC, int NPACK>
+template <Norm N, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void bwd_local_sums(const float (&x)[NPACK][VEC],
                                                const float (&dy)[NPACK][VEC], const TileGeom& g,
                                                float mean, float rstd, const P* gamma,
@@ -407,7 +429,7 @@ __device__ __forceinline__ void bwd_local_sums(const float (&x)[NPACK][VEC],
             if (in_seg(lo + i, g.n)) {
                 const float xhat = (x[k][i] - mean) * rstd;
                 const float gdy = gamma != nullptr ? dy[k][i] * gm[i] : dy[k][i];
-                sa += gdy;
+                if constexpr (N == Norm::Layer) sa += gdy;  // RMSNorm: no mean term
                 sb = fmaf(gdy, xhat, sb);
             }
         }
@@ -418,7 +440,7 @@ __device__ __forceinline__ void bwd_local_sums(const float (&x)[NPACK][VEC],
  * dx of the held segment (written over `x`), given the row means c1 = mean(g*dy) and
  * c2 = mean(g*dy*xhat); accumulates dgamma/dbeta into `acc`.
  */
-template <typename P, int VEC, int NPACK>
+template <Norm N, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)[NPACK][VEC],
                                        const TileGeom& g, float mean, float rstd, float c1,
                                        float c2, const P* gamma, ParamGrads<VEC, NPACK>& acc) {
@@ -434,7 +456,7 @@ __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)
                 const float xhat = (x[k][i] - mean) * rstd;
                 const float gdy = gamma != nullptr ? dy[k][i] * gm[i] : dy[k][i];
                 acc.dg[k][i] = fmaf(dy[k][i], xhat, acc.dg[k][i]);
-                acc.db[k][i] += dy[k][i];
+                if constexpr (N == Norm::Layer) acc.db[k][i] += dy[k][i];  // RMSNorm: no bias
                 x[k][i] = (gdy - fmaf(xhat, c2, c1)) * rstd;
             }
         }
@@ -463,7 +485,7 @@ __device__ __forceinline__ int row_head(const WnLayerNormBwdArgs& a, int64_t row
  * multiple of the head period, see the header; not re-checked per row here: these kernels
  * are at the 128-register bound on sm_100, and a check costs a spill).
  */
-template <typename T, typename P, int VEC, int NPACK, class Team>
+template <Norm N, typename T, typename P, int VEC, int NPACK, class Team>
 __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row, bool active,
                                         const Team& team, int t, int team_size, int off,
                                         ParamGrads<VEC, NPACK>& acc) {
@@ -473,15 +495,15 @@ __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row
     float x[NPACK][VEC], dy[NPACK][VEC];
     tile_load<T, VEC, NPACK>(xr, g, x);
     tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + base, g, dy);
-    const float mean = active ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
+    const float mean = N == Norm::Layer && active ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
     const float rstd = active ? reinterpret_cast<const float*>(a.rstd)[row] : 0.0f;
     const P* gamma = reinterpret_cast<const P*>(a.gamma);
     float sa, sb;
-    bwd_local_sums<P, VEC, NPACK>(x, dy, g, mean, rstd, gamma, sa, sb);
+    bwd_local_sums<N, P, VEC, NPACK>(x, dy, g, mean, rstd, gamma, sa, sb);
     team.sum2(sa, sb);
     if (!active) return;
     const float inv_n = 1.0f / static_cast<float>(a.cols);
-    bwd_dx<P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);
+    bwd_dx<N, P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);
     tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.dx) + base, g, x);
 }
 
@@ -561,7 +583,7 @@ __device__ __forceinline__ void store_partials(const WnLayerNormBwdArgs& a, cons
  * subwarp / warp tiers: groups of a.group lanes, one row each, grid-stride over rows. The
  * block's groups are its teams (each with its own head): partial row blockIdx.x sums them.
  */
-template <typename T, typename P, int VEC, int NPACK>
+template <Norm N, typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void bwd_warp(const WnLayerNormBwdArgs& a) {
     extern __shared__ float smem[];
     const int g = static_cast<int>(a.group);
@@ -579,7 +601,7 @@ __device__ __forceinline__ void bwd_warp(const WnLayerNormBwdArgs& a) {
     for (int64_t base = first - lane / g; base < a.rows;
          base += static_cast<int64_t>(gridDim.x) * per_block) {
         const int64_t row = base + lane / g;
-        bwd_row<T, P, VEC, NPACK>(a, row, row < a.rows, team, t, g, off, acc);
+        bwd_row<N, T, P, VEC, NPACK>(a, row, row < a.rows, team, t, g, off, acc);
     }
     const TileGeom cols{a.cols, off, t, g};
     store_partials<P, VEC, NPACK>(a, cols, threadIdx.x / g, per_block, 0, acc, smem);
@@ -590,7 +612,7 @@ __device__ __forceinline__ void bwd_warp(const WnLayerNormBwdArgs& a) {
  * that a 512-thread block covers several short rows; the teams' accumulators are summed in
  * team order into partial row blockIdx.x.
  */
-template <typename T, typename P, int VEC, int NPACK>
+template <Norm N, typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
     __shared__ float scratch[64 * (WN_LN_MAX_BLOCK / 128)];
     extern __shared__ float smem[];
@@ -601,7 +623,7 @@ __device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
     acc.zero();
     for (int64_t base = blockIdx.x * teams; base < a.rows; base += gridDim.x * teams) {
         const int64_t row = base + threadIdx.y;
-        bwd_row<T, P, VEC, NPACK>(a, row, row < a.rows, team, threadIdx.x, blockDim.x, off,
+        bwd_row<N, T, P, VEC, NPACK>(a, row, row < a.rows, team, threadIdx.x, blockDim.x, off,
                                   acc);
     }
     const TileGeom g{a.cols, off, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
@@ -609,7 +631,7 @@ __device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
 }
 
 /** split tier, pass 1: per-chunk sums of g*dy and g*dy*xhat. */
-template <typename T, typename P, int VEC, int NPACK>
+template <Norm N, typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void bwd_split_sums(const WnLayerNormBwdArgs& a) {
     __shared__ float scratch[64];
     const BlockTeam team{scratch};
@@ -625,10 +647,10 @@ __device__ __forceinline__ void bwd_split_sums(const WnLayerNormBwdArgs& a) {
         float x[NPACK][VEC], dy[NPACK][VEC];
         tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
         tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
-        const float mean = reinterpret_cast<const float*>(a.mean)[row];
+        const float mean = N == Norm::Layer ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
         const float rstd = reinterpret_cast<const float*>(a.rstd)[row];
         float sa, sb;
-        bwd_local_sums<P, VEC, NPACK>(x, dy, g, mean, rstd, gamma, sa, sb);
+        bwd_local_sums<N, P, VEC, NPACK>(x, dy, g, mean, rstd, gamma, sa, sb);
         team.sum2(sa, sb);
         if (threadIdx.x == 0) {
             sums[2 * (row * a.splits + c)] = sa;
@@ -642,7 +664,7 @@ __device__ __forceinline__ void bwd_split_sums(const WnLayerNormBwdArgs& a) {
  * chunk's columns accumulated (the block's rows share one head, as in the other tiers) and
  * written to partial row blockIdx.x.
  */
-template <typename T, typename P, int VEC, int NPACK>
+template <Norm N, typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
     extern __shared__ float smem[];
     const int64_t c = blockIdx.y;
@@ -667,9 +689,9 @@ __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
         float x[NPACK][VEC], dy[NPACK][VEC];
         tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
         tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
-        const float mean = reinterpret_cast<const float*>(a.mean)[row];
+        const float mean = N == Norm::Layer ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
         const float rstd = reinterpret_cast<const float*>(a.rstd)[row];
-        bwd_dx<P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);
+        bwd_dx<N, P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);
         tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.dx) + off, g, x);
     }
     store_partials<P, VEC, NPACK>(a, g, 0, 1, c * a.chunk, acc, smem);
@@ -719,38 +741,42 @@ constexpr int kPacks = ELEMS / VEC;
 }  // namespace warpnorm
 
 // ------------------------------------------------------------------------------------------
-// Entry points: warpnorm_layer_norm_<dir>_<T>_<P>_<tier>_<vec|scalar>, one list per dtype pair.
+// Entry points: warpnorm_<op>_<dir>_<T>_<P>_<tier>_<vec|scalar>, one list per dtype pair; <op>
+// is layer_norm here, rms_norm in cuda/rms_norm.cu (which includes this file with
+// WN_LN_BODIES_ONLY defined, for the bodies and these macros, and instantiates them with
+// Norm::Rms).
 // ------------------------------------------------------------------------------------------
 
-#define WN_LN_ENTRY(DIR, TN, PN, TIER, VNAME, BOUND, BODY, T, P, VEC, NPACK)                 \
+#define WN_LN_ENTRY(OP, NORM, DIR, TN, PN, TIER, VNAME, BOUND, BODY, T, P, VEC, NPACK)       \
     extern "C" __global__ void __launch_bounds__(BOUND, 1)                                     \
-        warpnorm_layer_norm_##DIR##_##TN##_##PN##_##TIER##_##VNAME(                           \
+        warpnorm_##OP##_##DIR##_##TN##_##PN##_##TIER##_##VNAME(                               \
             const WnLayerNorm##DIR##Args_ a) {                                                 \
-        warpnorm::ln::BODY<T, P, VEC, NPACK>(a);                                               \
+        warpnorm::ln::BODY<warpnorm::ln::Norm::NORM, T, P, VEC, NPACK>(a);                     \
     }
 
 using WnLayerNormfwdArgs_ = WnLayerNormFwdArgs;
 using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
 
-#define WN_LN_VARIANTS(TN, PN, T, P, VNAME, VEC, FE, BE)                                             \
-    WN_LN_ENTRY(fwd, TN, PN, subwarp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC, 1)        \
-    WN_LN_ENTRY(fwd, TN, PN, warp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC,             \
-                (warpnorm::ln::kPacks<VEC, FE>))                           \
-    WN_LN_ENTRY(fwd, TN, PN, block, VNAME, WN_LN_MAX_BLOCK, fwd_block, T, P, VEC,            \
-                (warpnorm::ln::kPacks<VEC, FE>))                           \
-    WN_LN_ENTRY(fwd, TN, PN, split_stats, VNAME, WN_LN_MAX_BLOCK, fwd_split_stats, T, P, VEC, \
-                (warpnorm::ln::kPacks<VEC, FE>))                           \
-    WN_LN_ENTRY(fwd, TN, PN, split_norm, VNAME, WN_LN_MAX_BLOCK, fwd_split_norm, T, P, VEC,   \
-                (warpnorm::ln::kPacks<VEC, FE>))                           \
-    WN_LN_ENTRY(bwd, TN, PN, subwarp, VNAME, WN_LN_BWD_WARP_BLOCK, bwd_warp, T, P, VEC, 1)        \
-    WN_LN_ENTRY(bwd, TN, PN, warp, VNAME, WN_LN_BWD_WARP_BLOCK, bwd_warp, T, P, VEC,             \
-                (warpnorm::ln::kPacks<VEC, BE>))                           \
-    WN_LN_ENTRY(bwd, TN, PN, block, VNAME, WN_LN_MAX_BLOCK, bwd_block, T, P, VEC,            \
-                (warpnorm::ln::kPacks<VEC, BE>))                           \
-    WN_LN_ENTRY(bwd, TN, PN, split_sums, VNAME, WN_LN_MAX_BLOCK, bwd_split_sums, T, P, VEC,   \
-                (warpnorm::ln::kPacks<VEC, BE>))                           \
-    WN_LN_ENTRY(bwd, TN, PN, split_dx, VNAME, WN_LN_MAX_BLOCK, bwd_split_dx, T, P, VEC,       \
-                (warpnorm::ln::kPacks<VEC, BE>))
+#define WN_LN_VARIANTS(OP, NORM, TN, PN, T, P, VNAME, VEC, FE, BE)                             \
+    WN_LN_ENTRY(OP, NORM, fwd, TN, PN, subwarp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC, 1) \
+    WN_LN_ENTRY(OP, NORM, fwd, TN, PN, warp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC,    \
+                (warpnorm::ln::kPacks<VEC, FE>))                                               \
+    WN_LN_ENTRY(OP, NORM, fwd, TN, PN, block, VNAME, WN_LN_MAX_BLOCK, fwd_block, T, P, VEC,   \
+                (warpnorm::ln::kPacks<VEC, FE>))                                               \
+    WN_LN_ENTRY(OP, NORM, fwd, TN, PN, split_stats, VNAME, WN_LN_MAX_BLOCK, fwd_split_stats,  \
+                T, P, VEC, (warpnorm::ln::kPacks<VEC, FE>))                                    \
+    WN_LN_ENTRY(OP, NORM, fwd, TN, PN, split_norm, VNAME, WN_LN_MAX_BLOCK, fwd_split_norm, T, \
+                P, VEC, (warpnorm::ln::kPacks<VEC, FE>))                                       \
+    WN_LN_ENTRY(OP, NORM, bwd, TN, PN, subwarp, VNAME, WN_LN_BWD_WARP_BLOCK, bwd_warp, T, P,  \
+                VEC, 1)                                                                        \
+    WN_LN_ENTRY(OP, NORM, bwd, TN, PN, warp, VNAME, WN_LN_BWD_WARP_BLOCK, bwd_warp, T, P, VEC, \
+                (warpnorm::ln::kPacks<VEC, BE>))                                               \
+    WN_LN_ENTRY(OP, NORM, bwd, TN, PN, block, VNAME, WN_LN_MAX_BLOCK, bwd_block, T, P, VEC,   \
+                (warpnorm::ln::kPacks<VEC, BE>))                                               \
+    WN_LN_ENTRY(OP, NORM, bwd, TN, PN, split_sums, VNAME, WN_LN_MAX_BLOCK, bwd_split_sums, T, \
+                P, VEC, (warpnorm::ln::kPacks<VEC, BE>))                                       \
+    WN_LN_ENTRY(OP, NORM, bwd, TN, PN, split_dx, VNAME, WN_LN_MAX_BLOCK, bwd_split_dx, T, P,  \
+                VEC, (warpnorm::ln::kPacks<VEC, BE>))
 
 // Backward elements per thread of the vector variants; fewer on compute capability >= 12.0
 // (the planner uses the same rule, src/layer_norm/plan.rs).
@@ -760,24 +786,32 @@ using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
 #define WN_LN_BWD_ELEMS_VEC WN_LN_BWD_THREAD_ELEMS
 #endif
 
-#define WN_LN_DTYPE_PAIR(TN, PN, T, P)                                                         \
-    WN_LN_VARIANTS(TN, PN, T, P, vec, (warpnorm::ln::kPairVec<T, P>), WN_LN_FWD_THREAD_ELEMS,  \
-                   WN_LN_BWD_ELEMS_VEC)                                                     \
-    WN_LN_VARIANTS(TN, PN, T, P, scalar, 1, WN_LN_FWD_THREAD_ELEMS_SCALAR,                     \
+#define WN_LN_DTYPE_PAIR(OP, NORM, TN, PN, T, P)                                               \
+    WN_LN_VARIANTS(OP, NORM, TN, PN, T, P, vec, (warpnorm::ln::kPairVec<T, P>),                \
+                   WN_LN_FWD_THREAD_ELEMS, WN_LN_BWD_ELEMS_VEC)                                \
+    WN_LN_VARIANTS(OP, NORM, TN, PN, T, P, scalar, 1, WN_LN_FWD_THREAD_ELEMS_SCALAR,           \
                    WN_LN_BWD_THREAD_ELEMS_SCALAR)
 
-WN_LN_DTYPE_PAIR(f32, f32, float, float)
-WN_LN_DTYPE_PAIR(f16, f16, __half, __half)
-WN_LN_DTYPE_PAIR(f16, f32, __half, float)
-WN_LN_DTYPE_PAIR(bf16, bf16, __nv_bfloat16, __nv_bfloat16)
-WN_LN_DTYPE_PAIR(bf16, f32, __nv_bfloat16, float)
+/** Every dtype pair of one op (layer_norm / Layer, rms_norm / Rms). */
+#define WN_LN_ALL_PAIRS(OP, NORM)                                                              \
+    WN_LN_DTYPE_PAIR(OP, NORM, f32, f32, float, float)                                         \
+    WN_LN_DTYPE_PAIR(OP, NORM, f16, f16, __half, __half)                                       \
+    WN_LN_DTYPE_PAIR(OP, NORM, f16, f32, __half, float)                                        \
+    WN_LN_DTYPE_PAIR(OP, NORM, bf16, bf16, __nv_bfloat16, __nv_bfloat16)                       \
+    WN_LN_DTYPE_PAIR(OP, NORM, bf16, f32, __nv_bfloat16, float)
 
-#define WN_LN_FINALIZE(PN, P)                                                                  \
+#define WN_LN_FINALIZE(OP, PN, P)                                                              \
     extern "C" __global__ void __launch_bounds__(WN_LN_FINALIZE_COLS * WN_LN_FINALIZE_LANES)   \
-        warpnorm_layer_norm_bwd_##PN##_finalize(const WnLayerNormFinalizeArgs a) {             \
+        warpnorm_##OP##_bwd_##PN##_finalize(const WnLayerNormFinalizeArgs a) {                 \
         warpnorm::ln::finalize<P>(a);                                                          \
     }
 
-WN_LN_FINALIZE(f32, float)
-WN_LN_FINALIZE(f16, __half)
-WN_LN_FINALIZE(bf16, __nv_bfloat16)
+#define WN_LN_ALL_FINALIZE(OP)                                                                 \
+    WN_LN_FINALIZE(OP, f32, float)                                                             \
+    WN_LN_FINALIZE(OP, f16, __half)                                                            \
+    WN_LN_FINALIZE(OP, bf16, __nv_bfloat16)
+
+#ifndef WN_LN_BODIES_ONLY
+WN_LN_ALL_PAIRS(layer_norm, Layer)
+WN_LN_ALL_FINALIZE(layer_norm)
+#endif

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate warpnorm's PyTorch oracle fixtures (LayerNorm and BatchNorm, forward and backward).
+"""Generate warpnorm's PyTorch oracle fixtures (LayerNorm, RMSNorm, BatchNorm; fwd and bwd).
 
 Every case is one JSON file, fixtures/<op>/<case>.json. Tensors are stored bit-exactly as
 {"dtype", "shape", "layout", "hex"} (little-endian raw bytes in memory order), so NaN payloads and
@@ -324,6 +324,155 @@ def dec(t):
     if not raw:
         return []
     return torch.frombuffer(raw, dtype=dt).tolist()
+
+
+# ----------------------------------------------------------------------------- RMSNorm
+
+# eps=None: torch computes in f32 for f32/f16/bf16 inputs and takes f32's epsilon (SEMANTICS.md).
+# The float64 run gets that same eps explicitly (eps=None in f64 would be f64's epsilon).
+RMS_DEFAULT_EPS = torch.finfo(F32).eps
+
+
+def run_rms_norm(x, ns, weight, eps, dy):
+    _, rstd = torch.ops.aten._fused_rms_norm(x, ns, weight, eps)
+    xg, wg = leaf(x), leaf(weight)
+    y = F.rms_norm(xg, ns, wg, eps)
+    y.backward(dy)
+    dx = xg.grad if xg.grad is not None else torch.zeros_like(x)
+    return {"y": enc(y), "rstd": enc(rstd), "dx": enc(dx), "dweight": enc(grad(wg))}
+
+
+def rms_norm_case(name, desc, x, ns, weight=None, eps=None, dy=None):
+    ns = list(ns)
+    if dy is None:
+        dy = randn(gen_for(name + "/dy"), x.shape, x.dtype)
+    res = run_rms_norm(x, ns, weight, eps, dy)
+    eps64 = RMS_DEFAULT_EPS if eps is None else eps
+    res64 = run_rms_norm(x.to(F64), ns, opt(weight, F64), eps64, dy.to(F64))
+    config = {
+        "normalized_shape": ns,
+        "eps": eps,
+        "elementwise_affine": weight is not None,
+        "x_dtype": dname(x),
+        "param_dtype": dname(weight),
+    }
+    case = {
+        "format_version": FORMAT_VERSION,
+        "op": "rms_norm",
+        "name": name,
+        "description": desc,
+        "torch_version": torch.__version__,
+        "config": config,
+        "inputs": {"x": enc(x), "weight": enc(weight), "dy": enc(dy)},
+        "torch": res,
+        "f64": res64,
+    }
+    return name, case
+
+
+def rms_random(name, desc, x_shape, ns, x_dtype, p_dtype=None, affine=True, eps=None, **kw):
+    gen = gen_for(name)
+    x = randn(gen, x_shape, x_dtype, **kw)
+    w = randn(gen, ns, p_dtype or x_dtype, scale=0.5, offset=1.0) if affine else None
+    return rms_norm_case(name, desc, x, ns, w, eps)
+
+
+def rms_norm_cases():
+    cases = []
+    add = cases.append
+    for dt, nm in ((F32, "f32"), (F16, "f16"), (BF16, "bf16")):
+        add(rms_random(f"{nm}_m5_d32", f"{nm}, small, eps None", (5, 32), (32,), dt))
+        add(rms_random(f"{nm}_m2_d1000", f"{nm}, D = 1000 (warp tier)", (2, 1000), (1000,), dt))
+        add(rms_random(f"{nm}_m1_d2500", f"{nm}, block tier", (1, 2500), (2500,), dt))
+        add(rms_random(f"{nm}_m1_d4500", f"{nm}, split tier (one row)", (1, 4500), (4500,), dt))
+        add(
+            rms_random(
+                f"{nm}_offset100", f"{nm}, x = 100 + N(0, 1)", (16, 256), (256,), dt, offset=100.0
+            )
+        )
+    for dt, nm in ((F16, "f16"), (BF16, "bf16")):
+        add(
+            rms_random(
+                f"{nm}_f32params_m8_d768",
+                f"{nm} activations, f32 weight (torch unfused)",
+                (8, 768),
+                (768,),
+                dt,
+                F32,
+            )
+        )
+    add(rms_random("f32_no_weight", "elementwise_affine=False", (7, 129), (129,), F32, affine=False))
+    add(rms_random("f32_eps1e-5", "eps 1e-5", (6, 100), (100,), F32, eps=1e-5))
+    add(
+        rms_random("f32_3d_ns2", "normalized_shape (4, 24) of (2, 3, 4, 24)", (2, 3, 4, 24), (4, 24), F32)
+    )
+    add(rms_random("f16_d1", "D = 1, fp16", (6, 1), (1,), F16))
+    add(rms_random("f32_m0", "M = 0: empty output, zero dweight", (0, 8), (8,), F32))
+    add(rms_random("f32_d0", "D = 0: rstd NaN", (2, 0), (0,), F32, affine=False))
+    add(
+        rms_norm_case(
+            "f16_small_default_eps",
+            "f16 row of 0.01s, eps None: 0.99951 (f32's epsilon, not f16's)",
+            torch.full((2, 64), 0.01, dtype=F16),
+            (64,),
+        )
+    )
+    add(
+        rms_norm_case(
+            "bf16_small_default_eps",
+            "bf16 row of 0.01s, eps None: 1.0",
+            torch.full((2, 64), 0.01, dtype=BF16),
+            (64,),
+        )
+    )
+    add(
+        rms_norm_case(
+            "f16_near_max",
+            "f16 [60000, 60000, 1, 1]: 1.414 (f32 arithmetic), not Inf",
+            torch.tensor([[60000.0, 60000.0, 1.0, 1.0], [1.0, 2.0, 3.0, 4.0]], dtype=F16),
+            (4,),
+        )
+    )
+    add(
+        rms_norm_case(
+            "f32_special_rows",
+            "f32 rows: [3, 4, 0, 0], zeros, a NaN, an Inf, sum of squares overflowing, 1e30s",
+            torch.tensor(
+                [
+                    [3.0, 4.0, 0.0, 0.0] * 4,
+                    [0.0] * 16,
+                    [1.0, float("nan"), 2.0, 3.0] * 4,
+                    [1.0, float("inf"), 2.0, 3.0] * 4,
+                    [1e19, -2e19, 3e18, 0.5] * 4,
+                    [1e30, -1e30, 0.0, 0.0] * 4,
+                ],
+                dtype=F32,
+            ),
+            (16,),
+            weight=randn(gen_for("f32_special_rows/w"), (16,), F32, scale=0.5, offset=1.0),
+            eps=0.0,
+        )
+    )
+    return cases
+
+
+def check_rms_norm_semantics(cases):
+    """Assert the RMSNorm numbers in shared/SEMANTICS.md against what was generated."""
+    by_name = dict(cases)
+    y = dec(by_name["f16_small_default_eps"]["torch"]["y"])
+    assert all(abs(v - 0.99951171875) < 1e-9 for v in y), y[:4]
+    y = dec(by_name["bf16_small_default_eps"]["torch"]["y"])
+    assert all(v == 1.0 for v in y), y[:4]
+    y = dec(by_name["f16_near_max"]["torch"]["y"])
+    assert abs(y[0] - 1.414) < 1e-3 and abs(y[2] - 2.35e-5) < 1e-7, y[:4]
+    c = by_name["f32_special_rows"]["torch"]
+    r = dec(c["rstd"])
+    assert abs(r[0] - 0.4) < 1e-7 and r[3] == 0.0 and r[5] == 0.0 and math.isnan(r[2]), r
+    y = dec(c["y"])
+    assert all(math.isnan(v) for v in y[32:48]) and y[48] == 0.0 and math.isnan(y[49])
+    assert by_name["f16_m5_d32"]["torch"]["rstd"]["dtype"] == "f32"
+    assert by_name["f32_m0"]["torch"]["dweight"]["hex"] == "00" * 32
+    assert all(map(math.isnan, dec(by_name["f32_d0"]["torch"]["rstd"])))
 
 
 # ----------------------------------------------------------------------------- BatchNorm
@@ -807,10 +956,13 @@ def generate():
     torch.use_deterministic_algorithms(True)
     ln = layer_norm_cases()
     check_layer_norm_semantics(ln)
+    rms = rms_norm_cases()
+    check_rms_norm_semantics(rms)
     bn = batch_norm_cases()
     check_batch_norm_semantics(bn)
+    ops = (("layer_norm", ln), ("rms_norm", rms), ("batch_norm", bn))
     files = {}
-    for op, cases in (("layer_norm", ln), ("batch_norm", bn)):
+    for op, cases in ops:
         names = [n for n, _ in cases]
         assert len(set(names)) == len(names), "duplicate case names"
         for name, case in cases:
@@ -819,23 +971,21 @@ def generate():
         "format_version": FORMAT_VERSION,
         "torch_version": torch.__version__,
         "generator": "scripts/gen_fixtures.py",
-        "cases": {
-            op: [n for n, _ in cases] for op, cases in (("layer_norm", ln), ("batch_norm", bn))
-        },
+        "cases": {op: [n for n, _ in cases] for op, cases in ops},
     }
     files["manifest.json"] = render(manifest) + "\n"
-    files["CASES.md"] = cases_table(ln, bn, files)
+    files["CASES.md"] = cases_table(ops, files)
     return files
 
 
-def cases_table(ln, bn, files):
+def cases_table(ops, files):
     """Markdown list of every case with its description and file size (generated)."""
     lines = [
         "# Fixture cases (generated by scripts/gen_fixtures.py; do not edit)",
         "",
         f"torch {torch.__version__}. Format: README.md.",
     ]
-    for op, cases in (("layer_norm", ln), ("batch_norm", bn)):
+    for op, cases in ops:
         lines += [
             "",
             f"## {op}",
@@ -867,7 +1017,7 @@ def main():
             with open(path, encoding="utf-8") as fh:
                 if fh.read() != text:
                     bad.append(rel)
-        for op in ("layer_norm", "batch_norm"):
+        for op in ("layer_norm", "rms_norm", "batch_norm"):
             d = os.path.join(args.out, op)
             for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
                 if f"{op}/{f}" not in files:
@@ -876,7 +1026,7 @@ def main():
             print(f"differs: {rel}")
         print(f"{len(files) - len(bad)} of {len(files)} files identical")
         sys.exit(1 if bad else 0)
-    for op in ("layer_norm", "batch_norm"):
+    for op in ("layer_norm", "rms_norm", "batch_norm"):
         d = os.path.join(args.out, op)
         os.makedirs(d, exist_ok=True)
         for f in os.listdir(d):

@@ -4,7 +4,7 @@
 # initcheck on), links it as libcuda.so in a private folder (target/simcuda-driver/), and runs,
 # with that folder on LD_LIBRARY_PATH and WARPNORM_REQUIRE_GPU=1 (a skip is a failure):
 #   - the GPU tests: the `gpu` modules of the test binaries (tests/layer_norm/gpu.rs,
-#     tests/batch_norm/gpu.rs, tests/kernels/copy_gpu.rs, tests/kernels/capture_gpu.rs, ..., and
+#     tests/rms_norm/gpu.rs, tests/batch_norm/gpu.rs, tests/kernels/copy_gpu.rs, tests/kernels/capture_gpu.rs, ..., and
 #     tests/nvtx: the NVTX ranges of every op, recorded by a stand-in profiler), selected by the
 #     filter `gpu::`; tests/kernels/state_gpu.rs loads PyTorch's safetensors checkpoints (the
 #     crate's tests always have the `safetensors` feature, through the dev-dependency on itself);
@@ -31,7 +31,7 @@ ln -sf "$target_dir/release/libsimcuda.so" "$driver_dir/libcuda.so.1"
 emulated_env=(env "LD_LIBRARY_PATH=$driver_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" WARPNORM_REQUIRE_GPU=1)
 
 echo "=== GPU tests on the emulated driver (simcuda on ptxsim, not a GPU)"
-"${emulated_env[@]}" cargo test --test kernels --test layer_norm --test batch_norm --test nvtx gpu:: "$@"
+"${emulated_env[@]}" cargo test --test kernels --test layer_norm --test rms_norm --test batch_norm --test nvtx gpu:: "$@"
 
 # The demo's first LayerNorm forward + backward (16384 x 4096, checked against the f64
 # reference) takes about half a minute on the emulator; its timing loops (20 launches of each

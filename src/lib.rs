@@ -74,6 +74,7 @@ pub mod layer_norm;
 pub mod occupancy;
 pub mod plan;
 mod profile;
+pub mod rms_norm;
 pub mod runtime;
 #[cfg(feature = "safetensors")]
 pub mod safetensors;

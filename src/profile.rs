@@ -25,6 +25,7 @@ use std::fmt;
 
 use crate::batch_norm::{Layout, Problem as BatchNormProblem};
 use crate::layer_norm::Problem as LayerNormProblem;
+use crate::rms_norm::Problem as RmsNormProblem;
 
 /// The NVTX domain of every range (Nsight Systems shows it as a row of its own).
 #[cfg_attr(not(feature = "nvtx"), allow(dead_code))]
@@ -49,6 +50,14 @@ pub(crate) enum Op {
     BatchNormModuleForward,
     /// `BatchNorm::backward` (module).
     BatchNormModuleBackward,
+    /// Functional `rms_norm::forward` (and every RMSNorm forward launched by a module).
+    RmsNormForward,
+    /// Functional `rms_norm::backward`.
+    RmsNormBackward,
+    /// `RmsNorm::forward` (module).
+    RmsNormModuleForward,
+    /// `RmsNorm::backward` (module).
+    RmsNormModuleBackward,
 }
 
 impl Op {
@@ -63,10 +72,15 @@ impl Op {
             Op::LayerNormModuleBackward => "LayerNorm.backward",
             Op::BatchNormModuleForward => "BatchNorm.forward",
             Op::BatchNormModuleBackward => "BatchNorm.backward",
+            Op::RmsNormForward => "rms_norm.forward",
+            Op::RmsNormBackward => "rms_norm.backward",
+            Op::RmsNormModuleForward => "RmsNorm.forward",
+            Op::RmsNormModuleBackward => "RmsNorm.backward",
         }
     }
 
-    /// The range's colour (ARGB): LayerNorm blue, BatchNorm green, backward darker; modules
+    /// The range's colour (ARGB): LayerNorm blue, BatchNorm green, RMSNorm orange, backward
+    /// darker; modules
     /// grey so that the op inside stands out.
     #[cfg_attr(not(feature = "nvtx"), allow(dead_code))]
     const fn argb(self) -> u32 {
@@ -75,10 +89,14 @@ impl Op {
             Op::LayerNormBackward => 0xff1f5f9f,
             Op::BatchNormForward => 0xff5cb85c,
             Op::BatchNormBackward => 0xff2e7d32,
+            Op::RmsNormForward => 0xffe69a28,
+            Op::RmsNormBackward => 0xffa86400,
             Op::LayerNormModuleForward
             | Op::LayerNormModuleBackward
             | Op::BatchNormModuleForward
-            | Op::BatchNormModuleBackward => 0xff9e9e9e,
+            | Op::BatchNormModuleBackward
+            | Op::RmsNormModuleForward
+            | Op::RmsNormModuleBackward => 0xff9e9e9e,
         }
     }
 }
@@ -90,6 +108,13 @@ pub(crate) trait Describe {
 }
 
 impl Describe for LayerNormProblem {
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.desc();
+        write!(f, "{}x{} {}/{}", d.rows, d.cols, d.dtype, d.param_dtype)
+    }
+}
+
+impl Describe for RmsNormProblem {
     fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let d = self.desc();
         write!(f, "{}x{} {}/{}", d.rows, d.cols, d.dtype, d.param_dtype)
@@ -182,6 +207,10 @@ fn span<D: Describe + ?Sized>(name: &Name<'_, D>) -> tracing::Span {
         LayerNormModuleBackward => "LayerNorm.backward",
         BatchNormModuleForward => "BatchNorm.forward",
         BatchNormModuleBackward => "BatchNorm.backward",
+        RmsNormForward => "rms_norm.forward",
+        RmsNormBackward => "rms_norm.backward",
+        RmsNormModuleForward => "RmsNorm.forward",
+        RmsNormModuleBackward => "RmsNorm.backward",
     }
 }
 

@@ -55,6 +55,7 @@ use ::safetensors::{SafeTensorError, View};
 
 use crate::batch_norm::BatchNorm;
 use crate::layer_norm::LayerNorm;
+use crate::rms_norm::RmsNorm;
 use crate::state::{ModuleKind, COUNT_NAME, VALUE_NAMES};
 use crate::{DType, Element, Error, Result, State};
 
@@ -428,4 +429,5 @@ macro_rules! safetensors_methods {
 }
 
 safetensors_methods!(LayerNorm);
+safetensors_methods!(RmsNorm);
 safetensors_methods!(BatchNorm);

@@ -53,6 +53,7 @@ use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 use crate::batch_norm::BatchNorm;
 use crate::buffers::{check_context, download_entry};
 use crate::layer_norm::LayerNorm;
+use crate::rms_norm::RmsNorm;
 use crate::{Element, Error, Result};
 
 /// The names of the entries of type `P`, in PyTorch's order; `num_batches_tracked` (an i64)
@@ -258,6 +259,7 @@ impl<'a, P> StateViewMut<'a, P> {
 pub(crate) enum ModuleKind {
     LayerNorm,
     BatchNorm,
+    RmsNorm,
 }
 
 impl ModuleKind {
@@ -275,6 +277,10 @@ impl ModuleKind {
                 format!("this BatchNorm keeps no {name} (track_running_stats: false)")
             }
             (ModuleKind::BatchNorm, _) => format!("a BatchNorm has no {name}"),
+            (ModuleKind::RmsNorm, "weight") => {
+                format!("this RMSNorm has no {name} (elementwise_affine: false)")
+            }
+            (ModuleKind::RmsNorm, _) => format!("an RMSNorm has no {name}"),
         }
     }
 }
@@ -506,6 +512,7 @@ macro_rules! state_methods {
 }
 
 state_methods!(LayerNorm, "`weight`, `bias`");
+state_methods!(RmsNorm, "`weight`");
 state_methods!(
     BatchNorm,
     "`weight`, `bias`, `running_mean`, `running_var`, `num_batches_tracked`"

@@ -3,3 +3,4 @@
 
 pub mod batch_norm;
 pub mod layer_norm;
+pub mod rms_norm;

@@ -26,7 +26,7 @@ use serde::Deserialize;
 pub const FORMAT_VERSION: u32 = 1;
 
 /// The fixture operations (subdirectories of `fixtures/`).
-pub const OPS: [&str; 2] = ["layer_norm", "batch_norm"];
+pub const OPS: [&str; 3] = ["layer_norm", "rms_norm", "batch_norm"];
 
 /// `<crate root>/fixtures`.
 pub fn fixtures_dir() -> PathBuf {
@@ -345,6 +345,9 @@ pub enum Case {
     /// `op: "batch_norm"`.
     #[serde(rename = "batch_norm")]
     BatchNorm(Box<BatchNormCase>),
+    /// `op: "rms_norm"`.
+    #[serde(rename = "rms_norm")]
+    RmsNorm(Box<RmsNormCase>),
 }
 
 impl Fixture {
@@ -353,6 +356,7 @@ impl Fixture {
         match self.case {
             Case::LayerNorm(_) => "layer_norm",
             Case::BatchNorm(_) => "batch_norm",
+            Case::RmsNorm(_) => "rms_norm",
         }
     }
 
@@ -360,7 +364,7 @@ impl Fixture {
     pub fn as_layer_norm(&self) -> Option<&LayerNormCase> {
         match &self.case {
             Case::LayerNorm(c) => Some(c),
-            Case::BatchNorm(_) => None,
+            _ => None,
         }
     }
 
@@ -368,9 +372,73 @@ impl Fixture {
     pub fn as_batch_norm(&self) -> Option<&BatchNormCase> {
         match &self.case {
             Case::BatchNorm(c) => Some(c),
-            Case::LayerNorm(_) => None,
+            _ => None,
         }
     }
+
+    /// The RMSNorm content, if this is an RMSNorm fixture.
+    pub fn as_rms_norm(&self) -> Option<&RmsNormCase> {
+        match &self.case {
+            Case::RmsNorm(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// An RMSNorm case: one forward and one backward call.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RmsNormCase {
+    /// Module configuration.
+    pub config: RmsNormConfig,
+    /// x, the weight and the upstream gradient dy.
+    pub inputs: RmsNormInputs,
+    /// torch's results in the case's dtypes.
+    pub torch: RmsNormResults,
+    /// torch's results in float64 from the same inputs, with eps None taken as f32's
+    /// epsilon (what torch uses for f32/f16/bf16 inputs).
+    pub f64: RmsNormResults,
+}
+
+/// `nn.RMSNorm` configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RmsNormConfig {
+    /// Trailing dims normalized over; their product is D.
+    pub normalized_shape: Vec<usize>,
+    /// Added to the mean square inside the sqrt; `None`: PyTorch's default (f32's epsilon).
+    pub eps: Option<f64>,
+    /// Whether the weight exists.
+    pub elementwise_affine: bool,
+    /// dtype of x, y, dy and dx.
+    pub x_dtype: DType,
+    /// dtype of the weight (and dweight); `None` without one.
+    pub param_dtype: Option<DType>,
+}
+
+/// RMSNorm inputs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RmsNormInputs {
+    /// Activations.
+    pub x: Tensor,
+    /// Weight, shape `normalized_shape`.
+    pub weight: Option<Tensor>,
+    /// Upstream gradient, shape and dtype of y.
+    pub dy: Tensor,
+}
+
+/// RMSNorm outputs and gradients.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RmsNormResults {
+    /// Forward output.
+    pub y: Tensor,
+    /// Per-row 1/sqrt(mean(x^2) + eps), f32, shape `x.shape[:-k] + (1,)*k`.
+    pub rstd: Tensor,
+    /// Gradient of x.
+    pub dx: Tensor,
+    /// Gradient of the weight.
+    pub dweight: Option<Tensor>,
 }
 
 /// A LayerNorm case: one forward and one backward call.
@@ -627,6 +695,14 @@ pub fn layer_norm_cases() -> Vec<(Fixture, LayerNormCase)> {
     load_all("layer_norm")
         .into_iter()
         .filter_map(|f| f.as_layer_norm().cloned().map(|c| (f, c)))
+        .collect()
+}
+
+/// Every RMSNorm fixture as (fixture, its RMSNorm content).
+pub fn rms_norm_cases() -> Vec<(Fixture, RmsNormCase)> {
+    load_all("rms_norm")
+        .into_iter()
+        .filter_map(|f| f.as_rms_norm().cloned().map(|c| (f, c)))
         .collect()
 }
 

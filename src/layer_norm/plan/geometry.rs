@@ -241,6 +241,39 @@ pub fn geometry(
     rows_aligned: bool,
     props: &DeviceProps,
 ) -> Result<Geometry> {
+    geometry_of(RowNorm::Layer, desc, dir, vec, rows_aligned, props)
+}
+
+/// The op whose kernels a plan launches: LayerNorm's, or RMSNorm's (cuda/rms_norm.cu, the
+/// same bodies without the mean; `crate::rms_norm` plans through this module with an
+/// equivalent LayerNorm description: weight and no bias, or no parameters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum RowNorm {
+    /// `warpnorm_layer_norm_*`.
+    Layer,
+    /// `warpnorm_rms_norm_*`: no saved mean, no bias.
+    Rms,
+}
+
+impl RowNorm {
+    /// The op's part of its kernel names.
+    pub(crate) fn prefix(self) -> &'static str {
+        match self {
+            RowNorm::Layer => "layer_norm",
+            RowNorm::Rms => "rms_norm",
+        }
+    }
+}
+
+/// [`geometry`] for the kernels of `op` (their occupancy sizes the grids).
+pub(crate) fn geometry_of(
+    op: RowNorm,
+    desc: &LayerNormDesc,
+    dir: Direction,
+    vec: bool,
+    rows_aligned: bool,
+    props: &DeviceProps,
+) -> Result<Geometry> {
     let rows = desc.rows as u64;
     let cols = desc.cols as u64;
     let v = vec_width(desc, vec);
@@ -265,7 +298,7 @@ pub fn geometry(
             .iter()
             .zip(smem)
             .map(|(pass, &sm)| {
-                let name = kernel(dir_name, desc, pass, vec);
+                let name = kernel(op, dir_name, desc, pass, vec);
                 let b = occupancy::resident_blocks_of(
                     &name,
                     threads as u32,
@@ -402,10 +435,17 @@ pub fn geometry(
     })
 }
 
-/// The kernel of one pass: `warpnorm_layer_norm_<dir>_<T>_<P>_<tier or pass>_<vec|scalar>`.
-pub(super) fn kernel(dir: &str, desc: &LayerNormDesc, tier: &str, vec: bool) -> String {
+/// The kernel of one pass: `warpnorm_<op>_<dir>_<T>_<P>_<tier or pass>_<vec|scalar>`.
+pub(super) fn kernel(
+    op: RowNorm,
+    dir: &str,
+    desc: &LayerNormDesc,
+    tier: &str,
+    vec: bool,
+) -> String {
     format!(
-        "warpnorm_layer_norm_{dir}_{}_{}_{tier}_{}",
+        "warpnorm_{}_{dir}_{}_{}_{tier}_{}",
+        op.prefix(),
         desc.dtype.name(),
         desc.param_dtype.name(),
         if vec { "vec" } else { "scalar" }

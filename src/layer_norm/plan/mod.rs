@@ -21,6 +21,7 @@ pub use geometry::{
     access_bytes, bwd_grid_for_heads, bwd_min_rows_per_block, geometry, head_period, pack_width,
     part_stride, Geometry, Tier, SPLIT_MIN_CHUNK, SPLIT_MIN_COLS,
 };
+pub(crate) use geometry::{geometry_of, RowNorm};
 use geometry::{kernel, round_up};
 
 pub use crate::check::WORKSPACE_ALIGN;
@@ -43,13 +44,23 @@ pub fn workspace_bytes_checked(
     dir: Direction,
     props: &DeviceProps,
 ) -> Result<usize> {
+    workspace_bytes_of(RowNorm::Layer, problem, dir, props)
+}
+
+/// [`workspace_bytes_checked`] for the kernels of `op`.
+pub(crate) fn workspace_bytes_of(
+    op: RowNorm,
+    problem: &Problem,
+    dir: Direction,
+    props: &DeviceProps,
+) -> Result<usize> {
     let desc = problem.desc();
     if desc.rows == 0 || desc.cols == 0 {
         return Ok(0);
     }
     let mut max = 0u64;
     for (vec, aligned) in [(true, true), (true, false), (false, true)] {
-        max = max.max(geometry(desc, dir, vec, aligned, props)?.workspace_bytes);
+        max = max.max(geometry_of(op, desc, dir, vec, aligned, props)?.workspace_bytes);
     }
     usize::try_from(max).map_err(|_| Error::Overflow(format!("workspace of {max} bytes")))
 }
@@ -57,6 +68,7 @@ pub fn workspace_bytes_checked(
 /// The workspace must hold what the chosen geometry uses; a shortfall is reported with the
 /// number [`workspace_bytes`] returns, which is what callers size it by.
 fn check_workspace_for(
+    op: RowNorm,
     problem: &Problem,
     dir: Direction,
     ptr: u64,
@@ -65,7 +77,7 @@ fn check_workspace_for(
     props: &DeviceProps,
 ) -> Result<()> {
     if given < geo.workspace_bytes {
-        let needed = workspace_bytes_checked(problem, dir, props)? as u64;
+        let needed = workspace_bytes_of(op, problem, dir, props)? as u64;
         return check_workspace(ptr, given, needed);
     }
     check_workspace(ptr, given, geo.workspace_bytes)
@@ -152,6 +164,17 @@ pub fn plan_forward_checked(
     p: &ForwardPtrs,
     props: &DeviceProps,
 ) -> Result<Plan> {
+    plan_forward_of(RowNorm::Layer, problem, p, props)
+}
+
+/// [`plan_forward_checked`] launching the kernels of `op` (RMSNorm: `p.mean` and `p.beta`
+/// are `None`, checked by the caller).
+pub(crate) fn plan_forward_of(
+    op: RowNorm,
+    problem: &Problem,
+    p: &ForwardPtrs,
+    props: &DeviceProps,
+) -> Result<Plan> {
     let desc = problem.desc();
     let n = problem.elements();
     let (rows, cols) = (desc.rows as u64, desc.cols as u64);
@@ -176,8 +199,9 @@ pub fn plan_forward_checked(
     let a = access_bytes(desc.dtype, desc.param_dtype);
     let vec = p.x % a == p.y % a;
     let rows_aligned = p.x.is_multiple_of(a) && (cols * s).is_multiple_of(a);
-    let geo = geometry(desc, Direction::Forward, vec, rows_aligned, props)?;
+    let geo = geometry_of(op, desc, Direction::Forward, vec, rows_aligned, props)?;
     check_workspace_for(
+        op,
         problem,
         Direction::Forward,
         p.workspace,
@@ -209,7 +233,7 @@ pub fn plan_forward_checked(
                 Tier::Warp => 32,
                 _ => 0,
             };
-            let name = kernel("fwd", desc, geo.tier.name(), vec);
+            let name = kernel(op, "fwd", desc, geo.tier.name(), vec);
             let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
             plan.push(Launch::new(name, grid, block, 0, &args));
         }
@@ -218,7 +242,7 @@ pub fn plan_forward_checked(
             args.chunk = chunk as i64;
             args.splits = splits as i64;
             for pass in ["split_stats", "split_norm"] {
-                let name = kernel("fwd", desc, pass, vec);
+                let name = kernel(op, "fwd", desc, pass, vec);
                 let grid = [
                     grid_dim(geo.grid_x, &name)?,
                     grid_dim(geo.grid_y, &name)?,
@@ -248,6 +272,17 @@ pub fn plan_backward_checked(
     p: &BackwardPtrs,
     props: &DeviceProps,
 ) -> Result<Plan> {
+    plan_backward_of(RowNorm::Layer, problem, p, props)
+}
+
+/// [`plan_backward_checked`] launching the kernels of `op` (RMSNorm: no mean - `p.mean` is
+/// 0 and not checked - and no bias).
+pub(crate) fn plan_backward_of(
+    op: RowNorm,
+    problem: &Problem,
+    p: &BackwardPtrs,
+    props: &DeviceProps,
+) -> Result<Plan> {
     let desc = problem.desc();
     let n = problem.elements();
     let (rows, cols) = (desc.rows as u64, desc.cols as u64);
@@ -260,7 +295,11 @@ pub fn plan_backward_checked(
     bufs.input("dy", p.dy, n, s)?;
     bufs.output("dx", p.dx, n, s)?;
     bufs.input_opt("gamma", p.gamma, cols, ps)?;
-    bufs.input("mean", p.mean, rows, 4)?;
+    if op == RowNorm::Layer {
+        bufs.input("mean", p.mean, rows, 4)?;
+    } else if p.mean != 0 {
+        return Err(Error::invalid("mean", "RMSNorm has no saved mean"));
+    }
     bufs.input("rstd", p.rstd, rows, 4)?;
     bufs.output_opt("dgamma", p.dgamma, cols, ps)?;
     bufs.output_opt("dbeta", p.dbeta, cols, ps)?;
@@ -277,7 +316,8 @@ pub fn plan_backward_checked(
             return Ok(());
         }
         let name = format!(
-            "warpnorm_layer_norm_bwd_{}_finalize",
+            "warpnorm_{}_bwd_{}_finalize",
+            op.prefix(),
             desc.param_dtype.name()
         );
         let args = WnLayerNormFinalizeArgs {
@@ -311,8 +351,9 @@ pub fn plan_backward_checked(
     let a = access_bytes(desc.dtype, desc.param_dtype);
     let vec = p.x % a == p.dy % a && p.x % a == p.dx % a;
     let rows_aligned = p.x.is_multiple_of(a) && (cols * s).is_multiple_of(a);
-    let geo = geometry(desc, Direction::Backward, vec, rows_aligned, props)?;
+    let geo = geometry_of(op, desc, Direction::Backward, vec, rows_aligned, props)?;
     check_workspace_for(
+        op,
         problem,
         Direction::Backward,
         p.workspace,
@@ -368,14 +409,14 @@ pub fn plan_backward_checked(
     match geo.tier {
         Tier::Subwarp { group } => {
             args.group = group;
-            push_bwd_warp(&mut plan, desc, "subwarp", vec, &geo, &args)?;
+            push_bwd_warp(&mut plan, op, desc, "subwarp", vec, &geo, &args)?;
         }
         Tier::Warp => {
             args.group = 32;
-            push_bwd_warp(&mut plan, desc, "warp", vec, &geo, &args)?;
+            push_bwd_warp(&mut plan, op, desc, "warp", vec, &geo, &args)?;
         }
         Tier::Block { .. } => {
-            let name = kernel("bwd", desc, "block", vec);
+            let name = kernel(op, "bwd", desc, "block", vec);
             let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
             // The row teams sum their dgamma/dbeta in shared memory (teams * cols floats).
             let block = [geo.threads, geo.rows_per_block, 1];
@@ -386,7 +427,7 @@ pub fn plan_backward_checked(
             args.splits = splits as i64;
             // split_dx stages its chunk of dgamma/dbeta in shared memory (chunk floats).
             for (pass, smem) in [("split_sums", 0), ("split_dx", geo.shared_mem_bytes)] {
-                let name = kernel("bwd", desc, pass, vec);
+                let name = kernel(op, "bwd", desc, pass, vec);
                 let grid = [
                     grid_dim(geo.grid_x, &name)?,
                     grid_dim(geo.grid_y, &name)?,
@@ -405,13 +446,14 @@ pub fn plan_backward_checked(
 
 fn push_bwd_warp(
     plan: &mut Plan,
+    op: RowNorm,
     desc: &LayerNormDesc,
     tier: &str,
     vec: bool,
     geo: &Geometry,
     args: &WnLayerNormBwdArgs,
 ) -> Result<()> {
-    let name = kernel("bwd", desc, tier, vec);
+    let name = kernel(op, "bwd", desc, tier, vec);
     // The groups' dgamma/dbeta accumulators are summed in shared memory (groups * cols floats).
     let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
     plan.push(Launch::new(

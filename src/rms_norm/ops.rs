@@ -1,0 +1,241 @@
+//! The functional RMSNorm ops on the GPU: cudarc views in, caller-provided outputs written.
+//!
+//! Nothing here allocates device memory or synchronizes with the host, so the calls can be
+//! captured in a CUDA graph. Every check (dtypes, contexts, lengths, alignment, overlap,
+//! workspace) runs before the first launch: a rejected call changes nothing.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
+
+use crate::buffers::Lender;
+use crate::check::check_element_types;
+use crate::plan::Executor;
+use crate::profile::{self, Op};
+use crate::runtime::GpuExecutor;
+use crate::{Element, Result};
+
+use super::desc::{Problem, RmsNormDesc};
+use super::plan::{
+    plan_backward_checked, plan_forward_checked, workspace_bytes, BackwardPtrs, Direction,
+    ForwardPtrs,
+};
+
+/// Workspace bytes [`forward`] needs for `desc` on the stream's device (0: pass `None`).
+pub fn forward_workspace_bytes(stream: &Arc<CudaStream>, desc: &RmsNormDesc) -> Result<usize> {
+    workspace_bytes(desc, Direction::Forward, GpuExecutor::new(stream)?.props())
+}
+
+/// Workspace bytes [`backward`] needs for `desc` on the stream's device (0: pass `None`).
+pub fn backward_workspace_bytes(stream: &Arc<CudaStream>, desc: &RmsNormDesc) -> Result<usize> {
+    workspace_bytes(desc, Direction::Backward, GpuExecutor::new(stream)?.props())
+}
+
+/// The buffers of a [`forward`] call: activations of `T`, weight of `P` (f32, or `T`).
+/// Views of the caller's `CudaSlice`s (`.as_view()`, `.as_view_mut()`, `.slice(..)`).
+pub struct ForwardBuffers<'a, T, P> {
+    /// Input, rows * cols elements.
+    pub x: CudaView<'a, T>,
+    /// Output, rows * cols elements.
+    pub y: CudaViewMut<'a, T>,
+    /// Weight, cols elements: given exactly when `desc.weight`.
+    pub weight: Option<CudaView<'a, P>>,
+    /// Saved 1 / sqrt(mean(x^2) + eps), one f32 per row (for [`backward`]); `None` for
+    /// inference: nothing is stored.
+    pub rstd: Option<CudaViewMut<'a, f32>>,
+    /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0).
+    pub workspace: Option<CudaViewMut<'a, u8>>,
+}
+
+/// The buffers of a [`forward_in_place`] call: as [`ForwardBuffers`], with one buffer that
+/// holds x and is overwritten by y.
+pub struct ForwardInPlaceBuffers<'a, T, P> {
+    /// Input, overwritten by the output, rows * cols elements.
+    pub xy: CudaViewMut<'a, T>,
+    /// Weight, cols elements: given exactly when `desc.weight`.
+    pub weight: Option<CudaView<'a, P>>,
+    /// Saved rstd, one f32 per row; `None`: not stored.
+    pub rstd: Option<CudaViewMut<'a, f32>>,
+    /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0).
+    pub workspace: Option<CudaViewMut<'a, u8>>,
+}
+
+/// The buffers of a [`backward`] call.
+pub struct BackwardBuffers<'a, T, P> {
+    /// The forward's input, rows * cols elements.
+    pub x: CudaView<'a, T>,
+    /// Gradient of the output, rows * cols elements.
+    pub dy: CudaView<'a, T>,
+    /// The forward's saved rstd (rows f32).
+    pub rstd: CudaView<'a, f32>,
+    /// Weight, cols elements: given exactly when `desc.weight`.
+    pub weight: Option<CudaView<'a, P>>,
+    /// Gradient of the input (written), rows * cols elements.
+    pub dx: CudaViewMut<'a, T>,
+    /// Gradient of the weight (written), cols elements: given exactly when `desc.weight`.
+    pub dweight: Option<CudaViewMut<'a, P>>,
+    /// At least [`backward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0).
+    pub workspace: Option<CudaViewMut<'a, u8>>,
+}
+
+/// The buffers of a [`backward_in_place`] call: as [`BackwardBuffers`], with one buffer that
+/// holds dy and is overwritten by dx.
+pub struct BackwardInPlaceBuffers<'a, T, P> {
+    /// The forward's input, rows * cols elements.
+    pub x: CudaView<'a, T>,
+    /// Gradient of the output, overwritten by the gradient of the input, rows * cols elements.
+    pub dy_dx: CudaViewMut<'a, T>,
+    /// The forward's saved rstd (rows f32).
+    pub rstd: CudaView<'a, f32>,
+    /// Weight, cols elements: given exactly when `desc.weight`.
+    pub weight: Option<CudaView<'a, P>>,
+    /// Gradient of the weight (written), cols elements: given exactly when `desc.weight`.
+    pub dweight: Option<CudaViewMut<'a, P>>,
+    /// At least [`backward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0).
+    pub workspace: Option<CudaViewMut<'a, u8>>,
+}
+
+/// RMSNorm forward on `stream`: writes `y`, and the saved `rstd` that [`backward`] takes when
+/// it is given (without it, for inference, the kernels store nothing for it).
+pub fn forward<T: Element, P: Element>(
+    stream: &Arc<CudaStream>,
+    desc: &RmsNormDesc,
+    b: ForwardBuffers<'_, T, P>,
+) -> Result<()> {
+    let problem = desc.check()?;
+    let mut exec = GpuExecutor::new(stream)?;
+    forward_checked(&mut exec, &problem, b)
+}
+
+/// [`forward`] of a checked description on `exec` (what the module type calls, so that a
+/// call validates once).
+pub(crate) fn forward_checked<T: Element, P: Element>(
+    exec: &mut GpuExecutor<'_>,
+    problem: &Problem,
+    mut b: ForwardBuffers<'_, T, P>,
+) -> Result<()> {
+    let _range = profile::range(Op::RmsNormForward, problem);
+    let desc = problem.desc();
+    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
+    let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
+    let mut lend = Lender::new(exec.stream());
+    let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
+    let ptrs = ForwardPtrs {
+        x: lend.input("x", &b.x, n)?,
+        y: lend.output("y", &mut b.y, n)?,
+        weight: lend.input_opt("weight", b.weight.as_ref(), cols)?,
+        rstd: lend.output_opt("rstd", b.rstd.as_mut(), rows)?,
+        workspace,
+        workspace_bytes,
+    };
+    let plan = plan_forward_checked(problem, &ptrs, exec.props())?;
+    exec.execute(&plan)
+}
+
+/// RMSNorm forward in place on `stream`: `xy` holds x and is overwritten by y (every kernel
+/// reads a thread's elements before it writes the same elements). `rstd` as in [`forward`].
+pub fn forward_in_place<T: Element, P: Element>(
+    stream: &Arc<CudaStream>,
+    desc: &RmsNormDesc,
+    b: ForwardInPlaceBuffers<'_, T, P>,
+) -> Result<()> {
+    let problem = desc.check()?;
+    let mut exec = GpuExecutor::new(stream)?;
+    forward_in_place_checked(&mut exec, &problem, b)
+}
+
+/// [`forward_in_place`] of a checked description on `exec`.
+pub(crate) fn forward_in_place_checked<T: Element, P: Element>(
+    exec: &mut GpuExecutor<'_>,
+    problem: &Problem,
+    mut b: ForwardInPlaceBuffers<'_, T, P>,
+) -> Result<()> {
+    let _range = profile::range(Op::RmsNormForward, problem);
+    let desc = problem.desc();
+    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
+    let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
+    let mut lend = Lender::new(exec.stream());
+    let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
+    let xy = lend.output("xy", &mut b.xy, n)?;
+    let ptrs = ForwardPtrs {
+        x: xy,
+        y: xy,
+        weight: lend.input_opt("weight", b.weight.as_ref(), cols)?,
+        rstd: lend.output_opt("rstd", b.rstd.as_mut(), rows)?,
+        workspace,
+        workspace_bytes,
+    };
+    let plan = plan_forward_checked(problem, &ptrs, exec.props())?;
+    exec.execute(&plan)
+}
+
+/// RMSNorm backward from the forward's input and saved rstd: writes `dx`, and `dweight` (in
+/// the parameter dtype) when there is a weight. dweight is reduced in a fixed order (per-block
+/// partial rows and a finalize kernel, no atomics): reruns are bitwise identical.
+pub fn backward<T: Element, P: Element>(
+    stream: &Arc<CudaStream>,
+    desc: &RmsNormDesc,
+    b: BackwardBuffers<'_, T, P>,
+) -> Result<()> {
+    let problem = desc.check()?;
+    let mut exec = GpuExecutor::new(stream)?;
+    backward_checked(&mut exec, &problem, b)
+}
+
+/// [`backward`] of a checked description on `exec`.
+pub(crate) fn backward_checked<T: Element, P: Element>(
+    exec: &mut GpuExecutor<'_>,
+    problem: &Problem,
+    mut b: BackwardBuffers<'_, T, P>,
+) -> Result<()> {
+    let _range = profile::range(Op::RmsNormBackward, problem);
+    let desc = problem.desc();
+    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
+    let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
+    let mut lend = Lender::new(exec.stream());
+    let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
+    let ptrs = BackwardPtrs {
+        x: lend.input("x", &b.x, n)?,
+        dy: lend.input("dy", &b.dy, n)?,
+        dx: lend.output("dx", &mut b.dx, n)?,
+        weight: lend.input_opt("weight", b.weight.as_ref(), cols)?,
+        rstd: lend.input("rstd", &b.rstd, rows)?,
+        dweight: lend.output_opt("dweight", b.dweight.as_mut(), cols)?,
+        workspace,
+        workspace_bytes,
+    };
+    let plan = plan_backward_checked(problem, &ptrs, exec.props())?;
+    exec.execute(&plan)
+}
+
+/// RMSNorm backward in place on `stream`: `dy_dx` holds dy and is overwritten by dx (every
+/// kernel reads a thread's elements of dy before it writes dx there); the rest as
+/// [`backward`].
+pub fn backward_in_place<T: Element, P: Element>(
+    stream: &Arc<CudaStream>,
+    desc: &RmsNormDesc,
+    b: BackwardInPlaceBuffers<'_, T, P>,
+) -> Result<()> {
+    let problem = desc.check()?;
+    let _range = profile::range(Op::RmsNormBackward, &problem);
+    let mut exec = GpuExecutor::new(stream)?;
+    let desc = problem.desc();
+    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
+    let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
+    let mut b = b;
+    let mut lend = Lender::new(exec.stream());
+    let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
+    let dy_dx = lend.output("dy_dx", &mut b.dy_dx, n)?;
+    let ptrs = BackwardPtrs {
+        x: lend.input("x", &b.x, n)?,
+        dy: dy_dx,
+        dx: dy_dx,
+        weight: lend.input_opt("weight", b.weight.as_ref(), cols)?,
+        rstd: lend.input("rstd", &b.rstd, rows)?,
+        dweight: lend.output_opt("dweight", b.dweight.as_mut(), cols)?,
+        workspace,
+        workspace_bytes,
+    };
+    let plan = plan_backward_checked(&problem, &ptrs, exec.props())?;
+    exec.execute(&plan)
+}

@@ -1,0 +1,197 @@
+//! RMSNorm launch planning. RMSNorm shares LayerNorm's tiers, geometry and planner
+//! ([`crate::layer_norm::plan`]): a call is checked here with RMSNorm's names (x, y, weight,
+//! rstd, dweight), then planned as the LayerNorm with a weight and no bias, launching the
+//! `warpnorm_rms_norm_*` kernels (cuda/rms_norm.cu: the same bodies without the mean). No
+//! mean is saved or read; the finalize of dweight is RMSNorm's own entry point.
+
+use crate::check::Buffers;
+use crate::device::DeviceProps;
+use crate::layer_norm::plan::{
+    self as ln, geometry_of, plan_backward_of, plan_forward_of, RowNorm,
+};
+pub use crate::plan::Direction;
+use crate::plan::Plan;
+use crate::{Error, Result};
+
+use super::desc::{Problem, RmsNormDesc};
+
+pub use ln::WORKSPACE_ALIGN;
+
+/// Workspace bytes a plan for `desc` may need on `props` (the maximum over the aligned and
+/// misaligned variants). 0 when none.
+pub fn workspace_bytes(desc: &RmsNormDesc, dir: Direction, props: &DeviceProps) -> Result<usize> {
+    workspace_bytes_checked(&desc.check()?, dir, props)
+}
+
+/// [`workspace_bytes`] of a checked description.
+pub fn workspace_bytes_checked(
+    problem: &Problem,
+    dir: Direction,
+    props: &DeviceProps,
+) -> Result<usize> {
+    ln::workspace_bytes_of(RowNorm::Rms, problem.layer_norm(), dir, props)
+}
+
+/// The tier and launch geometry a plan of `desc` uses (see [`crate::layer_norm::plan`]).
+pub fn geometry(
+    desc: &RmsNormDesc,
+    dir: Direction,
+    vec: bool,
+    rows_aligned: bool,
+    props: &DeviceProps,
+) -> Result<ln::Geometry> {
+    let problem = desc.check()?;
+    geometry_of(
+        RowNorm::Rms,
+        problem.layer_norm().desc(),
+        dir,
+        vec,
+        rows_aligned,
+        props,
+    )
+}
+
+/// The in-place pairs RMSNorm accepts: `y == x` forward, `dx == dy` backward.
+const IN_PLACE: &[(&str, &str)] = &[("y", "x"), ("dx", "dy")];
+
+/// Device addresses of a forward call (0 allowed only for empty buffers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ForwardPtrs {
+    /// Input, rows * cols activation elements.
+    pub x: u64,
+    /// Output, rows * cols activation elements.
+    pub y: u64,
+    /// Weight, cols parameter elements (Some exactly when the desc has a weight).
+    pub weight: Option<u64>,
+    /// Saved rstd, rows f32, or `None`: not saved (inference; the kernels store nothing).
+    pub rstd: Option<u64>,
+    /// Workspace (16-byte aligned).
+    pub workspace: u64,
+    /// Workspace size in bytes.
+    pub workspace_bytes: u64,
+}
+
+/// Device addresses of a backward call (0 allowed only for empty buffers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BackwardPtrs {
+    /// Forward input, rows * cols.
+    pub x: u64,
+    /// Output gradient, rows * cols.
+    pub dy: u64,
+    /// Input gradient (written), rows * cols.
+    pub dx: u64,
+    /// Weight, cols (Some exactly when the desc has a weight).
+    pub weight: Option<u64>,
+    /// Saved rstd, rows f32.
+    pub rstd: u64,
+    /// Gradient of the weight (written), cols (Some exactly when the desc has a weight).
+    pub dweight: Option<u64>,
+    /// Workspace (16-byte aligned).
+    pub workspace: u64,
+    /// Workspace size in bytes.
+    pub workspace_bytes: u64,
+}
+
+fn check_presence(what: &str, given: bool, expected: bool) -> Result<()> {
+    if given != expected {
+        let msg = if expected {
+            "the RMSNorm has a weight but none was given"
+        } else {
+            "the RMSNorm has no weight (RmsNormDesc::weight is false) but one was given"
+        };
+        return Err(Error::invalid(what, msg));
+    }
+    Ok(())
+}
+
+/// Validates a forward call and plans its launches: [`RmsNormDesc::check`], then
+/// [`plan_forward_checked`].
+pub fn plan_forward(desc: &RmsNormDesc, p: &ForwardPtrs, props: &DeviceProps) -> Result<Plan> {
+    plan_forward_checked(&desc.check()?, p, props)
+}
+
+/// Plans a forward call of a checked description.
+///
+/// Checks every buffer (non-null when non-empty, aligned to its element size, no address
+/// overflow, no output overlapping another buffer except `y == x` in place), the weight's
+/// presence against `desc.weight`, and the workspace. `rstd` is optional (inference: nothing
+/// stored). rows == 0 gives an empty plan; cols == 0 writes rstd = NaN per row, as PyTorch.
+pub fn plan_forward_checked(
+    problem: &Problem,
+    p: &ForwardPtrs,
+    props: &DeviceProps,
+) -> Result<Plan> {
+    let desc = problem.desc();
+    let n = problem.elements();
+    let (rows, cols) = (desc.rows as u64, desc.cols as u64);
+    let (s, ps) = (desc.dtype.size() as u64, desc.param_dtype.size() as u64);
+    check_presence("weight", p.weight.is_some(), desc.weight)?;
+    let mut bufs = Buffers::new(IN_PLACE);
+    bufs.input("x", p.x, n, s)?;
+    bufs.output("y", p.y, n, s)?;
+    bufs.input_opt("weight", p.weight, cols, ps)?;
+    bufs.output_opt("rstd", p.rstd, rows, 4)?;
+    if p.workspace_bytes > 0 {
+        bufs.output("workspace", p.workspace, p.workspace_bytes, 1)?;
+    }
+    bufs.finish()?;
+    let lp = ln::ForwardPtrs {
+        x: p.x,
+        y: p.y,
+        gamma: p.weight,
+        beta: None,
+        mean: None,
+        rstd: p.rstd,
+        workspace: p.workspace,
+        workspace_bytes: p.workspace_bytes,
+    };
+    plan_forward_of(RowNorm::Rms, problem.layer_norm(), &lp, props)
+}
+
+/// Validates a backward call and plans its launches (dx, then the dweight finalize):
+/// [`RmsNormDesc::check`], then [`plan_backward_checked`].
+pub fn plan_backward(desc: &RmsNormDesc, p: &BackwardPtrs, props: &DeviceProps) -> Result<Plan> {
+    plan_backward_checked(&desc.check()?, p, props)
+}
+
+/// Plans a backward call of a checked description.
+///
+/// Same checks as [`plan_forward_checked`] (`dx == dy` may be in place), plus the presence of
+/// dweight against `desc.weight`. rows == 0 writes a zero dweight; cols == 0 gives an empty
+/// plan.
+pub fn plan_backward_checked(
+    problem: &Problem,
+    p: &BackwardPtrs,
+    props: &DeviceProps,
+) -> Result<Plan> {
+    let desc = problem.desc();
+    let n = problem.elements();
+    let (rows, cols) = (desc.rows as u64, desc.cols as u64);
+    let (s, ps) = (desc.dtype.size() as u64, desc.param_dtype.size() as u64);
+    check_presence("weight", p.weight.is_some(), desc.weight)?;
+    check_presence("dweight", p.dweight.is_some(), desc.weight)?;
+    let mut bufs = Buffers::new(IN_PLACE);
+    bufs.input("x", p.x, n, s)?;
+    bufs.input("dy", p.dy, n, s)?;
+    bufs.output("dx", p.dx, n, s)?;
+    bufs.input_opt("weight", p.weight, cols, ps)?;
+    bufs.input("rstd", p.rstd, rows, 4)?;
+    bufs.output_opt("dweight", p.dweight, cols, ps)?;
+    if p.workspace_bytes > 0 {
+        bufs.output("workspace", p.workspace, p.workspace_bytes, 1)?;
+    }
+    bufs.finish()?;
+    let lp = ln::BackwardPtrs {
+        x: p.x,
+        dy: p.dy,
+        dx: p.dx,
+        gamma: p.weight,
+        mean: 0,
+        rstd: p.rstd,
+        dgamma: p.dweight,
+        dbeta: None,
+        workspace: p.workspace,
+        workspace_bytes: p.workspace_bytes,
+    };
+    plan_backward_of(RowNorm::Rms, problem.layer_norm(), &lp, props)
+}

@@ -1,0 +1,10 @@
+//! RMSNorm: every test of the op in one binary (planning and bad inputs, the CPU reference,
+//! the kernels on ptxsim, PyTorch fixtures, and the GPU layer when a GPU - or the emulated
+//! driver - is present).
+
+mod cpu;
+mod fixtures;
+mod gpu;
+mod plan;
+mod sim;
+mod support;
