@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr};
 
-use crate::buffers::{alloc_filled, alloc_uninit, alloc_zeros};
+use crate::buffers::{alloc_filled, alloc_uninit, alloc_zeros, InOut};
 use crate::check::check_eps;
 use crate::device::DeviceProps;
 use crate::profile::{self, Op};
@@ -15,10 +15,7 @@ use crate::state::{ModuleKind, Parts, PartsMut};
 use crate::{Element, Error, Result};
 
 use super::desc::{Problem, RmsNormDesc, DEFAULT_EPS};
-use super::ops::{
-    backward_checked, forward_checked, forward_in_place_checked, BackwardBuffers, ForwardBuffers,
-    ForwardInPlaceBuffers,
-};
+use super::ops::{backward_checked, forward_checked, Backward, Forward};
 use super::plan::{workspace_bytes_checked, Direction};
 
 /// What [`RmsNorm::forward`] returns.
@@ -213,23 +210,13 @@ impl<P: Element> RmsNorm<P> {
         let mut exec = GpuExecutor::new(&self.stream)?;
         let ws_bytes = workspace_bytes_checked(&problem, Direction::Forward, exec.props())?;
         let mut y = self.alloc::<T>(d.rows * d.cols, "allocating y")?;
-        let mut rstd = self.alloc::<f32>(d.rows, "allocating rstd")?;
+        let rstd = self.alloc::<f32>(d.rows, "allocating rstd")?;
         let mut ws = self.workspace(ws_bytes)?;
-        forward_checked(
-            &mut exec,
-            &problem,
-            ForwardBuffers {
-                x: x.slice(..),
-                y: y.as_view_mut(),
-                weight: self.weight.as_ref().map(|w| w.as_view()),
-                rstd: Some(rstd.as_view_mut()),
-                workspace: ws.as_mut().map(|w| w.as_view_mut()),
-            },
-        )?;
-        Ok(ForwardOutput {
-            y,
-            saved: SavedStats { rstd },
-        })
+        let mut saved = SavedStats { rstd };
+        let io = InOut::Apart(x.slice(..), y.as_view_mut());
+        let call = forward_call(io, &self.weight, Some(&mut saved), ws.as_mut());
+        forward_checked(&mut exec, &problem, call)?;
+        Ok(ForwardOutput { y, saved })
     }
 
     /// Backward from the forward's input `x`, the output gradient `dy` and the forward's saved
@@ -252,19 +239,12 @@ impl<P: Element> RmsNorm<P> {
             false => None,
         };
         let mut ws = self.workspace(ws_bytes)?;
-        backward_checked(
-            &mut exec,
-            &problem,
-            BackwardBuffers {
-                x: x.slice(..),
-                dy: dy.slice(..),
-                rstd: saved.rstd.as_view(),
-                weight: self.weight.as_ref().map(|w| w.as_view()),
-                dx: dx.as_view_mut(),
-                dweight: dweight.as_mut().map(|g| g.as_view_mut()),
-                workspace: ws.as_mut().map(|w| w.as_view_mut()),
-            },
-        )?;
+        let grads = GradientBuffers {
+            dx: dx.as_view_mut(),
+            dweight: dweight.as_mut().map(|g| g.as_view_mut()),
+        };
+        let call = backward_call(x, dy, saved, &self.weight, grads, ws.as_mut());
+        backward_checked(&mut exec, &problem, call)?;
         Ok(Gradients { dx, dweight })
     }
 
@@ -301,22 +281,7 @@ impl<P: Element> RmsNorm<P> {
         y: CudaViewMut<'_, T>,
         saved: Option<&mut SavedStats>,
     ) -> Result<()> {
-        let problem = self.desc::<T>(x_shape)?.check()?;
-        let _range = profile::range(Op::RmsNormModuleForward, &problem);
-        let stream = self.stream.clone();
-        let mut exec = GpuExecutor::new(&stream)?;
-        self.cached_workspace(&problem, Direction::Forward, exec.props())?;
-        forward_checked(
-            &mut exec,
-            &problem,
-            ForwardBuffers {
-                x: x.slice(..),
-                y,
-                weight: self.weight.as_ref().map(|w| w.as_view()),
-                rstd: saved.map(|s| s.rstd.as_view_mut()),
-                workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
-            },
-        )
+        self.forward_io(InOut::Apart(x.slice(..), y), x_shape, saved)
     }
 
     /// [`RmsNorm::forward_into`] in place: `xy` holds x (shape `x_shape`) and is overwritten
@@ -327,21 +292,23 @@ impl<P: Element> RmsNorm<P> {
         x_shape: &[usize],
         saved: Option<&mut SavedStats>,
     ) -> Result<()> {
+        self.forward_io(InOut::InPlace(xy), x_shape, saved)
+    }
+
+    /// [`RmsNorm::forward_into`] and [`RmsNorm::forward_in_place`].
+    fn forward_io<T: Element>(
+        &mut self,
+        io: InOut<'_, T>,
+        x_shape: &[usize],
+        saved: Option<&mut SavedStats>,
+    ) -> Result<()> {
         let problem = self.desc::<T>(x_shape)?.check()?;
         let _range = profile::range(Op::RmsNormModuleForward, &problem);
         let stream = self.stream.clone();
         let mut exec = GpuExecutor::new(&stream)?;
         self.cached_workspace(&problem, Direction::Forward, exec.props())?;
-        forward_in_place_checked(
-            &mut exec,
-            &problem,
-            ForwardInPlaceBuffers {
-                xy,
-                weight: self.weight.as_ref().map(|w| w.as_view()),
-                rstd: saved.map(|s| s.rstd.as_view_mut()),
-                workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
-            },
-        )
+        let call = forward_call(io, &self.weight, saved, self.workspace.as_mut());
+        forward_checked(&mut exec, &problem, call)
     }
 
     /// Inference: y for `x` (shape `x_shape`), allocated; no rstd is saved or moved, and the
@@ -373,18 +340,42 @@ impl<P: Element> RmsNorm<P> {
         let stream = self.stream.clone();
         let mut exec = GpuExecutor::new(&stream)?;
         self.cached_workspace(&problem, Direction::Backward, exec.props())?;
-        backward_checked(
-            &mut exec,
-            &problem,
-            BackwardBuffers {
-                x: x.slice(..),
-                dy: dy.slice(..),
-                rstd: saved.rstd.as_view(),
-                weight: self.weight.as_ref().map(|w| w.as_view()),
-                dx: grads.dx,
-                dweight: grads.dweight,
-                workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
-            },
-        )
+        let call = backward_call(x, dy, saved, &self.weight, grads, self.workspace.as_mut());
+        backward_checked(&mut exec, &problem, call)
+    }
+}
+
+/// A forward call over the module's weight, `saved` (`None`: no rstd stored) and workspace.
+fn forward_call<'a, T, P: DeviceRepr>(
+    io: InOut<'a, T>,
+    weight: &'a Option<CudaSlice<P>>,
+    saved: Option<&'a mut SavedStats>,
+    workspace: Option<&'a mut CudaSlice<u8>>,
+) -> Forward<'a, T, P> {
+    Forward {
+        io,
+        weight: weight.as_ref().map(|w| w.as_view()),
+        rstd: saved.map(|s| s.rstd.as_view_mut()),
+        workspace: workspace.map(|w| w.as_view_mut()),
+    }
+}
+
+/// A backward call from the forward's `x` and `saved`, over the module's weight and
+/// workspace, into `grads`.
+fn backward_call<'a, T, P: DeviceRepr>(
+    x: &'a CudaView<'_, T>,
+    dy: &'a CudaView<'_, T>,
+    saved: &'a SavedStats,
+    weight: &'a Option<CudaSlice<P>>,
+    grads: GradientBuffers<'a, T, P>,
+    workspace: Option<&'a mut CudaSlice<u8>>,
+) -> Backward<'a, T, P> {
+    Backward {
+        x: x.slice(..),
+        grad: InOut::Apart(dy.slice(..), grads.dx),
+        rstd: saved.rstd.as_view(),
+        weight: weight.as_ref().map(|w| w.as_view()),
+        dweight: grads.dweight,
+        workspace: workspace.map(|w| w.as_view_mut()),
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 
-use crate::buffers::Lender;
+use crate::buffers::{InOut, Lender};
 use crate::check::check_element_types;
 use crate::plan::Executor;
 use crate::profile::{self, Op};
@@ -95,6 +95,81 @@ pub struct BackwardInPlaceBuffers<'a, T, P> {
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 
+/// A forward call's buffers with x and y apart or in place: what [`ForwardBuffers`] and
+/// [`ForwardInPlaceBuffers`] become, and what the module type builds.
+pub(crate) struct Forward<'a, T, P> {
+    pub(crate) io: InOut<'a, T>,
+    pub(crate) weight: Option<CudaView<'a, P>>,
+    pub(crate) rstd: Option<CudaViewMut<'a, f32>>,
+    pub(crate) workspace: Option<CudaViewMut<'a, u8>>,
+}
+
+impl<'a, T, P> From<ForwardBuffers<'a, T, P>> for Forward<'a, T, P> {
+    fn from(b: ForwardBuffers<'a, T, P>) -> Self {
+        let io = InOut::Apart(b.x, b.y);
+        Forward {
+            io,
+            weight: b.weight,
+            rstd: b.rstd,
+            workspace: b.workspace,
+        }
+    }
+}
+
+impl<'a, T, P> From<ForwardInPlaceBuffers<'a, T, P>> for Forward<'a, T, P> {
+    fn from(b: ForwardInPlaceBuffers<'a, T, P>) -> Self {
+        let io = InOut::InPlace(b.xy);
+        Forward {
+            io,
+            weight: b.weight,
+            rstd: b.rstd,
+            workspace: b.workspace,
+        }
+    }
+}
+
+/// A backward call's buffers with dy and dx apart or in place: what [`BackwardBuffers`] and
+/// [`BackwardInPlaceBuffers`] become, and what the module type builds.
+pub(crate) struct Backward<'a, T, P> {
+    pub(crate) x: CudaView<'a, T>,
+    /// dy in, dx out.
+    pub(crate) grad: InOut<'a, T>,
+    pub(crate) rstd: CudaView<'a, f32>,
+    pub(crate) weight: Option<CudaView<'a, P>>,
+    pub(crate) dweight: Option<CudaViewMut<'a, P>>,
+    pub(crate) workspace: Option<CudaViewMut<'a, u8>>,
+}
+
+impl<'a, T, P> From<BackwardBuffers<'a, T, P>> for Backward<'a, T, P> {
+    fn from(b: BackwardBuffers<'a, T, P>) -> Self {
+        let grad = InOut::Apart(b.dy, b.dx);
+        let (x, rstd, weight, dweight, workspace) = (b.x, b.rstd, b.weight, b.dweight, b.workspace);
+        Backward {
+            x,
+            grad,
+            rstd,
+            weight,
+            dweight,
+            workspace,
+        }
+    }
+}
+
+impl<'a, T, P> From<BackwardInPlaceBuffers<'a, T, P>> for Backward<'a, T, P> {
+    fn from(b: BackwardInPlaceBuffers<'a, T, P>) -> Self {
+        let grad = InOut::InPlace(b.dy_dx);
+        let (x, rstd, weight, dweight, workspace) = (b.x, b.rstd, b.weight, b.dweight, b.workspace);
+        Backward {
+            x,
+            grad,
+            rstd,
+            weight,
+            dweight,
+            workspace,
+        }
+    }
+}
+
 /// RMSNorm forward on `stream`: writes `y`, and the saved `rstd` that [`backward`] takes when
 /// it is given (without it, for inference, the kernels store nothing for it).
 pub fn forward<T: Element, P: Element>(
@@ -104,32 +179,7 @@ pub fn forward<T: Element, P: Element>(
 ) -> Result<()> {
     let problem = desc.check()?;
     let mut exec = GpuExecutor::new(stream)?;
-    forward_checked(&mut exec, &problem, b)
-}
-
-/// [`forward`] of a checked description on `exec` (what the module type calls, so that a
-/// call validates once).
-pub(crate) fn forward_checked<T: Element, P: Element>(
-    exec: &mut GpuExecutor<'_>,
-    problem: &Problem,
-    mut b: ForwardBuffers<'_, T, P>,
-) -> Result<()> {
-    let _range = profile::range(Op::RmsNormForward, problem);
-    let desc = problem.desc();
-    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
-    let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
-    let mut lend = Lender::new(exec.stream());
-    let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
-    let ptrs = ForwardPtrs {
-        x: lend.input("x", &b.x, n)?,
-        y: lend.output("y", &mut b.y, n)?,
-        weight: lend.input_opt("weight", b.weight.as_ref(), cols)?,
-        rstd: lend.output_opt("rstd", b.rstd.as_mut(), rows)?,
-        workspace,
-        workspace_bytes,
-    };
-    let plan = plan_forward_checked(problem, &ptrs, exec.props())?;
-    exec.execute(&plan)
+    forward_checked(&mut exec, &problem, b.into())
 }
 
 /// RMSNorm forward in place on `stream`: `xy` holds x and is overwritten by y (every kernel
@@ -141,14 +191,15 @@ pub fn forward_in_place<T: Element, P: Element>(
 ) -> Result<()> {
     let problem = desc.check()?;
     let mut exec = GpuExecutor::new(stream)?;
-    forward_in_place_checked(&mut exec, &problem, b)
+    forward_checked(&mut exec, &problem, b.into())
 }
 
-/// [`forward_in_place`] of a checked description on `exec`.
-pub(crate) fn forward_in_place_checked<T: Element, P: Element>(
+/// [`forward`] and [`forward_in_place`] of a checked description on `exec` (what the module
+/// type calls, so that a call validates once).
+pub(crate) fn forward_checked<T: Element, P: Element>(
     exec: &mut GpuExecutor<'_>,
     problem: &Problem,
-    mut b: ForwardInPlaceBuffers<'_, T, P>,
+    mut b: Forward<'_, T, P>,
 ) -> Result<()> {
     let _range = profile::range(Op::RmsNormForward, problem);
     let desc = problem.desc();
@@ -156,10 +207,10 @@ pub(crate) fn forward_in_place_checked<T: Element, P: Element>(
     let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
     let mut lend = Lender::new(exec.stream());
     let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
-    let xy = lend.output("xy", &mut b.xy, n)?;
+    let (x, y) = lend.in_out(["x", "y", "xy"], &mut b.io, n)?;
     let ptrs = ForwardPtrs {
-        x: xy,
-        y: xy,
+        x,
+        y,
         weight: lend.input_opt("weight", b.weight.as_ref(), cols)?,
         rstd: lend.output_opt("rstd", b.rstd.as_mut(), rows)?,
         workspace,
@@ -179,33 +230,7 @@ pub fn backward<T: Element, P: Element>(
 ) -> Result<()> {
     let problem = desc.check()?;
     let mut exec = GpuExecutor::new(stream)?;
-    backward_checked(&mut exec, &problem, b)
-}
-
-/// [`backward`] of a checked description on `exec`.
-pub(crate) fn backward_checked<T: Element, P: Element>(
-    exec: &mut GpuExecutor<'_>,
-    problem: &Problem,
-    mut b: BackwardBuffers<'_, T, P>,
-) -> Result<()> {
-    let _range = profile::range(Op::RmsNormBackward, problem);
-    let desc = problem.desc();
-    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
-    let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
-    let mut lend = Lender::new(exec.stream());
-    let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
-    let ptrs = BackwardPtrs {
-        x: lend.input("x", &b.x, n)?,
-        dy: lend.input("dy", &b.dy, n)?,
-        dx: lend.output("dx", &mut b.dx, n)?,
-        weight: lend.input_opt("weight", b.weight.as_ref(), cols)?,
-        rstd: lend.input("rstd", &b.rstd, rows)?,
-        dweight: lend.output_opt("dweight", b.dweight.as_mut(), cols)?,
-        workspace,
-        workspace_bytes,
-    };
-    let plan = plan_backward_checked(problem, &ptrs, exec.props())?;
-    exec.execute(&plan)
+    backward_checked(&mut exec, &problem, b.into())
 }
 
 /// RMSNorm backward in place on `stream`: `dy_dx` holds dy and is overwritten by dx (every
@@ -217,25 +242,34 @@ pub fn backward_in_place<T: Element, P: Element>(
     b: BackwardInPlaceBuffers<'_, T, P>,
 ) -> Result<()> {
     let problem = desc.check()?;
-    let _range = profile::range(Op::RmsNormBackward, &problem);
     let mut exec = GpuExecutor::new(stream)?;
+    backward_checked(&mut exec, &problem, b.into())
+}
+
+/// [`backward`] and [`backward_in_place`] of a checked description on `exec`.
+pub(crate) fn backward_checked<T: Element, P: Element>(
+    exec: &mut GpuExecutor<'_>,
+    problem: &Problem,
+    mut b: Backward<'_, T, P>,
+) -> Result<()> {
+    let _range = profile::range(Op::RmsNormBackward, problem);
     let desc = problem.desc();
     check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
     let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
-    let mut b = b;
     let mut lend = Lender::new(exec.stream());
     let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
-    let dy_dx = lend.output("dy_dx", &mut b.dy_dx, n)?;
+    let x = lend.input("x", &b.x, n)?;
+    let (dy, dx) = lend.in_out(["dy", "dx", "dy_dx"], &mut b.grad, n)?;
     let ptrs = BackwardPtrs {
-        x: lend.input("x", &b.x, n)?,
-        dy: dy_dx,
-        dx: dy_dx,
+        x,
+        dy,
+        dx,
         weight: lend.input_opt("weight", b.weight.as_ref(), cols)?,
         rstd: lend.input("rstd", &b.rstd, rows)?,
         dweight: lend.output_opt("dweight", b.dweight.as_mut(), cols)?,
         workspace,
         workspace_bytes,
     };
-    let plan = plan_backward_checked(&problem, &ptrs, exec.props())?;
+    let plan = plan_backward_checked(problem, &ptrs, exec.props())?;
     exec.execute(&plan)
 }
