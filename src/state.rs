@@ -256,6 +256,7 @@ impl<'a, P> StateViewMut<'a, P> {
 
 /// Which module lends its [`Parts`] (for error messages).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(clippy::enum_variant_names)] // the module types' names
 pub(crate) enum ModuleKind {
     LayerNorm,
     BatchNorm,

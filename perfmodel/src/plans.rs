@@ -10,6 +10,7 @@
 use warpnorm::batch_norm::{self as bn, BatchNormDesc, Layout, Mode};
 use warpnorm::copy::plan_copy;
 use warpnorm::layer_norm::{self as ln, Affine, Direction, LayerNormDesc};
+use warpnorm::rms_norm::{self as rms, RmsNormDesc};
 use warpnorm::{DType, DeviceProps, Launch, Plan};
 
 /// The ops the model predicts.
@@ -29,6 +30,10 @@ pub enum Op {
     BnEvalBwd,
     /// Device-to-device copy (the roofline itself).
     Copy,
+    /// RMSNorm forward (with a weight).
+    RmsFwd,
+    /// RMSNorm backward (dx, dweight).
+    RmsBwd,
 }
 
 impl Op {
@@ -42,24 +47,27 @@ impl Op {
             Op::BnEvalFwd => "BatchNorm-eval-fwd",
             Op::BnEvalBwd => "BatchNorm-eval-bwd",
             Op::Copy => "copy",
+            Op::RmsFwd => "RMSNorm-fwd",
+            Op::RmsBwd => "RMSNorm-bwd",
         }
     }
 
     /// Minimum DRAM bytes per element in units of the activation size (shared/KERNELS.md).
     pub fn min_bytes_factor(self) -> f64 {
         match self {
-            Op::LnFwd | Op::BnEvalFwd | Op::BnEvalBwd | Op::Copy => 2.0,
-            Op::LnBwd | Op::BnTrainFwd => 3.0,
+            Op::LnFwd | Op::RmsFwd | Op::BnEvalFwd | Op::BnEvalBwd | Op::Copy => 2.0,
+            Op::LnBwd | Op::RmsBwd | Op::BnTrainFwd => 3.0,
             Op::BnTrainBwd => 5.0,
         }
     }
 
     /// The budget (fraction of the copy roofline) issue 11 sets: 90% for LayerNorm forward and
-    /// BatchNorm eval/apply passes, 85% for LayerNorm backward and BatchNorm training.
+    /// BatchNorm eval/apply passes, 85% for LayerNorm backward and BatchNorm training; RMSNorm
+    /// (issue 17) as LayerNorm.
     pub fn budget(self) -> Option<f64> {
         match self {
-            Op::LnFwd | Op::BnEvalFwd | Op::BnEvalBwd => Some(0.90),
-            Op::LnBwd | Op::BnTrainFwd | Op::BnTrainBwd => Some(0.85),
+            Op::LnFwd | Op::RmsFwd | Op::BnEvalFwd | Op::BnEvalBwd => Some(0.90),
+            Op::LnBwd | Op::RmsBwd | Op::BnTrainFwd | Op::BnTrainBwd => Some(0.85),
             Op::Copy => None,
         }
     }
@@ -194,6 +202,21 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
         let partial = l.grid[0] as f64 * cols * 8.0;
         return t(2.0 * ns + 8.0 * rows, ns + partial);
     }
+    // RMSNorm: LayerNorm's passes with one saved statistic (rstd) and one partial row
+    // (dweight) per block.
+    if k.starts_with("warpnorm_rms_norm_fwd") {
+        if k.contains("split_stats") {
+            return t(ns, 0.0);
+        }
+        return t(ns, ns + 4.0 * rows);
+    }
+    if k.starts_with("warpnorm_rms_norm_bwd") {
+        if k.contains("split_sums") {
+            return t(2.0 * ns + 4.0 * rows, 0.0);
+        }
+        let partial = l.grid[0] as f64 * cols * 4.0;
+        return t(2.0 * ns + 4.0 * rows, ns + partial);
+    }
     if k.starts_with("warpnorm_batch_norm") {
         let fwd = k.starts_with("warpnorm_batch_norm_fwd");
         if k.contains("_stats_") {
@@ -308,6 +331,65 @@ fn layer_norm(
     ])
 }
 
+/// RMSNorm at a LayerNorm shape, with a weight (eps None), as [`layer_norm`].
+fn rms_norm(
+    rows: usize,
+    cols: usize,
+    t: DType,
+    p: DType,
+    props: &DeviceProps,
+) -> Result<Vec<Case>, String> {
+    let e = |e: warpnorm::Error| e.to_string();
+    let desc = RmsNormDesc::from_rows(rows, cols, t, p, true, None).map_err(e)?;
+    let mut a = Addrs(1 << 40);
+    let ws = rms::workspace_bytes(&desc, Direction::Forward, props)
+        .map_err(e)?
+        .max(rms::workspace_bytes(&desc, Direction::Backward, props).map_err(e)?)
+        as u64;
+    let (x, y, dy, dx) = (a.next(), a.next(), a.next(), a.next());
+    let (g, r, dg, w) = (a.next(), a.next(), a.next(), a.next());
+    let fp = rms::ForwardPtrs {
+        x,
+        y,
+        weight: Some(g),
+        rstd: Some(r),
+        workspace: w,
+        workspace_bytes: ws,
+    };
+    let bp = rms::BackwardPtrs {
+        x,
+        dy,
+        dx,
+        weight: Some(g),
+        rstd: r,
+        dweight: Some(dg),
+        workspace: w,
+        workspace_bytes: ws,
+    };
+    let shape = format!("{rows}x{cols}");
+    let n = (rows * cols) as u64;
+    let s = t.size() as u64;
+    let (rf, cf) = (rows as f64, cols as f64);
+    Ok(vec![
+        case(
+            Op::RmsFwd,
+            shape.clone(),
+            dt(t, p),
+            (n, s),
+            rms::plan_forward(&desc, &fp, props).map_err(e)?,
+            (rf, cf),
+        )?,
+        case(
+            Op::RmsBwd,
+            shape,
+            dt(t, p),
+            (n, s),
+            rms::plan_backward(&desc, &bp, props).map_err(e)?,
+            (rf, cf),
+        )?,
+    ])
+}
+
 fn batch_norm(
     dims: &[usize],
     layout: Layout,
@@ -414,7 +496,7 @@ pub fn copy_case(props: &DeviceProps) -> Result<Case, String> {
     )
 }
 
-/// Every case, planned for `props`, in report order (copy, LayerNorm, BatchNorm). A shape a
+/// Every case, planned for `props`, in report order (copy, LayerNorm, RMSNorm, BatchNorm). A shape a
 /// planner rejects is an error naming it.
 pub fn cases(props: &DeviceProps) -> Result<Vec<Case>, String> {
     let mut out = vec![copy_case(props)?];
@@ -423,6 +505,14 @@ pub fn cases(props: &DeviceProps) -> Result<Vec<Case>, String> {
             out.extend(
                 layer_norm(rows, cols, t, p, props)
                     .map_err(|e| format!("LayerNorm {rows}x{cols} {}: {e}", dt(t, p)))?,
+            );
+        }
+    }
+    for &(rows, cols) in &LN_SHAPES {
+        for &(t, p) in &DTYPE_PAIRS {
+            out.extend(
+                rms_norm(rows, cols, t, p, props)
+                    .map_err(|e| format!("RMSNorm {rows}x{cols} {}: {e}", dt(t, p)))?,
             );
         }
     }

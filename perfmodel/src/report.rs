@@ -154,8 +154,9 @@ pub fn markdown(
          instructions per byte loaded.\n\n\
          **Budgets** (issue 11) apply on the H100 and H200 from {} elements: >= 90% of the \
          roofline for LayerNorm forward and BatchNorm eval passes, >= 85% for LayerNorm \
-         backward and BatchNorm training; loads in flight per SM >= the budget column in each \
-         launch that moves >= 10% of the op's bytes. Cases below budget are listed in \
+         backward and BatchNorm training (RMSNorm as LayerNorm: reported, not yet enforced, \
+         perfmodel/src/budget.rs NOT_YET_ENFORCED); loads in flight per SM >= the budget \
+         column in each launch that moves >= 10% of the op's bytes. Cases below budget are listed in \
          `perfmodel/below_budget.txt`; `cargo test -p perfmodel` fails when an unlisted case \
          misses, when a listed one meets its budget (the list only shrinks), and when a \
          prediction drops more than 5% below reports/perf-model.json.\n",

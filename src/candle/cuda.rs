@@ -32,7 +32,11 @@ fn driver(during: &str) -> impl FnOnce(cudarc::driver::DriverError) -> candle_co
 }
 
 /// The elements of candle's slice that a contiguous layout covers.
-fn view<'a, T: CudaElem>(what: &str, s: &'a CudaStorage, l: &Layout) -> Result<CudaView<'a, T>> {
+pub(super) fn view<'a, T: CudaElem>(
+    what: &str,
+    s: &'a CudaStorage,
+    l: &Layout,
+) -> Result<CudaView<'a, T>> {
     let slice = s.as_cuda_slice::<T>()?;
     match l.contiguous_offsets() {
         Some((a, b)) => Ok(slice.slice(a..b)),
@@ -41,7 +45,7 @@ fn view<'a, T: CudaElem>(what: &str, s: &'a CudaStorage, l: &Layout) -> Result<C
 }
 
 /// A zeroed slice of `n` elements on candle's stream.
-fn alloc<T: DeviceRepr + ValidAsZeroBits>(
+pub(super) fn alloc<T: DeviceRepr + ValidAsZeroBits>(
     stream: &Arc<CudaStream>,
     n: usize,
 ) -> Result<CudaSlice<T>> {
@@ -51,7 +55,7 @@ fn alloc<T: DeviceRepr + ValidAsZeroBits>(
 }
 
 /// A workspace of `bytes` (None when 0).
-fn workspace(stream: &Arc<CudaStream>, bytes: usize) -> Result<Option<CudaSlice<u8>>> {
+pub(super) fn workspace(stream: &Arc<CudaStream>, bytes: usize) -> Result<Option<CudaSlice<u8>>> {
     Ok(if bytes == 0 {
         None
     } else {
@@ -60,13 +64,17 @@ fn workspace(stream: &Arc<CudaStream>, bytes: usize) -> Result<Option<CudaSlice<
 }
 
 /// A candle tensor (no autograd history) owning a slice.
-fn tensor<T: CudaElem>(slice: CudaSlice<T>, shape: impl Into<Shape>, dev: &CudaDevice) -> Tensor {
+pub(super) fn tensor<T: CudaElem>(
+    slice: CudaSlice<T>,
+    shape: impl Into<Shape>,
+    dev: &CudaDevice,
+) -> Tensor {
     let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(slice, dev.clone()));
     Tensor::from_storage(storage, shape, BackpropOp::none(), false)
 }
 
 /// Runs `f` with the CUDA storage and layout of `t`.
-fn with_cuda<R>(
+pub(super) fn with_cuda<R>(
     t: &Tensor,
     what: &str,
     f: impl FnOnce(&CudaStorage, &Layout) -> Result<R>,

@@ -21,9 +21,11 @@
 //! statistics) of the activation type or f32 (f32 parameters with 16-bit activations).
 //! Saved statistics are f32, as everywhere in warpnorm.
 //!
-//! RMSNorm: not implemented yet; it will get the same three pieces here (an op, a module, a
-//! loader replacing `candle_nn::rms_norm`). Until then a [`LayerNormConfig`] with
-//! `remove_mean: false` (candle's RMSNorm form) is rejected with an error.
+//! RMSNorm has the same three pieces: [`ops::rms_norm`] (x, optional weight, eps `None` as
+//! PyTorch's), [`RmsNorm`] (`candle_nn::Module`) and [`rms_norm`] (`weight` from a
+//! `VarBuilder`, the arguments of `candle_nn::rms_norm`). A [`LayerNormConfig`] with
+//! `remove_mean: false` (candle's RMSNorm form) is still rejected by [`layer_norm`]: load it
+//! with [`rms_norm`].
 //!
 //! ```
 //! use candle_core::{DType, Device, Module, Tensor};
@@ -46,17 +48,16 @@ mod common;
 #[cfg(feature = "candle-cuda")]
 mod cuda;
 mod layer_norm;
-// RMSNorm goes here once warpnorm has its kernels: `rms_norm.rs` with the op (a
-// `common::NormOp`, run by `common::apply` as CustomOp1/2: x, weight), `RmsNorm`
-// (`candle_nn::Module`) and `rms_norm(size, eps, vb)` as `candle_nn::rms_norm`, re-exported
-// below and in `ops`, and `layer_norm` then accepting `remove_mean: false`.
+mod rms_norm;
 
 pub use batch_norm::{batch_norm, BatchNorm};
 pub use candle_nn::{BatchNormConfig, LayerNormConfig};
 pub use layer_norm::{layer_norm, LayerNorm};
+pub use rms_norm::{rms_norm, RmsNorm};
 
 /// The ops on tensors, with autograd (as `candle_nn::ops`).
 pub mod ops {
     pub use super::batch_norm::{batch_norm_op as batch_norm, BatchNormArgs};
     pub use super::layer_norm::layer_norm_op as layer_norm;
+    pub use super::rms_norm::rms_norm_op as rms_norm;
 }

@@ -118,6 +118,71 @@ fn layer_norm_forward_and_gradients_every_dtype() {
 }
 
 #[test]
+fn rms_norm_forward_and_gradients_every_dtype() {
+    let (cols, eps) = (40, 1e-5f32);
+    for (xt, pt) in PAIRS {
+        let x = Var::from_tensor(&tensor(&[2, 3, cols], 11, 1.0, xt)).unwrap();
+        let w = Var::from_tensor(&tensor(&[cols], 12, 1.0, pt)).unwrap();
+        let r = tensor(&[2, 3, cols], 13, 0.0, xt);
+        let y = warpnorm::candle::ops::rms_norm(&x, Some(&w), Some(eps)).unwrap();
+        assert_eq!(y.dtype(), xt);
+        let grads = (&y * &r).unwrap().sum_all().unwrap().backward().unwrap();
+        // The reference: candle_nn's RMSNorm composed from differentiable ops, in f64.
+        let x64 = Var::from_tensor(&x.to_dtype(DType::F64).unwrap()).unwrap();
+        let w64 = Var::from_tensor(&w.to_dtype(DType::F64).unwrap()).unwrap();
+        let y64 = candle_nn::ops::rms_norm_slow(&x64, &w64, eps).unwrap();
+        let g64 = (&y64 * r.to_dtype(DType::F64).unwrap())
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        let what = format!("RMSNorm {xt:?}/{pt:?}");
+        assert_close(&y, &y64, xt, &format!("{what} y"));
+        let dx = grads.get(&x).expect("dx");
+        let dw = grads.get(&w).expect("dweight");
+        assert_eq!((dx.dtype(), dw.dtype()), (xt, pt));
+        assert_close(dx, g64.get(&x64).unwrap(), xt, &format!("{what} dx"));
+        assert_close(dw, g64.get(&w64).unwrap(), pt, &format!("{what} dweight"));
+    }
+    // Without a weight, eps None (PyTorch's default: f32's epsilon).
+    let x = Var::from_tensor(&tensor(&[5, 16], 14, 0.0, DType::F32)).unwrap();
+    let y = warpnorm::candle::ops::rms_norm(&x, None, None).unwrap();
+    let ones = Tensor::ones(16, DType::F64, &CPU).unwrap();
+    let y64 = candle_nn::ops::rms_norm_slow(&x.to_dtype(DType::F64).unwrap(), &ones, f32::EPSILON)
+        .unwrap();
+    assert_close(&y, &y64, DType::F32, "RMSNorm without weight");
+    let g = y.sum_all().unwrap().backward().unwrap();
+    assert!(g.get(&x).is_some());
+}
+
+#[test]
+fn rms_norm_module_loads_like_candle_nn_and_matches_it() {
+    let varmap = VarMap::new();
+    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &CPU);
+    let ours = warpnorm::candle::rms_norm(64, 1e-6, vb.pp("norm")).unwrap();
+    assert_eq!(ours.weight().to_vec1::<f32>().unwrap(), vec![1.0f32; 64]);
+    assert!(varmap.data().lock().unwrap().contains_key("norm.weight"));
+    let w = tensor(&[64], 15, 1.0, DType::F32);
+    let x = tensor(&[3, 5, 64], 16, 0.5, DType::F32);
+    let theirs = candle_nn::RmsNorm::new(w.clone(), 1e-6);
+    let ours = warpnorm::candle::RmsNorm::new(w, 1e-6);
+    assert_close(
+        &ours.forward(&x).unwrap(),
+        &theirs.forward(&x).unwrap(),
+        DType::F32,
+        "module vs candle_nn::RmsNorm",
+    );
+    // Errors: a weight of the wrong size, bad dtype pairs, negative eps.
+    let bad = tensor(&[63], 17, 1.0, DType::F32);
+    assert!(warpnorm::candle::ops::rms_norm(&x, Some(&bad), None).is_err());
+    let xh = x.to_dtype(DType::F16).unwrap();
+    let wb = tensor(&[64], 18, 1.0, DType::BF16);
+    assert!(warpnorm::candle::ops::rms_norm(&xh, Some(&wb), None).is_err());
+    assert!(warpnorm::candle::ops::rms_norm(&x, None, Some(-1.0)).is_err());
+}
+
+#[test]
 fn layer_norm_matches_candle_nn_fused_op_and_module() {
     let eps = 1e-5f32;
     let x = tensor(&[4, 7, 64], 5, -1.5, DType::F32);

@@ -184,7 +184,8 @@ fn check(
         let e_ours = max_err(got, reference);
         let e_torch = max_err(tor, reference) + stats;
         let slack = K_ROUND * u * max_finite(reference);
-        if !(e_ours <= e_torch.max(slack)) {
+        let ok = e_ours <= e_torch.max(slack); // false for NaN
+        if !ok {
             bad.push(format!(
                 "{name} {who} {what}: error {e_ours:e} > torch's {e_torch:e} and one rounding {slack:e}"
             ));
