@@ -14,19 +14,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::OpPrediction;
 
-/// Ops whose budgets are reported (reports/perf-model.md, `below-budget`) but not yet enforced
-/// by [`check_list`]: RMSNorm (issue 17) runs LayerNorm's tiers and misses where they do; its
-/// misses were reported to the lead rather than listed in `below_budget.txt`, which only
-/// shrinks. Remove an op from here once its cases meet their budgets.
-pub const NOT_YET_ENFORCED: [&str; 2] = ["RMSNorm-fwd", "RMSNorm-bwd"];
-
-/// True when the key (`GPU op shape dtypes`) belongs to an op of [`NOT_YET_ENFORCED`].
-fn not_enforced(key: &str) -> bool {
-    key.split_whitespace()
-        .nth(1)
-        .is_some_and(|op| NOT_YET_ENFORCED.contains(&op))
-}
-
 /// Allowed drop of a prediction against the recorded one.
 pub const REGRESSION_TOLERANCE: f64 = 0.05;
 
@@ -83,9 +70,6 @@ pub fn check_list(preds: &[OpPrediction], listed: &BTreeSet<Entry>) -> Vec<Strin
     let now = misses(preds);
     let mut problems = Vec::new();
     for e in now.difference(listed) {
-        if not_enforced(&e.0) {
-            continue;
-        }
         let p = preds.iter().find(|p| p.key() == e.0);
         let detail = p.map_or(String::new(), |p| match e.1.as_str() {
             "roofline" => format!(
