@@ -19,6 +19,7 @@ mod gpu {
     use half::{bf16, f16};
     use warpnorm::batch_norm::{self, BatchNorm, BatchNormConfig, BatchNormDesc, Layout, Mode};
     use warpnorm::layer_norm::{self, Affine, LayerNorm, LayerNormDesc};
+    use warpnorm::rms_norm::{self, RmsNorm, RmsNormDesc};
     use warpnorm::{DType, Element};
 
     /// Set in the child: run the ops instead of checking them.
@@ -443,6 +444,62 @@ mod gpu {
             &out.saved,
         )
         .unwrap();
+        // RMSNorm, functional: 4 x 256, f16 activations, f32 weight; then the module.
+        let (rows, cols) = (4, 256);
+        let n = rows * cols;
+        let desc =
+            RmsNormDesc::new(&[rows, cols], &[cols], DType::F16, DType::F32, true, None).unwrap();
+        let ws = rms_norm::forward_workspace_bytes(&s, &desc)
+            .unwrap()
+            .max(rms_norm::backward_workspace_bytes(&s, &desc).unwrap())
+            .max(16);
+        let mut ws = s.clone_htod(&vec![0u8; ws]).unwrap();
+        let x = up::<f16>(&s, n);
+        let dy = up::<f16>(&s, n);
+        let weight = up::<f32>(&s, cols);
+        let mut y = zeros::<f16>(&s, n);
+        let mut dx = zeros::<f16>(&s, n);
+        let mut rstd = zeros::<f32>(&s, rows);
+        let mut dweight = zeros::<f32>(&s, cols);
+        step("rms_norm forward");
+        rms_norm::forward(
+            &s,
+            &desc,
+            rms_norm::ForwardBuffers {
+                x: x.as_view(),
+                y: y.as_view_mut(),
+                weight: Some(weight.as_view()),
+                rstd: Some(rstd.as_view_mut()),
+                workspace: Some(ws.as_view_mut()),
+            },
+        )
+        .unwrap();
+        step("rms_norm backward");
+        rms_norm::backward(
+            &s,
+            &desc,
+            rms_norm::BackwardBuffers {
+                x: x.as_view(),
+                dy: dy.as_view(),
+                rstd: rstd.as_view(),
+                weight: Some(weight.as_view()),
+                dx: dx.as_view_mut(),
+                dweight: Some(dweight.as_view_mut()),
+                workspace: Some(ws.as_view_mut()),
+            },
+        )
+        .unwrap();
+        let x = up::<f32>(&s, n);
+        let dy = up::<f32>(&s, n);
+        let mut rms = RmsNorm::<f32>::new(&s, &[cols], true, None).unwrap();
+        step("RmsNorm forward");
+        let out = rms.forward(&x.as_view(), &[2, 2, cols]).unwrap();
+        step("RmsNorm backward");
+        rms.backward(&x.as_view(), &dy.as_view(), &[2, 2, cols], &out.saved)
+            .unwrap();
+        step("RmsNorm infer");
+        rms.infer(&x.as_view(), &[2, 2, cols]).unwrap();
+
         s.synchronize().unwrap();
         step("end");
     }
@@ -483,6 +540,8 @@ mod gpu {
                     "layer_norm.backward" => "ff1f5f9f",
                     "batch_norm.forward" => "ff5cb85c",
                     "batch_norm.backward" => "ff2e7d32",
+                    "rms_norm.forward" => "ffe69a28",
+                    "rms_norm.backward" => "ffa86400",
                     _ => "ff9e9e9e",
                 };
                 assert_eq!(f[3], format!("argb:{colour}"), "colour: {line}");
@@ -505,6 +564,8 @@ mod gpu {
                     "warpnorm_layer_norm_"
                 } else if inner.starts_with("batch_norm.") {
                     "warpnorm_batch_norm_"
+                } else if inner.starts_with("rms_norm.") {
+                    "warpnorm_rms_norm_"
                 } else {
                     panic!("a kernel directly inside the module range {inner:?}: {line}")
                 };
@@ -767,6 +828,44 @@ mod gpu {
                 vec![
                     push("BatchNorm.backward eval [4, 8, 5] contiguous f32/f32"),
                     push("batch_norm.backward eval [4, 8, 5] contiguous f32/f32"),
+                    K,
+                    P,
+                    P,
+                ],
+            ),
+            (
+                "rms_norm forward",
+                vec![push("rms_norm.forward 4x256 f16/f32"), K, P],
+            ),
+            (
+                "rms_norm backward",
+                vec![push("rms_norm.backward 4x256 f16/f32"), K, P],
+            ),
+            (
+                "RmsNorm forward",
+                vec![
+                    push("RmsNorm.forward 4x256 f32/f32"),
+                    push("rms_norm.forward 4x256 f32/f32"),
+                    K,
+                    P,
+                    P,
+                ],
+            ),
+            (
+                "RmsNorm backward",
+                vec![
+                    push("RmsNorm.backward 4x256 f32/f32"),
+                    push("rms_norm.backward 4x256 f32/f32"),
+                    K,
+                    P,
+                    P,
+                ],
+            ),
+            (
+                "RmsNorm infer",
+                vec![
+                    push("RmsNorm.forward 4x256 f32/f32"),
+                    push("rms_norm.forward 4x256 f32/f32"),
                     K,
                     P,
                     P,
