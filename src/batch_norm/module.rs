@@ -59,8 +59,11 @@ pub struct ForwardOutput<T> {
 
 /// What a forward saves for its backward.
 pub struct SavedStats {
-    /// Per-channel mean used (batch mean, or running mean in eval), f32.
+    /// Per-channel mean used (batch mean rounded to f32, or running mean in eval), f32.
     pub mean: CudaSlice<f32>,
+    /// The mean's rounding error, f32: the batch mean is `mean + mean_lo` (0 in eval). Kept
+    /// apart so that `mean` stays PyTorch's `save_mean`.
+    pub mean_lo: CudaSlice<f32>,
     /// Per-channel 1 / sqrt(var + eps) used, f32.
     pub invstd: CudaSlice<f32>,
     /// True when the forward used the running statistics (eval-mode backward).
@@ -317,6 +320,7 @@ impl<P: Element> BatchNorm<P> {
         // Uninitialized: the plan writes every element of y and of the saved statistics.
         let mut y = alloc_uninit::<T>(&s, ncs.numel as usize).map_err(drv("allocating y"))?;
         let mut mean = alloc_uninit::<f32>(&s, c).map_err(drv("allocating save_mean"))?;
+        let mut mean_lo = alloc_uninit::<f32>(&s, c).map_err(drv("allocating save_mean_lo"))?;
         let mut invstd = alloc_uninit::<f32>(&s, c).map_err(drv("allocating save_invstd"))?;
         self.workspace(&problem, exec.props())?;
         let mut workspace = self.workspace.take();
@@ -332,6 +336,7 @@ impl<P: Element> BatchNorm<P> {
                 running_var: self.running_var.as_mut().map(|p| p.as_view_mut()),
                 num_batches_tracked: self.num_batches_tracked.as_mut().map(|p| p.as_view_mut()),
                 save_mean: Some(mean.as_view_mut()),
+                save_mean_lo: Some(mean_lo.as_view_mut()),
                 save_invstd: Some(invstd.as_view_mut()),
                 workspace: workspace.as_mut().map(|w| w.as_view_mut()),
             },
@@ -342,6 +347,7 @@ impl<P: Element> BatchNorm<P> {
             y,
             saved: SavedStats {
                 mean,
+                mean_lo,
                 invstd,
                 frozen: !desc.mode.batch_stats,
             },
@@ -385,6 +391,7 @@ impl<P: Element> BatchNorm<P> {
                 x: x.slice(..),
                 dy: dy.slice(..),
                 save_mean: saved.mean.as_view(),
+                save_mean_lo: Some(saved.mean_lo.as_view()),
                 save_invstd: saved.invstd.as_view(),
                 gamma: self.gamma.as_ref().map(|p| p.as_view()),
                 dx: dx.as_view_mut(),

@@ -49,8 +49,12 @@ pub struct ForwardBuffers<'a, T, P> {
     pub running_var: Option<CudaViewMut<'a, P>>,
     /// Batch counter (1), incremented in training.
     pub num_batches_tracked: Option<CudaViewMut<'a, i64>>,
-    /// Saved mean for [`backward`] (C f32).
+    /// Saved mean for [`backward`] (C f32): the batch mean rounded to f32, as PyTorch's
+    /// `save_mean`.
     pub save_mean: Option<CudaViewMut<'a, f32>>,
+    /// The saved mean's rounding error for [`backward`] (C f32): the mean is
+    /// `save_mean + save_mean_lo` (0 in eval).
+    pub save_mean_lo: Option<CudaViewMut<'a, f32>>,
     /// Saved 1 / sqrt(var + eps) for [`backward`] (C f32).
     pub save_invstd: Option<CudaViewMut<'a, f32>>,
     /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned.
@@ -88,6 +92,9 @@ pub struct BackwardBuffers<'a, T, P> {
     pub dy: CudaView<'a, T>,
     /// The forward's saved mean (C f32).
     pub save_mean: CudaView<'a, f32>,
+    /// The forward's `save_mean_lo` (C f32); `None` takes it as zeros (a PyTorch `save_mean`
+    /// alone: gradients then lose accuracy when the mean is large against the spread).
+    pub save_mean_lo: Option<CudaView<'a, f32>>,
     /// The forward's saved invstd (C f32).
     pub save_invstd: CudaView<'a, f32>,
     /// Scale used by the forward (C).
@@ -163,6 +170,7 @@ pub(crate) fn forward_checked<T: Element, P: Element>(
             1,
         )?,
         save_mean: lend.output_opt("save_mean", b.save_mean.as_mut(), c)?,
+        save_mean_lo: lend.output_opt("save_mean_lo", b.save_mean_lo.as_mut(), c)?,
         save_invstd: lend.output_opt("save_invstd", b.save_invstd.as_mut(), c)?,
         workspace,
         workspace_bytes,
@@ -203,6 +211,7 @@ pub(crate) fn backward_checked<T: Element, P: Element>(
         dx: lend.output("dx", &mut b.dx, n)?,
         gamma: lend.input_opt("gamma", b.gamma.as_ref(), c)?,
         save_mean: lend.input("save_mean", &b.save_mean, c)?,
+        save_mean_lo: lend.input_opt("save_mean_lo", b.save_mean_lo.as_ref(), c)?,
         save_invstd: lend.input("save_invstd", &b.save_invstd, c)?,
         dgamma: lend.output_opt("dgamma", b.dgamma.as_mut(), c)?,
         dbeta: lend.output_opt("dbeta", b.dbeta.as_mut(), c)?,

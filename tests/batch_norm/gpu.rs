@@ -80,6 +80,7 @@ fn module_steps<T: Element + Default>(shapes: &[&[usize]], layout: Layout, momen
         )
         .unwrap();
         let sm: Vec<f32> = stream.clone_dtoh(&saved.mean).unwrap();
+        let sml: Vec<f32> = stream.clone_dtoh(&saved.mean_lo).unwrap();
         let si: Vec<f32> = stream.clone_dtoh(&saved.invstd).unwrap();
         let wb = cpu::backward::<T, f32>(
             &desc.clone().with_mode(if !training {
@@ -91,6 +92,7 @@ fn module_steps<T: Element + Default>(shapes: &[&[usize]], layout: Layout, momen
             &hdy,
             Some(&gamma),
             &sm,
+            Some(&sml),
             &si,
         )
         .unwrap();
