@@ -104,11 +104,8 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
     const T* x = reinterpret_cast<const T*>(a.x);
     const T* dy = reinterpret_cast<const T*>(a.dy);
     const int64_t slice = a.c * a.s;  // elements from (n, c) to (n + 1, c)
-    float mh = 0.0f, ml = 0.0f;  // GRAD: the saved mean pair
-    if constexpr (GRAD) {
-        mh = reinterpret_cast<const float*>(a.mean)[c];
-        if (a.mean_lo != 0) ml = reinterpret_cast<const float*>(a.mean_lo)[c];
-    }
+    float mean = 0.0f;  // GRAD: the saved mean (its lo part is applied by the finalize)
+    if constexpr (GRAD) mean = reinterpret_cast<const float*>(a.mean)[c];
     Acc acc;
     acc.init();
     int64_t u = begin + threadIdx.y;
@@ -142,7 +139,7 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
                     float xv[V], dv[V];
                     unpack(px[j], xv);
                     unpack(pd[j], dv);
-                    acc.template push_pack<V>(dv, xv, mh, ml);
+                    acc.template push_pack<V>(dv, xv, mean);
                 }
             } else {
                 // The packs in flight form one group of the compensated Welford update.
@@ -188,14 +185,8 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
     const T* dy = reinterpret_cast<const T*>(a.dy) + cv * V;
     Acc acc;
     acc.init();
-    float mh[V], ml[V];  // GRAD: the saved mean pairs
-    if constexpr (GRAD) {
-        warp_load_row<V>(reinterpret_cast<const float*>(a.mean) + c0, valid, mh);
-#pragma unroll
-        for (int i = 0; i < V; ++i) ml[i] = 0.0f;
-        if (a.mean_lo != 0)
-            warp_load_row<V>(reinterpret_cast<const float*>(a.mean_lo) + c0, valid, ml);
-    }
+    float mean[V];  // GRAD: the saved means (their lo parts are applied by the finalize)
+    if constexpr (GRAD) warp_load_row<V>(reinterpret_cast<const float*>(a.mean) + c0, valid, mean);
     if (active) {
         const int64_t by = blockDim.y;
         for (int64_t r = begin + threadIdx.y; r < end; r += kUnroll * by) {
@@ -215,7 +206,7 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
                     float xv[V], dv[V];
                     unpack(px[j], xv);
                     unpack(pd[j], dv);
-                    acc.push_row(dv, xv, mh, ml);
+                    acc.push_row(dv, xv, mean);
                 }
             } else {
                 // The rows in flight form one group of the compensated Welford update.
@@ -645,11 +636,8 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
     // The block's channels: [c0, c0 + tile).
     const int64_t c0 = NHWC ? static_cast<int64_t>(blockIdx.x) * bx * CV : blockIdx.x;
     const int tile = static_cast<int>(min(static_cast<int64_t>(bx) * CV, a.c - c0));
-    float mh[CV], ml[CV];
+    float mh[CV];
     warp_load_row<CV>(reinterpret_cast<const float*>(a.mean) + c0, tile, mh);
-#pragma unroll
-    for (int i = 0; i < CV; ++i) ml[i] = 0.0f;
-    if (a.mean_lo != 0) warp_load_row<CV>(reinterpret_cast<const float*>(a.mean_lo) + c0, tile, ml);
     Acc acc;
     acc.init();
     if (active) {
@@ -665,9 +653,9 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
                 dv[i] = to_float(pd.v[i]);
             }
             if constexpr (NHWC) {
-                acc.push_row(dv, xv, mh, ml);
+                acc.push_row(dv, xv, mh);
             } else {
-                acc.template push_pack<V>(dv, xv, mh[0], ml[0]);
+                acc.template push_pack<V>(dv, xv, mh[0]);
             }
         });
     }
@@ -675,6 +663,11 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
     // mean hi, mean lo) in the merge scratch, then finish one channel per thread (consecutive per-channel
     // reads and writes in every warp).
     const bool head = column_merge<kMaxColumnThreads>(acc, smem) && active;
+    // The mean's lo parts, loaded after the loop (warp-cooperative: every lane calls it).
+    float ml[CV];
+#pragma unroll
+    for (int i = 0; i < CV; ++i) ml[i] = 0.0f;
+    if (a.mean_lo != 0) warp_load_row<CV>(reinterpret_cast<const float*>(a.mean_lo) + c0, tile, ml);
     __syncthreads();
     if (head) {
 #pragma unroll

@@ -27,14 +27,13 @@
  * Grid (channel tiles, splits); split k covers reduction units k * chunk up to (k + 1) * chunk (exclusive)
  * where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).
  * The forward statistics read x and accumulate a compensated Welford partial (the mean as a
- * (hi, lo) pair, cuda/common/welford.cuh). The backward sums read x, dy and the saved mean pair
- * `mean` + `mean_lo` (C floats each; `mean_lo` 0 = none, taken as zeros).
+ * (hi, lo) pair, cuda/common/welford.cuh). The backward sums read x, dy and the saved mean
+ * (C floats) and sum dy * (x - mean); the finalize applies the mean's lo part.
  */
 typedef struct WnBatchNormReduceArgs {
     wn_devptr x;
     wn_devptr dy;
     wn_devptr mean;
-    wn_devptr mean_lo;
     wn_devptr partials;
     int64_t n;
     int64_t c;

@@ -21,7 +21,8 @@
  * - Backward (training): dgamma = sum(dy * (x - mean)) * invstd, dbeta = sum(dy), and
  *   dx = k0 * dy + k1 * (x - k2) + k3 with k0 = gamma * invstd,
  *   k1 = -k0 * invstd^2 * sum(dy * (x - mean)) / count, k2 = save_mean,
- *   k3 = -k0 * sum(dy) / count - k1 * save_mean_lo; x - mean is (x - save_mean) - save_mean_lo.
+ *   k3 = -k0 * sum(dy) / count - k1 * save_mean_lo; the sums are taken against save_mean and
+ *   sum(dy * (x - mean)) = sum(dy * (x - save_mean)) - save_mean_lo * sum(dy).
  *   Frozen statistics (eval-mode backward) use the forward coefficients (0, 0, gamma * invstd, 0).
  */
 #pragma once
@@ -107,15 +108,18 @@ __device__ __forceinline__ Coef fwd_coef(wn_devptr gamma, wn_devptr beta, int64_
 }
 
 /**
- * Backward of channel c from its sums sdy = sum(dy), sdx = sum(dy * (x - mean)) over `count`
- * values, mean = mh + ml: writes dgamma / dbeta (when not 0) and returns the dx coefficients
- * (frozen: the forward layout (0, 0, gamma * invstd, 0)). The mean's lo part enters through
- * k3: k1 * (x - mean) = k1 * (x - mh) - k1 * ml.
+ * Backward of channel c from its sums sdy = sum(dy), sdx_hi = sum(dy * (x - mh)) over `count`
+ * values, mean = mh + ml: sum(dy * (x - mean)) = sdx_hi - ml * sdy (x - mh is exact or nearly
+ * so where the lo part matters, so this is as accurate as centring each x on the pair). Writes
+ * dgamma / dbeta (when not 0) and returns the dx coefficients (frozen: the forward layout
+ * (0, 0, gamma * invstd, 0)). The mean's lo part enters dx through k3:
+ * k1 * (x - mean) = k1 * (x - mh) - k1 * ml.
  */
 template <typename P>
 __device__ __forceinline__ Coef bwd_coef(wn_devptr gamma, wn_devptr dgamma, wn_devptr dbeta,
                                          int64_t c, float mh, float ml, float invstd, float sdy,
-                                         float sdx, int64_t count, bool frozen) {
+                                         float sdx_hi, int64_t count, bool frozen) {
+    const float sdx = fmaf(-ml, sdy, sdx_hi);
     if (dgamma != 0) reinterpret_cast<P*>(dgamma)[c] = from_float<P>(sdx * invstd);
     if (dbeta != 0) reinterpret_cast<P*>(dbeta)[c] = from_float<P>(sdy);
     const float k = param<P>(gamma, c, 1.0f) * invstd;

@@ -10,10 +10,10 @@
  *
  * Accumulators (all f32):
  * - StatsAcc<V>: Welford (count, mean hi[V], mean lo[V], m2[V]) with a shared count and each
- *   mean a compensated pair; the updates and merges are welford.cuh's welford_group /
- *   chan_merge_pair (non-finite values as PyTorch's two-pass).
- * - GradAcc<V>: the backward sums (sum dy[V], sum dy * (x - mean)[V]), a reduce.cuh SumAcc,
- *   with x - mean taken against the mean's pair (x - hi) - lo.
+ *   mean a compensated pair; the updates and merges are welford.cuh's group_stats,
+ *   welford_merge_group / chan_merge_pair (non-finite values as PyTorch's two-pass).
+ * - GradAcc<V>: the backward sums (sum dy[V], sum dy * (x - save_mean)[V]), a reduce.cuh
+ *   SumAcc (the mean's lo part is applied once per channel: bn_finalize.cuh's bwd_coef).
  * The NCHW kernels use V = 1 (one channel per block; bx = 1).
  */
 #pragma once
@@ -55,16 +55,37 @@ template <int V> struct StatsAcc {
         const float fm = static_cast<float>(m);
         const float n = count + fm;
         const float wb = fm / n;
+        const float nawb = count * wb;
         const float inv_m = m == K ? 1.0f / K : 1.0f / fm;
+        // Two-pass statistics of each channel's group relative to its running mean, then the
+        // merges: without checks when every value is finite (a product by 0 is NaN for
+        // +-Inf and NaN, 0 otherwise), else each channel checked.
+        float col[V][K], pm[V], q[V];
+        float chk = 0.0f;
 #pragma unroll
         for (int i = 0; i < V; ++i) {
-            float col[K];
 #pragma unroll
-            for (int k = 0; k < K; ++k) col[k] = v[k][i];
+            for (int k = 0; k < K; ++k) col[i][k] = v[k][i];
             if (m == K) {
-                welford_group<K, true>(mh[i], ml[i], m2[i], col, m, inv_m, count, wb);
+                group_stats<K, true>(col[i], m, inv_m, mh[i], pm[i], q[i]);
             } else {
-                welford_group<K, false>(mh[i], ml[i], m2[i], col, m, inv_m, count, wb);
+                group_stats<K, false>(col[i], m, inv_m, mh[i], pm[i], q[i]);
+            }
+            chk = fmaf(pm[i], 0.0f, fmaf(mh[i], 0.0f, chk));
+        }
+        if (isfinite(chk)) {
+#pragma unroll
+            for (int i = 0; i < V; ++i) welford_merge_group(mh[i], ml[i], m2[i], pm[i], q[i], wb, nawb);
+        } else {
+#pragma unroll
+            for (int i = 0; i < V; ++i) {
+                if (m == K) {
+                    welford_merge_group_checked<K, true>(mh[i], ml[i], m2[i], col[i], m, inv_m,
+                                                         pm[i], q[i], wb, nawb);
+                } else {
+                    welford_merge_group_checked<K, false>(mh[i], ml[i], m2[i], col[i], m, inv_m,
+                                                          pm[i], q[i], wb, nawb);
+                }
             }
         }
         count = n;
@@ -135,25 +156,25 @@ template <int V> struct GradAcc : SumAcc<2 * V> {
     __device__ __forceinline__ float sdy(int i) const { return v[i]; }
     __device__ __forceinline__ float sdx(int i) const { return v[V + i]; }
 
-    /** Adds one row: dy[i], x[i] of channel i with channel mean mh[i] + ml[i]. */
+    /** Adds one row: dy[i], x[i] of channel i with channel mean (hi part) mean[i]. */
     __device__ __forceinline__ void push_row(const float (&dy)[V], const float (&x)[V],
-                                             const float (&mh)[V], const float (&ml)[V]) {
+                                             const float (&mean)[V]) {
 #pragma unroll
         for (int i = 0; i < V; ++i) {
             v[i] += dy[i];
-            v[V + i] = fmaf(dy[i], (x[i] - mh[i]) - ml[i], v[V + i]);
+            v[V + i] = fmaf(dy[i], x[i] - mean[i], v[V + i]);
         }
     }
     /** Adds W values of channel 0 (V == 1), summed pairwise-in-pack first. */
     template <int W>
     __device__ __forceinline__ void push_pack(const float (&dy)[W], const float (&x)[W],
-                                              float mh, float ml) {
+                                              float mean) {
         static_assert(V == 1, "push_pack is for one channel per thread");
         float a = 0.0f, b = 0.0f;
 #pragma unroll
         for (int i = 0; i < W; ++i) {
             a += dy[i];
-            b = fmaf(dy[i], (x[i] - mh) - ml, b);
+            b = fmaf(dy[i], x[i] - mean, b);
         }
         v[0] += a;
         v[1] += b;

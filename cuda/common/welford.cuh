@@ -3,7 +3,7 @@
  *
  * A partial is (count, mean, m2) with m2 = sum (x - mean)^2; nothing here forms
  * E[x^2] - E[x]^2. Two forms of Chan's merge, for the two ops' needs:
- * - welford_group / chan_merge_pair: BatchNorm's statistics, with each mean kept as a
+ * - group_stats + welford_merge_group / chan_merge_pair: BatchNorm's statistics, with each mean kept as a
  *   compensated pair (hi, lo): a group of samples of one channel, or one partial, into a
  *   running (mean hi, mean lo, m2); no shift is needed for data with a large offset, and the
  *   mean's error is relative to the mean (channel_reduce.cuh's StatsAcc).
@@ -56,39 +56,66 @@ __device__ __forceinline__ void chan_merge_pair(float& mh, float& ml, float& m2,
 }
 
 /**
- * Adds the first `m` of K values of one channel (m >= 1, K a constant; FULL: m == K) to a
- * compensated Welford accumulator (count na before, mean mh + ml, m2): a two-pass on the group
- * relative to ref = mh (the group's values minus the running mean are exact or nearly so when
- * they are close to it), then one Chan merge whose mean difference is the group's mean minus
- * ml, with `inv_m` = 1 / m and wb = m / (na + m). When na == 0 the caller has set mh to a
- * finite value of the channel (its first one) and ml = 0, so the first group is relative to
- * it too. Non-finite values give the plain sum of the means and m2 NaN (see the header).
+ * The two-pass statistics of the first `m` of K values of one channel (m >= 1, K a constant;
+ * FULL: m == K) relative to `ref`: pm = mean(v - ref) (with `inv_m` = 1 / m) and
+ * q = sum (v - ref - pm)^2. Values close to ref (the channel's running mean) give exact or
+ * nearly exact differences, so pm and q keep the precision of the spread, not of |ref|.
  */
 template <int K, bool FULL>
-__device__ __forceinline__ void welford_group(float& mh, float& ml, float& m2, const float* v,
-                                              int m, float inv_m, float na, float wb) {
-    const float ref = isfinite(mh) ? mh : 0.0f;
+__device__ __forceinline__ void group_stats(const float* v, int m, float inv_m, float ref,
+                                            float& pm, float& q) {
     float s = 0.0f;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         if (FULL || k < m) s += v[k] - ref;
     }
-    const float pm = s * inv_m;
-    float q = 0.0f;
+    pm = s * inv_m;
+    q = 0.0f;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         const float d = (v[k] - ref) - pm;
         if (FULL || k < m) q = fmaf(d, d, q);
     }
+}
+
+/**
+ * Chan's merge of a group (its mean mh + pm relative to the running mean hi mh, its m2 q) into
+ * a compensated Welford accumulator (mean mh + ml, m2), finite values only: wb = m / (na + m),
+ * nawb = na * wb. The difference of the means is pm - ml; the mean's update keeps its rounding
+ * error in ml (TwoSum).
+ */
+__device__ __forceinline__ void welford_merge_group(float& mh, float& ml, float& m2, float pm,
+                                                    float q, float wb, float nawb) {
     const float delta = pm - ml;
-    const float t = delta * wb;
-    float ns, e;
-    two_sum(mh, t, ns, e);
-    const float nm2 = fmaf(delta * na * wb, delta, m2 + q);
-    const bool bad = !isfinite(mh) || !isfinite(pm);
-    mh = bad ? mh + pm : ns;
-    ml = bad ? 0.0f : ml + e;
-    m2 = bad ? welford_nan() : nm2;
+    float s, e;
+    two_sum(mh, delta * wb, s, e);
+    m2 = fmaf(delta * nawb, delta, m2 + q);
+    mh = s;
+    ml += e;
+}
+
+/**
+ * The non-finite case of welford_merge_group (a non-finite running mean or group value): the
+ * plain sum of the running mean and the group's plain mean (sum of v times inv_m), lo 0, m2 NaN
+ * (see the header); finite sides take welford_merge_group.
+ */
+template <int K, bool FULL>
+__device__ __forceinline__ void welford_merge_group_checked(float& mh, float& ml, float& m2,
+                                                            const float* v, int m, float inv_m,
+                                                            float pm, float q, float wb,
+                                                            float nawb) {
+    if (isfinite(mh) && isfinite(pm)) {
+        welford_merge_group(mh, ml, m2, pm, q, wb, nawb);
+        return;
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        if (FULL || k < m) s += v[k];
+    }
+    mh = mh + s * inv_m;
+    ml = 0.0f;
+    m2 = welford_nan();
 }
 
 /**

@@ -220,14 +220,13 @@ const _: () = {
     ["Offset of field: WnLayerNormFinalizeArgs::part_stride"]
         [::core::mem::offset_of!(WnLayerNormFinalizeArgs, part_stride) - 48usize];
 };
-#[doc = " Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).\n Grid (channel tiles, splits); split k covers reduction units k * chunk up to (k + 1) * chunk (exclusive)\n where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).\n The forward statistics read x and accumulate a compensated Welford partial (the mean as a\n (hi, lo) pair, cuda/common/welford.cuh). The backward sums read x, dy and the saved mean pair\n `mean` + `mean_lo` (C floats each; `mean_lo` 0 = none, taken as zeros)."]
+#[doc = " Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).\n Grid (channel tiles, splits); split k covers reduction units k * chunk up to (k + 1) * chunk (exclusive)\n where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).\n The forward statistics read x and accumulate a compensated Welford partial (the mean as a\n (hi, lo) pair, cuda/common/welford.cuh). The backward sums read x, dy and the saved mean\n (C floats) and sum dy * (x - mean); the finalize applies the mean's lo part."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormReduceArgs {
     pub x: wn_devptr,
     pub dy: wn_devptr,
     pub mean: wn_devptr,
-    pub mean_lo: wn_devptr,
     pub partials: wn_devptr,
     pub n: i64,
     pub c: i64,
@@ -236,7 +235,7 @@ pub struct WnBatchNormReduceArgs {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of WnBatchNormReduceArgs"][::core::mem::size_of::<WnBatchNormReduceArgs>() - 72usize];
+    ["Size of WnBatchNormReduceArgs"][::core::mem::size_of::<WnBatchNormReduceArgs>() - 64usize];
     ["Alignment of WnBatchNormReduceArgs"]
         [::core::mem::align_of::<WnBatchNormReduceArgs>() - 8usize];
     ["Offset of field: WnBatchNormReduceArgs::x"]
@@ -245,18 +244,16 @@ const _: () = {
         [::core::mem::offset_of!(WnBatchNormReduceArgs, dy) - 8usize];
     ["Offset of field: WnBatchNormReduceArgs::mean"]
         [::core::mem::offset_of!(WnBatchNormReduceArgs, mean) - 16usize];
-    ["Offset of field: WnBatchNormReduceArgs::mean_lo"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, mean_lo) - 24usize];
     ["Offset of field: WnBatchNormReduceArgs::partials"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, partials) - 32usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, partials) - 24usize];
     ["Offset of field: WnBatchNormReduceArgs::n"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, n) - 40usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, n) - 32usize];
     ["Offset of field: WnBatchNormReduceArgs::c"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, c) - 48usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, c) - 40usize];
     ["Offset of field: WnBatchNormReduceArgs::s"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, s) - 56usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, s) - 48usize];
     ["Offset of field: WnBatchNormReduceArgs::chunk"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, chunk) - 64usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, chunk) - 56usize];
 };
 #[doc = " Forward finalize (`..._fwd_<P>params_finalize`): block (bx, by) with bx = C rounded up to a\n power of two, at most 8; thread (x, y) merges the splits y, y + by, ... of channel\n blockIdx.x * bx + x, then the rows are merged in a fixed order. With\n WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and\n biased variance and (when running_mean is not 0) updates the running statistics with the\n unbiased variance; otherwise it reads the running statistics. It writes save_mean (the\n mean rounded to f32), save_mean_lo (its rounding error: the mean is save_mean + save_mean_lo;\n 0 in eval) and save_invstd (each when not 0), and the coefficient arrays 0..3 (of coef_stride\n floats each) at channel c: save_mean, save_mean_lo, gamma * invstd, beta.\n `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented\n once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens."]
 #[repr(C)]

@@ -331,3 +331,16 @@ fn fixtures_match_torch_on_the_gpu() {
         f.join("\n")
     );
 }
+
+/// The adversarial accuracy cases (`crate::accuracy`: outliers first and last, a large offset,
+/// a tiny mean, N(0, 1); every dtype, layout, access variant and tier the planner picks for
+/// the device) on the GPU, against the f64 computation of the test.
+#[test]
+fn accuracy_on_the_gpu() {
+    let Some(stream) = gpu_stream("accuracy_on_the_gpu") else {
+        return;
+    };
+    let props = *Gpu::new(&stream).unwrap().props();
+    let (fails, _) = crate::accuracy::run_all(&mut || Gpu::new(&stream).unwrap(), &props);
+    assert!(fails.is_empty(), "GPU:\n{}", fails.join("\n"));
+}

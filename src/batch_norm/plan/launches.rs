@@ -215,7 +215,6 @@ pub(super) struct ReduceInputs {
     pub(super) x: u64,
     pub(super) dy: u64,
     pub(super) mean: u64,
-    pub(super) mean_lo: u64,
     pub(super) partials: u64,
 }
 
@@ -238,7 +237,6 @@ pub(super) fn push_reduce(
         x: p.x,
         dy: p.dy,
         mean: p.mean,
-        mean_lo: p.mean_lo,
         partials: p.partials,
         n: g.n as i64,
         c: g.c as i64,

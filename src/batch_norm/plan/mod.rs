@@ -314,7 +314,6 @@ pub fn plan_forward_checked(
             x: ptrs.x,
             dy: 0,
             mean: 0,
-            mean_lo: 0,
             partials: fin.partials,
         };
         fin.splits = push_reduce(&mut plan, desc, g, props, "fwd", "stats", &[ptrs.x], ins)?;
@@ -426,7 +425,6 @@ pub fn plan_backward_checked(
             x: ptrs.x,
             dy: ptrs.dy,
             mean: ptrs.save_mean,
-            mean_lo: ptrs.save_mean_lo.unwrap_or(0),
             partials: fin.partials,
         };
         let reads = [ptrs.x, ptrs.dy];
