@@ -405,12 +405,14 @@ impl<P: Element> BatchNorm<P> {
         Ok(Gradients { dx, dgamma, dbeta })
     }
 
-    /// Saved statistics (C f32 each) to pass to [`BatchNorm::forward_into`] call after call.
+    /// Saved statistics (C f32 each: mean, mean_lo, invstd) to pass to
+    /// [`BatchNorm::forward_into`] call after call, then to [`BatchNorm::backward_into`].
     /// Uninitialized until a forward writes them.
     pub fn alloc_saved(&self) -> Result<SavedStats> {
         let (s, c) = (&self.stream, self.config.num_features);
         Ok(SavedStats {
             mean: alloc_uninit::<f32>(s, c).map_err(drv("allocating save_mean"))?,
+            mean_lo: alloc_uninit::<f32>(s, c).map_err(drv("allocating save_mean_lo"))?,
             invstd: alloc_uninit::<f32>(s, c).map_err(drv("allocating save_invstd"))?,
             frozen: !self.training,
         })
@@ -433,12 +435,16 @@ impl<P: Element> BatchNorm<P> {
             true => self.num_batches_tracked.as_mut().map(|p| p.as_view_mut()),
             false => None,
         };
-        let (save_mean, save_invstd) = match saved {
+        let (save_mean, save_mean_lo, save_invstd) = match saved {
             Some(st) => {
                 st.frozen = !batch_stats;
-                (Some(st.mean.as_view_mut()), Some(st.invstd.as_view_mut()))
+                (
+                    Some(st.mean.as_view_mut()),
+                    Some(st.mean_lo.as_view_mut()),
+                    Some(st.invstd.as_view_mut()),
+                )
             }
-            None => (None, None),
+            None => (None, None, None),
         };
         let gamma = self.gamma.as_ref().map(|p| p.as_view());
         let beta = self.beta.as_ref().map(|p| p.as_view());
@@ -458,6 +464,7 @@ impl<P: Element> BatchNorm<P> {
                     running_var,
                     num_batches_tracked: counter,
                     save_mean,
+                    save_mean_lo,
                     save_invstd,
                     workspace,
                 },
@@ -473,6 +480,7 @@ impl<P: Element> BatchNorm<P> {
                     running_var,
                     num_batches_tracked: counter,
                     save_mean,
+                    save_mean_lo,
                     save_invstd,
                     workspace,
                 },
@@ -560,6 +568,7 @@ impl<P: Element> BatchNorm<P> {
                 x: x.slice(..),
                 dy: dy.slice(..),
                 save_mean: saved.mean.as_view(),
+                save_mean_lo: Some(saved.mean_lo.as_view()),
                 save_invstd: saved.invstd.as_view(),
                 gamma: self.gamma.as_ref().map(|p| p.as_view()),
                 dx: grads.dx,

@@ -76,8 +76,10 @@ pub struct ForwardInPlaceBuffers<'a, T, P> {
     pub running_var: Option<CudaViewMut<'a, P>>,
     /// Batch counter (1), incremented in training.
     pub num_batches_tracked: Option<CudaViewMut<'a, i64>>,
-    /// Saved mean (C f32).
+    /// Saved mean (C f32), as [`ForwardBuffers::save_mean`].
     pub save_mean: Option<CudaViewMut<'a, f32>>,
+    /// The saved mean's rounding error (C f32), as [`ForwardBuffers::save_mean_lo`].
+    pub save_mean_lo: Option<CudaViewMut<'a, f32>>,
     /// Saved 1 / sqrt(var + eps) (C f32).
     pub save_invstd: Option<CudaViewMut<'a, f32>>,
     /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned.
@@ -118,6 +120,8 @@ pub struct BackwardInPlaceBuffers<'a, T, P> {
     pub dy_dx: CudaViewMut<'a, T>,
     /// The forward's saved mean (C f32).
     pub save_mean: CudaView<'a, f32>,
+    /// The forward's `save_mean_lo` (C f32), as [`BackwardBuffers::save_mean_lo`].
+    pub save_mean_lo: Option<CudaView<'a, f32>>,
     /// The forward's saved invstd (C f32).
     pub save_invstd: CudaView<'a, f32>,
     /// Scale used by the forward (C).
@@ -263,6 +267,7 @@ pub(crate) fn forward_in_place_checked<T: Element, P: Element>(
             1,
         )?,
         save_mean: lend.output_opt("save_mean", b.save_mean.as_mut(), c)?,
+        save_mean_lo: lend.output_opt("save_mean_lo", b.save_mean_lo.as_mut(), c)?,
         save_invstd: lend.output_opt("save_invstd", b.save_invstd.as_mut(), c)?,
         workspace,
         workspace_bytes,
@@ -295,6 +300,7 @@ pub fn backward_in_place<T: Element, P: Element>(
         dx: dy_dx,
         gamma: lend.input_opt("gamma", b.gamma.as_ref(), c)?,
         save_mean: lend.input("save_mean", &b.save_mean, c)?,
+        save_mean_lo: lend.input_opt("save_mean_lo", b.save_mean_lo.as_ref(), c)?,
         save_invstd: lend.input("save_invstd", &b.save_invstd, c)?,
         dgamma: lend.output_opt("dgamma", b.dgamma.as_mut(), c)?,
         dbeta: lend.output_opt("dbeta", b.dbeta.as_mut(), c)?,
