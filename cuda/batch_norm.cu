@@ -10,7 +10,8 @@
  * Training forward (3 launches; DRAM traffic 3s per element: read x twice, write y):
  *   fwd_<T>_stats_<layout>_<access>  grid (channel tiles, splits). Per-thread compensated
  *       Welford (welford.cuh): the mean a (hi, lo) pair, the values a thread has in flight
- *       taken as one group relative to its running mean, so data with a large offset keeps its
+ *       taken as one group (16-bit NCHW packs: one group per pack, for the registers)
+ *       relative to its running mean, so data with a large offset keeps its
  *       precision and the mean's error is relative to the mean; merged with Chan's formula in
  *       a fixed order (warp shfl tree, then warps in order); one (count, mean hi, mean lo, m2)
  *       partial per (split, channel). Few channels still fill the GPU: the planner splits the
@@ -142,16 +143,28 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
                     acc.template push_pack<V>(dv, xv, mean);
                 }
             } else {
-                // The packs in flight form one group of the compensated Welford update.
-                float xv[kUnroll * V][1];
-                int m = 0;
+                // The packs in flight form groups of the compensated Welford update: one group
+                // of the 4 f32 packs (16 values), or for 16-bit packs (8 values each) one group
+                // per pack, so that at most 16 widened values are live at a time (one group of
+                // 32 took the f16 kernel from 62 to 107 registers on sm_90, two groups of 2
+                // packs to 79, one per pack to 64: 4 resident blocks of 256 threads again).
+                constexpr int kGroups = V > 4 ? kUnroll : 1;
+                constexpr int kPacks = kUnroll / kGroups;
 #pragma unroll
-                for (int j = 0; j < kUnroll; ++j) {
-                    m += ok[j] ? V : 0;
+                for (int g = 0; g < kGroups; ++g) {
+                    // ok[] is true for a prefix of the packs: the first group is never empty.
+                    if (g > 0 && !ok[g * kPacks]) break;
+                    float xv[kPacks * V][1];
+                    int m = 0;
 #pragma unroll
-                    for (int i = 0; i < V; ++i) xv[j * V + i][0] = to_float(px[j].v[i]);
+                    for (int j = 0; j < kPacks; ++j) {
+                        m += ok[g * kPacks + j] ? V : 0;
+#pragma unroll
+                        for (int i = 0; i < V; ++i)
+                            xv[j * V + i][0] = to_float(px[g * kPacks + j].v[i]);
+                    }
+                    acc.template push_group<kPacks * V>(xv, m);
                 }
-                acc.template push_group<kUnroll * V>(xv, m);
             }
         }
     }
@@ -183,17 +196,26 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
     const int64_t end = min(begin + a.chunk, rows);
     const T* x = reinterpret_cast<const T*>(a.x) + cv * V;
     const T* dy = reinterpret_cast<const T*>(a.dy) + cv * V;
+    // Rows in flight per thread (kFlight), in groups of kUnroll rows of the compensated
+    // Welford update. The f16 statistics hold 8 channels per thread (25 accumulator registers) and
+    // took 113 registers on sm_90 with 4 rows in flight: 2 blocks of 256 threads per SM, 32 KB
+    // of loads in flight, short of an H200's need (the performance model). 8 rows in flight
+    // (two groups) take 128 registers, still 2 blocks, with twice the loads in flight. (Smaller groups
+    // spend more instructions per element than the registers they save are worth: one row
+    // per group took the f16 kernel to 108 registers but 34 instructions per element, issue
+    // bound; bf16 would need 164 registers for 8 rows, 1 block per SM, so it keeps 4.)
+    constexpr int kFlight = !GRAD && std::is_same<T, __half>::value ? 2 * kUnroll : kUnroll;
     Acc acc;
     acc.init();
     float mean[V];  // GRAD: the saved means (their lo parts are applied by the finalize)
     if constexpr (GRAD) warp_load_row<V>(reinterpret_cast<const float*>(a.mean) + c0, valid, mean);
     if (active) {
         const int64_t by = blockDim.y;
-        for (int64_t r = begin + threadIdx.y; r < end; r += kUnroll * by) {
-            // kUnroll rows in flight before the dependent updates.
-            Pack<T, V> px[kUnroll], pd[kUnroll];
+        for (int64_t r = begin + threadIdx.y; r < end; r += kFlight * by) {
+            // kFlight rows in flight before the dependent updates.
+            Pack<T, V> px[kFlight], pd[kFlight];
 #pragma unroll
-            for (int j = 0; j < kUnroll; ++j) {
+            for (int j = 0; j < kFlight; ++j) {
                 if (r + j * by < end) {
                     px[j] = load_pack<T, V>(x + (r + j * by) * a.c);
                     if constexpr (GRAD) pd[j] = load_pack<T, V>(dy + (r + j * by) * a.c);
@@ -201,7 +223,7 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
             }
             if constexpr (GRAD) {
 #pragma unroll
-                for (int j = 0; j < kUnroll; ++j) {
+                for (int j = 0; j < kFlight; ++j) {
                     if (r + j * by >= end) break;
                     float xv[V], dv[V];
                     unpack(px[j], xv);
@@ -209,15 +231,21 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
                     acc.push_row(dv, xv, mean);
                 }
             } else {
-                // The rows in flight form one group of the compensated Welford update.
-                float xv[kUnroll][V];
-                int m = 0;
+                // The rows in flight form groups of kUnroll rows of the compensated Welford
+                // update.
 #pragma unroll
-                for (int j = 0; j < kUnroll; ++j) {
-                    m += r + j * by < end ? 1 : 0;
-                    unpack(px[j], xv[j]);
+                for (int g = 0; g < kFlight / kUnroll; ++g) {
+                    // The rows in range are a prefix: the first group is never empty.
+                    if (g > 0 && r + g * kUnroll * by >= end) break;
+                    float xv[kUnroll][V];
+                    int m = 0;
+#pragma unroll
+                    for (int j = 0; j < kUnroll; ++j) {
+                        m += r + (g * kUnroll + j) * by < end ? 1 : 0;
+                        unpack(px[g * kUnroll + j], xv[j]);
+                    }
+                    acc.template push_group<kUnroll>(xv, m);
                 }
-                acc.template push_group<kUnroll>(xv, m);
             }
         }
     }
