@@ -107,6 +107,7 @@ fn bench<T: Element + Default>(
     let mut y = s.clone_htod(&hdy).map_err(drv)?;
     let mut dx = s.clone_htod(&hdy).map_err(drv)?;
     let mut sm = s.alloc_zeros::<f32>(c).map_err(drv)?;
+    let mut sml = s.alloc_zeros::<f32>(c).map_err(drv)?;
     let mut si = s.alloc_zeros::<f32>(c).map_err(drv)?;
     let mut dgo = s.alloc_zeros::<f32>(c).map_err(drv)?;
     let mut dbo = s.alloc_zeros::<f32>(c).map_err(drv)?;
@@ -127,6 +128,7 @@ fn bench<T: Element + Default>(
                     running_var: Some(rv.as_view_mut()),
                     num_batches_tracked: Some(nbt.as_view_mut()),
                     save_mean: Some(sm.as_view_mut()),
+                    save_mean_lo: Some(sml.as_view_mut()),
                     save_invstd: Some(si.as_view_mut()),
                     workspace: Some(ws.as_view_mut()),
                 },
@@ -142,6 +144,7 @@ fn bench<T: Element + Default>(
                     x: x.as_view(),
                     dy: dy.as_view(),
                     save_mean: sm.as_view(),
+                    save_mean_lo: Some(sml.as_view()),
                     save_invstd: si.as_view(),
                     gamma: Some(dg.as_view()),
                     dx: dx.as_view_mut(),
@@ -175,6 +178,7 @@ fn bench<T: Element + Default>(
         &hdy,
         Some(&gamma),
         &want.save_mean,
+        Some(&want.save_mean_lo),
         &want.save_invstd,
     )?;
     let f = |v: &[T]| v.iter().map(|x| x.to_f64()).collect::<Vec<_>>();

@@ -8,23 +8,27 @@
  * chooses grids, splits and variants):
  *
  * Training forward (3 launches; DRAM traffic 3s per element: read x twice, write y):
- *   fwd_<T>_stats_<layout>_<access>  grid (channel tiles, splits). Per-thread Welford of
- *       x - shift (shift = the channel's first element, so data with a large mean keeps its
- *       precision), merged with Chan's formula in a fixed order (warp shfl tree, then warps in
- *       order); one (count, mean, m2) partial per (split, channel). Few channels still fill the
- *       GPU: the planner splits the reduction until there are about 8 blocks per SM.
+ *   fwd_<T>_stats_<layout>_<access>  grid (channel tiles, splits). Per-thread compensated
+ *       Welford (welford.cuh): the mean a (hi, lo) pair, the values a thread has in flight
+ *       taken as one group (16-bit NCHW packs: one group per pack, for the registers)
+ *       relative to its running mean, so data with a large offset keeps its
+ *       precision and the mean's error is relative to the mean; merged with Chan's formula in
+ *       a fixed order (warp shfl tree, then warps in order); one (count, mean hi, mean lo, m2)
+ *       partial per (split, channel). Few channels still fill the GPU: the planner splits the
+ *       reduction until there are about 8 blocks per SM.
  *   fwd_<P>params_finalize  block (channels, split rows): each thread merges a strided set of
  *       splits of its channel, then the rows merge in a fixed order (column_merge); mean,
  *       invstd = 1 / sqrt(var + eps); running stats with the unbiased variance (momentum or
- *       1 / (num_batches_tracked + 1) read on the device); coefficients.
- *   fwd_<T>_apply_<layout>_<access>  y = ((x - shift) - (mean - shift)) * (gamma * invstd) + beta;
+ *       1 / (num_batches_tracked + 1) read on the device); save_mean = fl(mean) and
+ *       save_mean_lo = mean - save_mean (the pair the backward takes); coefficients.
+ *   fwd_<T>_apply_<layout>_<access>  y = ((x - save_mean) - save_mean_lo) * (gamma * invstd) + beta;
  *       nchw: grid-stride over packs, channel tracked incrementally; nhwc: 2-D grid, each
  *       thread owns a vector of channels and walks rows. Bumps num_batches_tracked (after the
  *       finalize kernel read it).
  * Eval forward: finalize (from running stats) + apply (2s per element).
  * Backward (3 launches, 5s per element): bwd_<T>_reduce_* (sum dy, sum dy * (x - mean) per
  *   channel and split), bwd_<P>params_finalize (dgamma, dbeta, dx coefficients),
- *   bwd_<T>_apply_* (dx = a * dy + b * (x - mean) + d). Eval-mode backward (frozen statistics)
+ *   bwd_<T>_apply_* (dx = a * dy + b * (x - save_mean) + d, d including -b * save_mean_lo). Eval-mode backward (frozen statistics)
  *   reuses the forward apply kernel on dy with coefficients (0, 0, gamma * invstd, 0).
  * Fused tiers, when a block's channels fit in shared memory and there are at least 2 channel
  *   tiles per SM (so one unsplit pass fills the GPU): fwd_<T>_<P>params_fused_<layout>_<access>
@@ -101,14 +105,8 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
     const T* x = reinterpret_cast<const T*>(a.x);
     const T* dy = reinterpret_cast<const T*>(a.dy);
     const int64_t slice = a.c * a.s;  // elements from (n, c) to (n + 1, c)
-    float mean = 0.0f;  // GRAD: the saved mean; statistics: the shift
-    if constexpr (GRAD) {
-        mean = reinterpret_cast<const float*>(a.mean)[c];
-    } else {
-        mean = to_float(x[c * a.s]);
-        if (!isfinite(mean)) mean = 0.0f;
-        if (blockIdx.y == 0 && threadIdx.y == 0) reinterpret_cast<float*>(a.shift)[c] = mean;
-    }
+    float mean = 0.0f;  // GRAD: the saved mean (its lo part is applied by the finalize)
+    if constexpr (GRAD) mean = reinterpret_cast<const float*>(a.mean)[c];
     Acc acc;
     acc.init();
     int64_t u = begin + threadIdx.y;
@@ -135,19 +133,37 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
                     }
                 }
             }
+            if constexpr (GRAD) {
 #pragma unroll
-            for (int j = 0; j < kUnroll; ++j) {
-                if (!ok[j]) break;
-                float xv[V];
-                unpack(px[j], xv);
-                if constexpr (GRAD) {
-                    float dv[V];
+                for (int j = 0; j < kUnroll; ++j) {
+                    if (!ok[j]) break;
+                    float xv[V], dv[V];
+                    unpack(px[j], xv);
                     unpack(pd[j], dv);
                     acc.template push_pack<V>(dv, xv, mean);
-                } else {
+                }
+            } else {
+                // The packs in flight form groups of the compensated Welford update: one group
+                // of the 4 f32 packs (16 values), or for 16-bit packs (8 values each) one group
+                // per pack, so that at most 16 widened values are live at a time (one group of
+                // 32 took the f16 kernel from 62 to 107 registers on sm_90, two groups of 2
+                // packs to 79, one per pack to 64: 4 resident blocks of 256 threads again).
+                constexpr int kGroups = V > 4 ? kUnroll : 1;
+                constexpr int kPacks = kUnroll / kGroups;
 #pragma unroll
-                    for (int i = 0; i < V; ++i) xv[i] -= mean;
-                    acc.template push_pack<V>(xv);
+                for (int g = 0; g < kGroups; ++g) {
+                    // ok[] is true for a prefix of the packs: the first group is never empty.
+                    if (g > 0 && !ok[g * kPacks]) break;
+                    float xv[kPacks * V][1];
+                    int m = 0;
+#pragma unroll
+                    for (int j = 0; j < kPacks; ++j) {
+                        m += ok[g * kPacks + j] ? V : 0;
+#pragma unroll
+                        for (int i = 0; i < V; ++i)
+                            xv[j * V + i][0] = to_float(px[g * kPacks + j].v[i]);
+                    }
+                    acc.template push_group<kPacks * V>(xv, m);
                 }
             }
         }
@@ -180,47 +196,55 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
     const int64_t end = min(begin + a.chunk, rows);
     const T* x = reinterpret_cast<const T*>(a.x) + cv * V;
     const T* dy = reinterpret_cast<const T*>(a.dy) + cv * V;
+    // Rows in flight per thread (kFlight), in groups of kUnroll rows of the compensated
+    // Welford update. The f16 statistics hold 8 channels per thread (25 accumulator registers) and
+    // took 113 registers on sm_90 with 4 rows in flight: 2 blocks of 256 threads per SM, 32 KB
+    // of loads in flight, short of an H200's need (the performance model). 8 rows in flight
+    // (two groups) take 128 registers, still 2 blocks, with twice the loads in flight. (Smaller groups
+    // spend more instructions per element than the registers they save are worth: one row
+    // per group took the f16 kernel to 108 registers but 34 instructions per element, issue
+    // bound; bf16 would need 164 registers for 8 rows, 1 block per SM, so it keeps 4.)
+    constexpr int kFlight = !GRAD && std::is_same<T, __half>::value ? 2 * kUnroll : kUnroll;
     Acc acc;
     acc.init();
-    float mean[V];  // GRAD: the saved means; statistics: the shifts
-    if constexpr (GRAD) {
-        warp_load_row<V>(reinterpret_cast<const float*>(a.mean) + c0, valid, mean);
-    } else {
-#pragma unroll
-        for (int i = 0; i < V; ++i) mean[i] = 0.0f;
-        if (active) load_floats<T, V>(x, V, mean);
-#pragma unroll
-        for (int i = 0; i < V; ++i) {
-            if (!isfinite(mean[i])) mean[i] = 0.0f;
-        }
-        if (blockIdx.y == 0 && warp0)
-            warp_store_row<V>(reinterpret_cast<float*>(a.shift) + c0, valid, mean);
-    }
+    float mean[V];  // GRAD: the saved means (their lo parts are applied by the finalize)
+    if constexpr (GRAD) warp_load_row<V>(reinterpret_cast<const float*>(a.mean) + c0, valid, mean);
     if (active) {
         const int64_t by = blockDim.y;
-        for (int64_t r = begin + threadIdx.y; r < end; r += kUnroll * by) {
-            // kUnroll rows in flight before the dependent updates.
-            Pack<T, V> px[kUnroll], pd[kUnroll];
+        for (int64_t r = begin + threadIdx.y; r < end; r += kFlight * by) {
+            // kFlight rows in flight before the dependent updates.
+            Pack<T, V> px[kFlight], pd[kFlight];
 #pragma unroll
-            for (int j = 0; j < kUnroll; ++j) {
+            for (int j = 0; j < kFlight; ++j) {
                 if (r + j * by < end) {
                     px[j] = load_pack<T, V>(x + (r + j * by) * a.c);
                     if constexpr (GRAD) pd[j] = load_pack<T, V>(dy + (r + j * by) * a.c);
                 }
             }
+            if constexpr (GRAD) {
 #pragma unroll
-            for (int j = 0; j < kUnroll; ++j) {
-                if (r + j * by >= end) break;
-                float xv[V];
-                unpack(px[j], xv);
-                if constexpr (GRAD) {
-                    float dv[V];
+                for (int j = 0; j < kFlight; ++j) {
+                    if (r + j * by >= end) break;
+                    float xv[V], dv[V];
+                    unpack(px[j], xv);
                     unpack(pd[j], dv);
                     acc.push_row(dv, xv, mean);
-                } else {
+                }
+            } else {
+                // The rows in flight form groups of kUnroll rows of the compensated Welford
+                // update.
 #pragma unroll
-                    for (int i = 0; i < V; ++i) xv[i] -= mean[i];
-                    acc.push_row(xv);
+                for (int g = 0; g < kFlight / kUnroll; ++g) {
+                    // The rows in range are a prefix: the first group is never empty.
+                    if (g > 0 && r + g * kUnroll * by >= end) break;
+                    float xv[kUnroll][V];
+                    int m = 0;
+#pragma unroll
+                    for (int j = 0; j < kUnroll; ++j) {
+                        m += r + (g * kUnroll + j) * by < end ? 1 : 0;
+                        unpack(px[g * kUnroll + j], xv[j]);
+                    }
+                    acc.template push_group<kUnroll>(xv, m);
                 }
             }
         }
@@ -281,18 +305,16 @@ template <typename P> __device__ __forceinline__ void finalize_fwd(const WnBatch
         const bool head = merge_splits(w, reinterpret_cast<const float*>(a.partials), a.splits,
                                        a.c, c, smem);
         if (!head || c >= a.c) return;
-        st = finish_batch_stats<P>(a, c, coef[c], w.mean[0], w.m2[0], a.count,
+        st = finish_batch_stats<P>(a, c, w.mh[0], w.ml[0], w.m2[0], a.count,
                                    running_factor(a.flags, a.momentum, a.counter));
     } else {
         if (threadIdx.y != 0 || c >= a.c) return;
         st = ChannelStats{param<P>(a.running_mean, c, 0.0f), 0.0f,
                           invstd_of(param<P>(a.running_var, c, 1.0f), a.eps)};
-        save_stats(a, c, st.shift, st.invstd);
+        save_stats(a, c, st.mh, 0.0f, st.invstd);
     }
-    // Array 0 already holds the batch shift (written by the statistics kernel).
     const Coef k = fwd_coef<P>(a.gamma, a.beta, c, st);
-    const int first = (a.flags & WN_BN_BATCH_STATS) ? 1 : 0;
-    for (int j = first; j < 4; ++j) coef[j * stride + c] = k.k[j];
+    for (int j = 0; j < 4; ++j) coef[j * stride + c] = k.k[j];
 }
 
 /** Backward finalize (see WnBatchNormBwdFinalizeArgs), threads as in finalize_fwd. */
@@ -309,8 +331,9 @@ template <typename P> __device__ __forceinline__ void finalize_bwd(const WnBatch
         if (a.dbeta != 0) reinterpret_cast<P*>(a.dbeta)[c] = from_float<P>(0.0f);
         return;
     }
+    const float ml = a.mean_lo != 0 ? reinterpret_cast<const float*>(a.mean_lo)[c] : 0.0f;
     const Coef k = bwd_coef<P>(a.gamma, a.dgamma, a.dbeta, c,
-                               reinterpret_cast<const float*>(a.mean)[c],
+                               reinterpret_cast<const float*>(a.mean)[c], ml,
                                reinterpret_cast<const float*>(a.invstd)[c], sdy, sdx, a.count,
                                (a.flags & WN_BN_FROZEN) != 0);
     float* coef = reinterpret_cast<float*>(a.coef);
@@ -447,6 +470,41 @@ template <int V, bool NHWC> struct UnitWalk {
         step_n = step / sp;
         step_s = step - step_n * sp;
     }
+    /**
+     * Like run(), G units at a time: body(u[G], off[G], m) with the first m >= 1 of them
+     * valid (the invalid entries repeat the last valid one).
+     */
+    template <int G, class F> __device__ __forceinline__ void run_groups(F&& body) const {
+        int64_t u = threadIdx.y;
+        if (u >= units) return;
+        int64_t n = NHWC ? 0 : u / sp;
+        int64_t sv = NHWC ? 0 : u - n * sp;
+        while (u < units) {
+            int64_t us[G], offs[G];
+            int m = 0;
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                if (u < units) {
+                    m = g + 1;
+                    us[g] = u;
+                    offs[g] = NHWC ? u * c + cv * V : n * slice + cv * s + sv * V;
+                    u += step;
+                    if constexpr (!NHWC) {
+                        sv += step_s;
+                        n += step_n;
+                        if (sv >= sp) {
+                            sv -= sp;
+                            ++n;
+                        }
+                    }
+                } else {
+                    us[g] = us[g - 1 > 0 ? g - 1 : 0];
+                    offs[g] = offs[g - 1 > 0 ? g - 1 : 0];
+                }
+            }
+            body(us, offs, m);
+        }
+    }
     template <class F> __device__ __forceinline__ void run(F&& body) const {
         int64_t u = threadIdx.y;
         if (u >= units) return;
@@ -471,9 +529,9 @@ template <int V, bool NHWC> struct UnitWalk {
 /**
  * Training forward for channel tiles that fit in shared memory (one launch, 2s per element):
  * the block reads its channels' x once into dynamic shared memory while accumulating the
- * shifted Welford statistics, merges them in a fixed order, finalizes (save_mean/invstd,
- * running statistics), then writes y from shared memory. Dynamic shared memory (nothing
- * static): units * bx * V * sizeof(T) bytes rounded up to 16, plus 1024 + 2560 * CV bytes of
+ * compensated Welford statistics, merges them in a fixed order, finalizes (save_mean / lo /
+ * invstd, running statistics), then writes y from shared memory. Dynamic shared memory (nothing
+ * static): units * bx * V * sizeof(T) bytes rounded up to 16, plus 1024 + 3584 * CV bytes of
  * merge scratch and coefficients. The batch counter is read here (cumulative momentum) and
  * bumped by a following launch.
  */
@@ -492,40 +550,41 @@ __device__ __forceinline__ void fused_fwd(const WnBatchNormFusedFwdArgs& a) {
     const int64_t data_bytes = (walk.units * bx * static_cast<int64_t>(sizeof(PackT)) + 15) / 16 * 16;
     float* smem = reinterpret_cast<float*>(dyn + data_bytes);
     float* coef_s = smem + MergeSmem<Acc::kFloats>::kFloats;
-    static_assert((MergeSmem<Acc::kFloats>::kFloats + 32 * 4 * CV) * 4 == 1024 + 2560 * CV,
-                  "the planner (fused_geom in src/batch_norm/plan.rs, forward) sizes this as 1024 + 2560 * CV");
+    static_assert((MergeSmem<Acc::kFloats>::kFloats + 32 * 4 * CV) * 4 == 1024 + 3584 * CV,
+                  "the planner (fused_geom in src/batch_norm/plan/launches.rs, forward) sizes this as 1024 + 3584 * CV");
     const T* x = reinterpret_cast<const T*>(a.x);
     T* y = reinterpret_cast<T*>(a.y);
-    float shift[CV];
     Acc acc;
     acc.init();
     if (active) {
-        if constexpr (NHWC) {
-            load_floats<T, V>(x + cv * V, V, shift);
-        } else {
-            shift[0] = to_float(x[cv * a.s]);
-        }
+        // kUnroll units in flight form one group of the compensated Welford update.
+        walk.template run_groups<kUnroll>([&](const int64_t(&us)[kUnroll],
+                                              const int64_t(&offs)[kUnroll], int m) {
+            PackT px[kUnroll];
 #pragma unroll
-        for (int i = 0; i < CV; ++i) {
-            if (!isfinite(shift[i])) shift[i] = 0.0f;
-        }
-        walk.run([&](int64_t u, int64_t off) {
-            const PackT px = load_pack<T, V>(x + off);
-            sx[u * bx + tx] = px;
-            float xv[V];
-            unpack(px, xv);
+            for (int g = 0; g < kUnroll; ++g) {
+                if (g < m) {
+                    px[g] = load_pack<T, V>(x + offs[g]);
+                    sx[us[g] * bx + tx] = px[g];
+                }
+            }
             if constexpr (NHWC) {
+                float xv[kUnroll][V];
 #pragma unroll
-                for (int i = 0; i < V; ++i) xv[i] -= shift[i];
-                acc.push_row(xv);
+                for (int g = 0; g < kUnroll; ++g) unpack(px[g], xv[g]);
+                acc.template push_group<kUnroll>(xv, m);
             } else {
+                float xv[kUnroll * V][1];
 #pragma unroll
-                for (int i = 0; i < V; ++i) xv[i] -= shift[0];
-                acc.template push_pack<V>(xv);
+                for (int g = 0; g < kUnroll; ++g) {
+#pragma unroll
+                    for (int i = 0; i < V; ++i) xv[g * V + i][0] = to_float(px[g].v[i]);
+                }
+                acc.template push_group<kUnroll * V>(xv, m * V);
             }
         });
     }
-    // Thread (x, 0) holds column x's statistics: stage them per channel (shift, dmean, m2) in
+    // Thread (x, 0) holds column x's statistics: stage them per channel (mean hi, lo, m2) in
     // the merge scratch, then finish one channel per thread, so that the per-channel global
     // reads and writes of a warp are consecutive.
     const bool head = column_merge<kMaxColumnThreads>(acc, smem) && active;
@@ -534,8 +593,8 @@ __device__ __forceinline__ void fused_fwd(const WnBatchNormFusedFwdArgs& a) {
 #pragma unroll
         for (int i = 0; i < CV; ++i) {
             const int m = tx * CV + i;
-            smem[3 * m] = shift[i];
-            smem[3 * m + 1] = acc.mean[i];
+            smem[3 * m] = acc.mh[i];
+            smem[3 * m + 1] = acc.ml[i];
             smem[3 * m + 2] = acc.m2[i];
         }
     }
@@ -605,8 +664,8 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
     // The block's channels: [c0, c0 + tile).
     const int64_t c0 = NHWC ? static_cast<int64_t>(blockIdx.x) * bx * CV : blockIdx.x;
     const int tile = static_cast<int>(min(static_cast<int64_t>(bx) * CV, a.c - c0));
-    float mean[CV];
-    warp_load_row<CV>(reinterpret_cast<const float*>(a.mean) + c0, tile, mean);
+    float mh[CV];
+    warp_load_row<CV>(reinterpret_cast<const float*>(a.mean) + c0, tile, mh);
     Acc acc;
     acc.init();
     if (active) {
@@ -622,33 +681,40 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
                 dv[i] = to_float(pd.v[i]);
             }
             if constexpr (NHWC) {
-                acc.push_row(dv, xv, mean);
+                acc.push_row(dv, xv, mh);
             } else {
-                acc.template push_pack<V>(dv, xv, mean[0]);
+                acc.template push_pack<V>(dv, xv, mh[0]);
             }
         });
     }
     // Thread (x, 0) holds column x's sums: stage them per channel (sum dy, sum dy * (x - mean),
-    // mean) in the merge scratch, then finish one channel per thread (consecutive per-channel
+    // mean hi, mean lo) in the merge scratch, then finish one channel per thread (consecutive per-channel
     // reads and writes in every warp).
     const bool head = column_merge<kMaxColumnThreads>(acc, smem) && active;
+    // The mean's lo parts, loaded after the loop (warp-cooperative: every lane calls it).
+    float ml[CV];
+#pragma unroll
+    for (int i = 0; i < CV; ++i) ml[i] = 0.0f;
+    if (a.mean_lo != 0) warp_load_row<CV>(reinterpret_cast<const float*>(a.mean_lo) + c0, tile, ml);
     __syncthreads();
     if (head) {
 #pragma unroll
         for (int i = 0; i < CV; ++i) {
             const int m = tx * CV + i;
-            smem[3 * m] = acc.sdy(i);
-            smem[3 * m + 1] = acc.sdx(i);
-            smem[3 * m + 2] = mean[i];
+            smem[4 * m] = acc.sdy(i);
+            smem[4 * m + 1] = acc.sdx(i);
+            smem[4 * m + 2] = mh[i];
+            smem[4 * m + 3] = ml[i];
         }
     }
     __syncthreads();
     {
         for (int m = threadIdx.y * bx + tx; m < tile; m += bx * blockDim.y) {
             const int64_t ch = c0 + m;
-            const Coef k = bwd_coef<P>(a.gamma, a.dgamma, a.dbeta, ch, smem[3 * m + 2],
-                                       reinterpret_cast<const float*>(a.invstd)[ch], smem[3 * m],
-                                       smem[3 * m + 1], a.n * a.s, false);
+            const Coef k = bwd_coef<P>(a.gamma, a.dgamma, a.dbeta, ch, smem[4 * m + 2],
+                                       smem[4 * m + 3],
+                                       reinterpret_cast<const float*>(a.invstd)[ch], smem[4 * m],
+                                       smem[4 * m + 1], a.n * a.s, false);
             const int x = m / CV, i = m % CV;
 #pragma unroll
             for (int j = 0; j < 4; ++j) coef_s[(x * 4 + j) * CV + i] = k.k[j];

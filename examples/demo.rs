@@ -247,6 +247,7 @@ fn sim_batch_norm() {
             running_var: Some(prv),
             num_batches_tracked: Some(pnbt),
             save_mean: Some(psm),
+            save_mean_lo: None,
             save_invstd: Some(psi),
             workspace: pws,
             workspace_bytes: ws_bytes as u64,

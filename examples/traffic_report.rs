@@ -262,6 +262,7 @@ fn batch_norm<T: Element + Default>(
     let rv = s.upload(&vec![1.0f32; c], 0);
     let nbt = s.dev.alloc_zeroed(8).unwrap();
     let sm = s.alloc::<f32>(c, 0);
+    let sml = s.alloc::<f32>(c, 0);
     let si = s.alloc::<f32>(c, 0);
     let dg = s.alloc::<f32>(c, 0);
     let db = s.alloc::<f32>(c, 0);
@@ -278,6 +279,7 @@ fn batch_norm<T: Element + Default>(
         running_var: Some(rv),
         num_batches_tracked: Some(nbt),
         save_mean: Some(sm),
+        save_mean_lo: Some(sml),
         save_invstd: Some(si),
         workspace: ws,
         workspace_bytes: ws_bytes as u64,
@@ -288,6 +290,7 @@ fn batch_norm<T: Element + Default>(
         dx,
         gamma: Some(g),
         save_mean: sm,
+        save_mean_lo: Some(sml),
         save_invstd: si,
         dgamma: Some(dg),
         dbeta: Some(db),

@@ -642,6 +642,35 @@ def bn_random(name, desc, shape, x_dtype, p_dtype=None, n_train=3, n_eval=1, off
     return batch_norm_case(name, desc, steps, shape[1], x_dtype, p_dtype, **kw)
 
 
+def bn_adversarial(name, shape, dtype):
+    """One training batch whose channels c = 0..4 are (c % 5): N(0,1); an outlier of 100 first
+    among values of scale 1e-3; the same outlier last; 3e4 plus a spread of 5 ulps of 3e4
+    (0.01 N(0,1) in f32); N(0,1) centred on 1e-3 (a tiny mean of large values)."""
+    gen = gen_for(name + "/x")
+    c = shape[1]
+    per = [shape[0]] + list(shape[2:])
+    count = 1
+    for d in per:
+        count *= d
+    spread = {F32: 0.01, F16: 0.01 * 2**13, BF16: 0.01 * 2**16}[dtype]
+    chans = []
+    for ch in range(c):
+        kind = ch % 5
+        if kind == 0:
+            v = torch.randn(count, generator=gen, dtype=F64)
+        elif kind in (1, 2):
+            v = 1e-3 * (1.0 + torch.rand(count, generator=gen, dtype=F64))
+            v[0 if kind == 1 else count - 1] = 100.0
+        elif kind == 3:
+            v = 3e4 + spread * torch.randn(count, generator=gen, dtype=F64)
+        else:
+            z = torch.randn(count, generator=gen, dtype=F64)
+            v = z - z.mean() + 1e-3
+        chans.append(v.reshape(per))
+    x = torch.stack(chans, dim=1).to(dtype)
+    return [(True, x)]
+
+
 def t64(rows):
     return torch.tensor(rows, dtype=F64)
 
@@ -791,6 +820,25 @@ def batch_norm_cases():
             offset=1e6,
         )
     )
+    # Adversarial statistics (issue 13): outliers first and last, a large offset with a small
+    # spread, a tiny mean of large values, next to N(0, 1).
+    for nm, shape, dt, pdt, lay in (
+        ("bn1d_nc_f32_adversarial", (384, 5), F32, F32, "contiguous"),
+        ("bn2d_nhwc_f16_f32params_adversarial", (4, 5, 8, 8), F16, F32, "channels_last"),
+        ("bn2d_bf16_adversarial", (4, 5, 8, 8), BF16, BF16, "contiguous"),
+    ):
+        add(
+            batch_norm_case(
+                nm,
+                "one channel each: N(0,1), outlier 100 first / last among 1e-3s, "
+                "3e4 + 5 ulps * N(0,1), N(0,1) centred on 1e-3",
+                bn_adversarial(nm, shape, dt),
+                shape[1],
+                dt,
+                pdt,
+                layout=lay,
+            )
+        )
     # Tiny reductions: N * spatial = 2.
     add(
         bn_random(

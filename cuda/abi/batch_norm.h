@@ -6,8 +6,8 @@
  *
  * Workspace (f32, 16-byte aligned): `coef` holds per-channel coefficient arrays of
  * `coef_stride` floats each (coef_stride = C rounded up to a multiple of 8, so that each array
- * starts on a 32-byte sector); `partials` holds per-(split, channel) partial results: K = 3
- * fields (count, mean, m2) for the forward statistics, K = 2 (sum dy, sum dy * (x - mean)) for
+ * starts on a 32-byte sector); `partials` holds per-(split, channel) partial results: K = 4
+ * fields (count, mean hi, mean lo, m2) for the forward statistics, K = 2 (sum dy, sum dy * (x - mean)) for
  * the backward sums, field f of split k and channel c at (f * splits + k) * C + c: a block of
  * the reductions writes one run of consecutive channels per field, and the finalize kernels
  * read consecutive channels of consecutive splits (coalesced on both sides).
@@ -26,16 +26,14 @@
  * Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).
  * Grid (channel tiles, splits); split k covers reduction units k * chunk up to (k + 1) * chunk (exclusive)
  * where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).
- * The forward statistics read x and accumulate x - shift(c), with shift(c) = the channel's
- * first element (0 when not finite), which the blocks of split 0 also write to `shift` (C
- * floats) for the finalize kernel: statistics of data with a large mean stay accurate. The
- * backward sums read x, dy and the saved mean.
+ * The forward statistics read x and accumulate a compensated Welford partial (the mean as a
+ * (hi, lo) pair, cuda/common/welford.cuh). The backward sums read x, dy and the saved mean
+ * (C floats) and sum dy * (x - mean); the finalize applies the mean's lo part.
  */
 typedef struct WnBatchNormReduceArgs {
     wn_devptr x;
     wn_devptr dy;
     wn_devptr mean;
-    wn_devptr shift;
     wn_devptr partials;
     int64_t n;
     int64_t c;
@@ -49,10 +47,10 @@ typedef struct WnBatchNormReduceArgs {
  * blockIdx.x * bx + x, then the rows are merged in a fixed order. With
  * WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and
  * biased variance and (when running_mean is not 0) updates the running statistics with the
- * unbiased variance; otherwise it reads the running statistics. It writes save_mean /
- * save_invstd (when not 0) and the coefficient arrays 1, 2, 3 (of coef_stride floats each) at
- * channel c: mean - shift, gamma * invstd, beta; array 0 holds the shift (written by the
- * statistics kernel; in eval the finalize writes the running mean there and 0 to array 1).
+ * unbiased variance; otherwise it reads the running statistics. It writes save_mean (the
+ * mean rounded to f32), save_mean_lo (its rounding error: the mean is save_mean + save_mean_lo;
+ * 0 in eval) and save_invstd (each when not 0), and the coefficient arrays 0..3 (of coef_stride
+ * floats each) at channel c: save_mean, save_mean_lo, gamma * invstd, beta.
  * `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented
  * once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens.
  */
@@ -64,6 +62,7 @@ typedef struct WnBatchNormFinalizeArgs {
     wn_devptr running_mean;
     wn_devptr running_var;
     wn_devptr save_mean;
+    wn_devptr save_mean_lo;
     wn_devptr save_invstd;
     wn_devptr counter;
     wn_devptr counter_bump;
@@ -80,14 +79,16 @@ typedef struct WnBatchNormFinalizeArgs {
 /**
  * Backward finalize (`..._bwd_<P>params_finalize`): threads as the forward finalize; merges `splits`
  * partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and
- * dbeta = sum(dy) (when not 0), and the dx coefficients: training, arrays 0..3 at channel c = a, b, mean,
- * d with dx = a * dy + b * (x - mean) + d; WN_BN_FROZEN, the forward layout, arrays 0..3 =
+ * dbeta = sum(dy) (when not 0), and the dx coefficients: training, arrays 0..3 at channel c =
+ * a, b, mean, d with dx = a * dy + b * (x - mean) + d (mean = `mean` + `mean_lo`, the forward's
+ * saved pair; `mean_lo` 0 = zeros; d includes -b * mean_lo); WN_BN_FROZEN, the forward layout, arrays 0..3 =
  * 0, 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel).
  */
 typedef struct WnBatchNormBwdFinalizeArgs {
     wn_devptr partials;
     wn_devptr coef;
     wn_devptr mean;
+    wn_devptr mean_lo;
     wn_devptr invstd;
     wn_devptr gamma;
     wn_devptr dgamma;
@@ -122,7 +123,8 @@ typedef struct WnBatchNormApplyArgs {
  * Fused training forward for channel tiles that fit on chip
  * (`..._fwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block
  * reads x of its channels once into dynamic shared memory while accumulating the statistics,
- * finalizes them (running statistics, save_mean / save_invstd, as the finalize kernel does)
+ * finalizes them (running statistics, save_mean / save_mean_lo / save_invstd, as the finalize
+ * kernel does)
  * and writes y from shared memory. Traffic 2s per element. `counter` is only read
  * (WN_BN_CUMULATIVE); the planner bumps it with a following launch.
  */
@@ -134,6 +136,7 @@ typedef struct WnBatchNormFusedFwdArgs {
     wn_devptr running_mean;
     wn_devptr running_var;
     wn_devptr save_mean;
+    wn_devptr save_mean_lo;
     wn_devptr save_invstd;
     wn_devptr counter;
     int64_t n;
@@ -157,6 +160,7 @@ typedef struct WnBatchNormFusedBwdArgs {
     wn_devptr dy;
     wn_devptr dx;
     wn_devptr mean;
+    wn_devptr mean_lo;
     wn_devptr invstd;
     wn_devptr gamma;
     wn_devptr dgamma;

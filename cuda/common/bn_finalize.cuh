@@ -13,12 +13,16 @@
  *   computed in f64 and rounded once to f32 - the reference's f64 factor, rounded once (the
  *   count is exact for any 64-bit counter; an f32 reciprocal of the rounded count is not
  *   beyond 2^24).
- * - Forward coefficients (y = ((x - k0) - k1) * k2 + k3): k0 = the shift (a value near the
- *   mean), k1 = mean - shift, k2 = scale = gamma * invstd, k3 = beta. Subtracting the mean in
- *   two steps keeps y accurate when the mean is large against the spread.
+ * - The batch mean is a compensated pair: save_mean = fl(mean), save_mean_lo = the exact
+ *   rounding error (mean - save_mean), so that x - mean stays accurate when the mean is large
+ *   against the spread, in the forward and, through the saved pair, in the backward.
+ * - Forward coefficients (y = ((x - k0) - k1) * k2 + k3): k0 = save_mean, k1 = save_mean_lo,
+ *   k2 = scale = gamma * invstd, k3 = beta.
  * - Backward (training): dgamma = sum(dy * (x - mean)) * invstd, dbeta = sum(dy), and
  *   dx = k0 * dy + k1 * (x - k2) + k3 with k0 = gamma * invstd,
- *   k1 = -k0 * invstd^2 * sum(dy * (x - mean)) / count, k2 = mean, k3 = -k0 * sum(dy) / count.
+ *   k1 = -k0 * invstd^2 * sum(dy * (x - mean)) / count, k2 = save_mean,
+ *   k3 = -k0 * sum(dy) / count - k1 * save_mean_lo; the sums are taken against save_mean and
+ *   sum(dy * (x - mean)) = sum(dy * (x - save_mean)) - save_mean_lo * sum(dy).
  *   Frozen statistics (eval-mode backward) use the forward coefficients (0, 0, gamma * invstd, 0).
  */
 #pragma once
@@ -47,33 +51,39 @@ __device__ __forceinline__ float running_factor(uint32_t flags, float momentum, 
     return momentum;
 }
 
-/** Writes save_mean / save_invstd of channel c (each when not 0). */
+/** Writes save_mean / save_mean_lo / save_invstd of channel c (each when not 0). */
 template <class Args>
-__device__ __forceinline__ void save_stats(const Args& a, int64_t c, float mean, float invstd) {
-    if (a.save_mean != 0) reinterpret_cast<float*>(a.save_mean)[c] = mean;
+__device__ __forceinline__ void save_stats(const Args& a, int64_t c, float mh, float ml,
+                                           float invstd) {
+    if (a.save_mean != 0) reinterpret_cast<float*>(a.save_mean)[c] = mh;
+    if (a.save_mean_lo != 0) reinterpret_cast<float*>(a.save_mean_lo)[c] = ml;
     if (a.save_invstd != 0) reinterpret_cast<float*>(a.save_invstd)[c] = invstd;
 }
 
-/** The batch statistics of one channel, finished: mean = shift + dmean. */
+/** The statistics of one channel, finished: mean = mh + ml (mh = the mean rounded to f32). */
 struct ChannelStats {
-    float shift;
-    float dmean;
+    float mh;
+    float ml;
     float invstd;
 };
 
 /**
- * Finishes channel c from its merged statistics of `count` values (mean shift + dmean, m2):
+ * Finishes channel c from its merged statistics of `count` values (mean the pair mh + ml, m2):
  * invstd, the running statistics (when args.running_mean is not 0) with factor `f`
- * (running_factor), save_mean / save_invstd (when not 0). Args is a forward finalize or fused
- * argument struct.
+ * (running_factor), save_mean / save_mean_lo / save_invstd (when not 0). Args is a forward
+ * finalize or fused argument struct.
  */
 template <typename P, class Args>
-__device__ __forceinline__ ChannelStats finish_batch_stats(const Args& a, int64_t c, float shift,
-                                                           float dmean, float m2, int64_t count,
+__device__ __forceinline__ ChannelStats finish_batch_stats(const Args& a, int64_t c, float mh,
+                                                           float ml, float m2, int64_t count,
                                                            float f) {
     const float n = static_cast<float>(count);
     const float invstd = invstd_of(m2 / n, a.eps);
-    const float mean = shift + dmean;
+    // The pair normalized: mean = fl(mh + ml), lo = its exact rounding error (NaN for a
+    // non-finite mean, which the apply then propagates anyway).
+    float mean, lo;
+    two_sum(mh, ml, mean, lo);
+    if (!isfinite(mean)) lo = 0.0f;
     if (a.running_mean != 0) {
         const float unbiased = m2 / static_cast<float>(count - 1);
         P* rm = reinterpret_cast<P*>(a.running_mean);
@@ -81,8 +91,8 @@ __device__ __forceinline__ ChannelStats finish_batch_stats(const Args& a, int64_
         rm[c] = from_float<P>((1.0f - f) * to_float(rm[c]) + f * mean);
         rv[c] = from_float<P>((1.0f - f) * to_float(rv[c]) + f * unbiased);
     }
-    save_stats(a, c, mean, invstd);
-    return ChannelStats{shift, dmean, invstd};
+    save_stats(a, c, mean, lo, invstd);
+    return ChannelStats{mean, lo, invstd};
 }
 
 /** Per-channel coefficients k[0..3] of an elementwise pass (see the header). */
@@ -90,28 +100,33 @@ struct Coef {
     float k[4];
 };
 
-/** Forward coefficients of channel c: (shift, mean - shift, gamma * invstd, beta). */
+/** Forward coefficients of channel c: (mean hi, mean lo, gamma * invstd, beta). */
 template <typename P>
 __device__ __forceinline__ Coef fwd_coef(wn_devptr gamma, wn_devptr beta, int64_t c,
                                          const ChannelStats& s) {
-    return Coef{{s.shift, s.dmean, param<P>(gamma, c, 1.0f) * s.invstd, param<P>(beta, c, 0.0f)}};
+    return Coef{{s.mh, s.ml, param<P>(gamma, c, 1.0f) * s.invstd, param<P>(beta, c, 0.0f)}};
 }
 
 /**
- * Backward of channel c from its sums sdy = sum(dy), sdx = sum(dy * (x - mean)) over `count`
- * values: writes dgamma / dbeta (when not 0) and returns the dx coefficients (frozen: the
- * forward layout (0, 0, gamma * invstd, 0)).
+ * Backward of channel c from its sums sdy = sum(dy), sdx_hi = sum(dy * (x - mh)) over `count`
+ * values, mean = mh + ml: sum(dy * (x - mean)) = sdx_hi - ml * sdy (x - mh is exact or nearly
+ * so where the lo part matters, so this is as accurate as centring each x on the pair). Writes
+ * dgamma / dbeta (when not 0) and returns the dx coefficients (frozen: the forward layout
+ * (0, 0, gamma * invstd, 0)). The mean's lo part enters dx through k3:
+ * k1 * (x - mean) = k1 * (x - mh) - k1 * ml.
  */
 template <typename P>
 __device__ __forceinline__ Coef bwd_coef(wn_devptr gamma, wn_devptr dgamma, wn_devptr dbeta,
-                                         int64_t c, float mean, float invstd, float sdy, float sdx,
-                                         int64_t count, bool frozen) {
+                                         int64_t c, float mh, float ml, float invstd, float sdy,
+                                         float sdx_hi, int64_t count, bool frozen) {
+    const float sdx = fmaf(-ml, sdy, sdx_hi);
     if (dgamma != 0) reinterpret_cast<P*>(dgamma)[c] = from_float<P>(sdx * invstd);
     if (dbeta != 0) reinterpret_cast<P*>(dbeta)[c] = from_float<P>(sdy);
     const float k = param<P>(gamma, c, 1.0f) * invstd;
     if (frozen) return Coef{{0.0f, 0.0f, k, 0.0f}};
     const float n = static_cast<float>(count);
-    return Coef{{k, -k * invstd * invstd * (sdx / n), mean, -k * (sdy / n)}};
+    const float k1 = -k * invstd * invstd * (sdx / n);
+    return Coef{{k, k1, mh, fmaf(-k1, ml, -k * (sdy / n))}};
 }
 
 }  // namespace bn

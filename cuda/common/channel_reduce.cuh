@@ -9,9 +9,11 @@
  * gets its column's result. No atomics: reruns are bitwise identical.
  *
  * Accumulators (all f32):
- * - StatsAcc<V>: Welford (count, mean[V], m2[V]) with a shared count; the updates and merges
- *   are welford.cuh's welford_push / chan_merge (non-finite values as PyTorch's two-pass).
- * - GradAcc<V>: the backward sums (sum dy[V], sum dy * (x - mean)[V]), a reduce.cuh SumAcc.
+ * - StatsAcc<V>: Welford (count, mean hi[V], mean lo[V], m2[V]) with a shared count and each
+ *   mean a compensated pair; the updates and merges are welford.cuh's group_stats,
+ *   welford_merge_group / chan_merge_pair (non-finite values as PyTorch's two-pass).
+ * - GradAcc<V>: the backward sums (sum dy[V], sum dy * (x - save_mean)[V]), a reduce.cuh
+ *   SumAcc (the mean's lo part is applied once per channel: bn_finalize.cuh's bwd_coef).
  * The NCHW kernels use V = 1 (one channel per block; bx = 1).
  */
 #pragma once
@@ -23,42 +25,70 @@ namespace warpnorm {
 /** Most threads of a BatchNorm reduction block (sizes column_merge's shared memory). */
 constexpr int kMaxColumnThreads = 256;
 
-/** Welford over V channels that all saw the same number of values. */
+/**
+ * Welford over V channels that all saw the same number of values, each mean a compensated pair
+ * (mh + ml, welford.cuh): values are added in groups (a pack, or the rows one loop iteration
+ * has in flight), each group two-pass relative to the running mean, then one Chan merge.
+ */
 template <int V> struct StatsAcc {
-    static constexpr int kFloats = 1 + 2 * V;
+    static constexpr int kFloats = 1 + 3 * V;
     float count;
-    float mean[V];
+    float mh[V];
+    float ml[V];
     float m2[V];
 
     __device__ __forceinline__ void init() {
         count = 0.0f;
 #pragma unroll
-        for (int i = 0; i < V; ++i) mean[i] = m2[i] = 0.0f;
+        for (int i = 0; i < V; ++i) mh[i] = ml[i] = m2[i] = 0.0f;
     }
 
-    /** Adds one row: value v[i] to channel i (one division per row). */
-    __device__ __forceinline__ void push_row(const float (&v)[V]) {
-        count += 1.0f;
-        const float inv = 1.0f / count;
+    /**
+     * Adds the first m >= 1 of K values per channel: v[k][i] is value k of channel i. The
+     * first group of an empty accumulator is taken relative to its first value.
+     */
+    template <int K> __device__ __forceinline__ void push_group(const float (&v)[K][V], int m) {
+        if (count == 0.0f) {
 #pragma unroll
-        for (int i = 0; i < V; ++i) welford_push(mean[i], m2[i], v[i], inv);
-    }
-
-    /** Adds W values of channel 0 (V == 1): two-pass on the pack, then one Chan merge. */
-    template <int W> __device__ __forceinline__ void push_pack(const float (&v)[W]) {
-        static_assert(V == 1, "push_pack is for one channel per thread");
-        float s = 0.0f;
+            for (int i = 0; i < V; ++i) mh[i] = isfinite(v[0][i]) ? v[0][i] : 0.0f;
+        }
+        const float fm = static_cast<float>(m);
+        const float n = count + fm;
+        const float wb = fm / n;
+        const float nawb = count * wb;
+        const float inv_m = m == K ? 1.0f / K : 1.0f / fm;
+        // Two-pass statistics of each channel's group relative to its running mean, then the
+        // merges: without checks when every value is finite (a product by 0 is NaN for
+        // +-Inf and NaN, 0 otherwise), else each channel checked.
+        float col[V][K], pm[V], q[V];
+        float chk = 0.0f;
 #pragma unroll
-        for (int i = 0; i < W; ++i) s += v[i];
-        const float pm = s * (1.0f / W);
-        float q = 0.0f;
+        for (int i = 0; i < V; ++i) {
 #pragma unroll
-        for (int i = 0; i < W; ++i) q += (v[i] - pm) * (v[i] - pm);
-        StatsAcc<1> o;
-        o.count = static_cast<float>(W);
-        o.mean[0] = pm;
-        o.m2[0] = q;
-        merge(o);
+            for (int k = 0; k < K; ++k) col[i][k] = v[k][i];
+            if (m == K) {
+                group_stats<K, true>(col[i], m, inv_m, mh[i], pm[i], q[i]);
+            } else {
+                group_stats<K, false>(col[i], m, inv_m, mh[i], pm[i], q[i]);
+            }
+            chk = fmaf(pm[i], 0.0f, fmaf(mh[i], 0.0f, chk));
+        }
+        if (isfinite(chk)) {
+#pragma unroll
+            for (int i = 0; i < V; ++i) welford_merge_group(mh[i], ml[i], m2[i], pm[i], q[i], wb, nawb);
+        } else {
+#pragma unroll
+            for (int i = 0; i < V; ++i) {
+                if (m == K) {
+                    welford_merge_group_checked<K, true>(mh[i], ml[i], m2[i], col[i], m, inv_m,
+                                                         pm[i], q[i], wb, nawb);
+                } else {
+                    welford_merge_group_checked<K, false>(mh[i], ml[i], m2[i], col[i], m, inv_m,
+                                                          pm[i], q[i], wb, nawb);
+                }
+            }
+        }
+        count = n;
     }
 
     /** Chan's merge (welford.cuh), `this` first. Empty sides merge to the other one. */
@@ -71,7 +101,8 @@ template <int V> struct StatsAcc {
         const float n = count + b.count;
         const float wb = b.count / n;
 #pragma unroll
-        for (int i = 0; i < V; ++i) chan_merge(mean[i], m2[i], count, wb, b.mean[i], b.m2[i]);
+        for (int i = 0; i < V; ++i)
+            chan_merge_pair(mh[i], ml[i], m2[i], count, wb, b.mh[i], b.ml[i], b.m2[i]);
         count = n;
     }
 
@@ -79,16 +110,18 @@ template <int V> struct StatsAcc {
         f[0] = count;
 #pragma unroll
         for (int i = 0; i < V; ++i) {
-            f[1 + i] = mean[i];
-            f[1 + V + i] = m2[i];
+            f[1 + i] = mh[i];
+            f[1 + V + i] = ml[i];
+            f[1 + 2 * V + i] = m2[i];
         }
     }
     __device__ __forceinline__ void from_floats(const float* f) {
         count = f[0];
 #pragma unroll
         for (int i = 0; i < V; ++i) {
-            mean[i] = f[1 + i];
-            m2[i] = f[1 + V + i];
+            mh[i] = f[1 + i];
+            ml[i] = f[1 + V + i];
+            m2[i] = f[1 + 2 * V + i];
         }
     }
     __device__ __forceinline__ StatsAcc shfl_down(int off) const {
@@ -96,22 +129,24 @@ template <int V> struct StatsAcc {
         o.count = __shfl_down_sync(kFullMask, count, off);
 #pragma unroll
         for (int i = 0; i < V; ++i) {
-            o.mean[i] = __shfl_down_sync(kFullMask, mean[i], off);
+            o.mh[i] = __shfl_down_sync(kFullMask, mh[i], off);
+            o.ml[i] = __shfl_down_sync(kFullMask, ml[i], off);
             o.m2[i] = __shfl_down_sync(kFullMask, m2[i], off);
         }
         return o;
     }
-    /** Partial of channel i: fields (count, mean, m2). */
-    static constexpr int kPartial = 3;
+    /** Partial of channel i: fields (count, mean hi, mean lo, m2). */
+    static constexpr int kPartial = 4;
     __device__ __forceinline__ float partial(int field, int i) const {
-        return field == 0 ? count : field == 1 ? mean[i] : m2[i];
+        return field == 0 ? count : field == 1 ? mh[i] : field == 2 ? ml[i] : m2[i];
     }
     /** Reads a one-channel partial whose fields are `field_stride` floats apart. */
     __device__ __forceinline__ void from_partial(const float* p, int64_t field_stride) {
         static_assert(V == 1, "one channel");
         count = p[0];
-        mean[0] = p[field_stride];
-        m2[0] = p[2 * field_stride];
+        mh[0] = p[field_stride];
+        ml[0] = p[2 * field_stride];
+        m2[0] = p[3 * field_stride];
     }
 };
 
@@ -121,7 +156,7 @@ template <int V> struct GradAcc : SumAcc<2 * V> {
     __device__ __forceinline__ float sdy(int i) const { return v[i]; }
     __device__ __forceinline__ float sdx(int i) const { return v[V + i]; }
 
-    /** Adds one row: dy[i], x[i] of channel i with channel mean mean[i]. */
+    /** Adds one row: dy[i], x[i] of channel i with channel mean (hi part) mean[i]. */
     __device__ __forceinline__ void push_row(const float (&dy)[V], const float (&x)[V],
                                              const float (&mean)[V]) {
 #pragma unroll

@@ -403,6 +403,7 @@ fn batch_norm(
     let (x, y, dy, dx) = (a.next(), a.next(), a.next(), a.next());
     let (g, b, rm, rv, nbt) = (a.next(), a.next(), a.next(), a.next(), a.next());
     let (sm, si, dg, db, ws) = (a.next(), a.next(), a.next(), a.next(), a.next());
+    let sml = a.next();
     let ws_bytes = bn::workspace_bytes(&desc, Direction::Forward, props)
         .map_err(e)?
         .max(bn::workspace_bytes(&desc, Direction::Backward, props).map_err(e)?)
@@ -416,6 +417,7 @@ fn batch_norm(
         running_var: Some(rv),
         num_batches_tracked: Some(nbt),
         save_mean: Some(sm),
+        save_mean_lo: Some(sml),
         save_invstd: Some(si),
         workspace: ws,
         workspace_bytes: ws_bytes,
@@ -426,6 +428,7 @@ fn batch_norm(
         dx,
         gamma: Some(g),
         save_mean: sm,
+        save_mean_lo: Some(sml),
         save_invstd: si,
         dgamma: Some(dg),
         dbeta: Some(db),

@@ -220,14 +220,13 @@ const _: () = {
     ["Offset of field: WnLayerNormFinalizeArgs::part_stride"]
         [::core::mem::offset_of!(WnLayerNormFinalizeArgs, part_stride) - 48usize];
 };
-#[doc = " Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).\n Grid (channel tiles, splits); split k covers reduction units k * chunk up to (k + 1) * chunk (exclusive)\n where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).\n The forward statistics read x and accumulate x - shift(c), with shift(c) = the channel's\n first element (0 when not finite), which the blocks of split 0 also write to `shift` (C\n floats) for the finalize kernel: statistics of data with a large mean stay accurate. The\n backward sums read x, dy and the saved mean."]
+#[doc = " Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).\n Grid (channel tiles, splits); split k covers reduction units k * chunk up to (k + 1) * chunk (exclusive)\n where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).\n The forward statistics read x and accumulate a compensated Welford partial (the mean as a\n (hi, lo) pair, cuda/common/welford.cuh). The backward sums read x, dy and the saved mean\n (C floats) and sum dy * (x - mean); the finalize applies the mean's lo part."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormReduceArgs {
     pub x: wn_devptr,
     pub dy: wn_devptr,
     pub mean: wn_devptr,
-    pub shift: wn_devptr,
     pub partials: wn_devptr,
     pub n: i64,
     pub c: i64,
@@ -236,7 +235,7 @@ pub struct WnBatchNormReduceArgs {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of WnBatchNormReduceArgs"][::core::mem::size_of::<WnBatchNormReduceArgs>() - 72usize];
+    ["Size of WnBatchNormReduceArgs"][::core::mem::size_of::<WnBatchNormReduceArgs>() - 64usize];
     ["Alignment of WnBatchNormReduceArgs"]
         [::core::mem::align_of::<WnBatchNormReduceArgs>() - 8usize];
     ["Offset of field: WnBatchNormReduceArgs::x"]
@@ -245,20 +244,18 @@ const _: () = {
         [::core::mem::offset_of!(WnBatchNormReduceArgs, dy) - 8usize];
     ["Offset of field: WnBatchNormReduceArgs::mean"]
         [::core::mem::offset_of!(WnBatchNormReduceArgs, mean) - 16usize];
-    ["Offset of field: WnBatchNormReduceArgs::shift"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, shift) - 24usize];
     ["Offset of field: WnBatchNormReduceArgs::partials"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, partials) - 32usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, partials) - 24usize];
     ["Offset of field: WnBatchNormReduceArgs::n"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, n) - 40usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, n) - 32usize];
     ["Offset of field: WnBatchNormReduceArgs::c"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, c) - 48usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, c) - 40usize];
     ["Offset of field: WnBatchNormReduceArgs::s"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, s) - 56usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, s) - 48usize];
     ["Offset of field: WnBatchNormReduceArgs::chunk"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, chunk) - 64usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, chunk) - 56usize];
 };
-#[doc = " Forward finalize (`..._fwd_<P>params_finalize`): block (bx, by) with bx = C rounded up to a\n power of two, at most 8; thread (x, y) merges the splits y, y + by, ... of channel\n blockIdx.x * bx + x, then the rows are merged in a fixed order. With\n WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and\n biased variance and (when running_mean is not 0) updates the running statistics with the\n unbiased variance; otherwise it reads the running statistics. It writes save_mean /\n save_invstd (when not 0) and the coefficient arrays 1, 2, 3 (of coef_stride floats each) at\n channel c: mean - shift, gamma * invstd, beta; array 0 holds the shift (written by the\n statistics kernel; in eval the finalize writes the running mean there and 0 to array 1).\n `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented\n once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens."]
+#[doc = " Forward finalize (`..._fwd_<P>params_finalize`): block (bx, by) with bx = C rounded up to a\n power of two, at most 8; thread (x, y) merges the splits y, y + by, ... of channel\n blockIdx.x * bx + x, then the rows are merged in a fixed order. With\n WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and\n biased variance and (when running_mean is not 0) updates the running statistics with the\n unbiased variance; otherwise it reads the running statistics. It writes save_mean (the\n mean rounded to f32), save_mean_lo (its rounding error: the mean is save_mean + save_mean_lo;\n 0 in eval) and save_invstd (each when not 0), and the coefficient arrays 0..3 (of coef_stride\n floats each) at channel c: save_mean, save_mean_lo, gamma * invstd, beta.\n `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented\n once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormFinalizeArgs {
@@ -269,6 +266,7 @@ pub struct WnBatchNormFinalizeArgs {
     pub running_mean: wn_devptr,
     pub running_var: wn_devptr,
     pub save_mean: wn_devptr,
+    pub save_mean_lo: wn_devptr,
     pub save_invstd: wn_devptr,
     pub counter: wn_devptr,
     pub counter_bump: wn_devptr,
@@ -284,7 +282,7 @@ pub struct WnBatchNormFinalizeArgs {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of WnBatchNormFinalizeArgs"]
-        [::core::mem::size_of::<WnBatchNormFinalizeArgs>() - 128usize];
+        [::core::mem::size_of::<WnBatchNormFinalizeArgs>() - 136usize];
     ["Alignment of WnBatchNormFinalizeArgs"]
         [::core::mem::align_of::<WnBatchNormFinalizeArgs>() - 8usize];
     ["Offset of field: WnBatchNormFinalizeArgs::partials"]
@@ -301,36 +299,39 @@ const _: () = {
         [::core::mem::offset_of!(WnBatchNormFinalizeArgs, running_var) - 40usize];
     ["Offset of field: WnBatchNormFinalizeArgs::save_mean"]
         [::core::mem::offset_of!(WnBatchNormFinalizeArgs, save_mean) - 48usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::save_mean_lo"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, save_mean_lo) - 56usize];
     ["Offset of field: WnBatchNormFinalizeArgs::save_invstd"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, save_invstd) - 56usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, save_invstd) - 64usize];
     ["Offset of field: WnBatchNormFinalizeArgs::counter"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, counter) - 64usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, counter) - 72usize];
     ["Offset of field: WnBatchNormFinalizeArgs::counter_bump"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, counter_bump) - 72usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, counter_bump) - 80usize];
     ["Offset of field: WnBatchNormFinalizeArgs::count"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, count) - 80usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, count) - 88usize];
     ["Offset of field: WnBatchNormFinalizeArgs::c"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, c) - 88usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, c) - 96usize];
     ["Offset of field: WnBatchNormFinalizeArgs::splits"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, splits) - 96usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, splits) - 104usize];
     ["Offset of field: WnBatchNormFinalizeArgs::coef_stride"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, coef_stride) - 104usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, coef_stride) - 112usize];
     ["Offset of field: WnBatchNormFinalizeArgs::momentum"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, momentum) - 112usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, momentum) - 120usize];
     ["Offset of field: WnBatchNormFinalizeArgs::eps"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, eps) - 116usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, eps) - 124usize];
     ["Offset of field: WnBatchNormFinalizeArgs::flags"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, flags) - 120usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, flags) - 128usize];
     ["Offset of field: WnBatchNormFinalizeArgs::_pad"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, _pad) - 124usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, _pad) - 132usize];
 };
-#[doc = " Backward finalize (`..._bwd_<P>params_finalize`): threads as the forward finalize; merges `splits`\n partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and\n dbeta = sum(dy) (when not 0), and the dx coefficients: training, arrays 0..3 at channel c = a, b, mean,\n d with dx = a * dy + b * (x - mean) + d; WN_BN_FROZEN, the forward layout, arrays 0..3 =\n 0, 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel)."]
+#[doc = " Backward finalize (`..._bwd_<P>params_finalize`): threads as the forward finalize; merges `splits`\n partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and\n dbeta = sum(dy) (when not 0), and the dx coefficients: training, arrays 0..3 at channel c =\n a, b, mean, d with dx = a * dy + b * (x - mean) + d (mean = `mean` + `mean_lo`, the forward's\n saved pair; `mean_lo` 0 = zeros; d includes -b * mean_lo); WN_BN_FROZEN, the forward layout, arrays 0..3 =\n 0, 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel)."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormBwdFinalizeArgs {
     pub partials: wn_devptr,
     pub coef: wn_devptr,
     pub mean: wn_devptr,
+    pub mean_lo: wn_devptr,
     pub invstd: wn_devptr,
     pub gamma: wn_devptr,
     pub dgamma: wn_devptr,
@@ -345,7 +346,7 @@ pub struct WnBatchNormBwdFinalizeArgs {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of WnBatchNormBwdFinalizeArgs"]
-        [::core::mem::size_of::<WnBatchNormBwdFinalizeArgs>() - 96usize];
+        [::core::mem::size_of::<WnBatchNormBwdFinalizeArgs>() - 104usize];
     ["Alignment of WnBatchNormBwdFinalizeArgs"]
         [::core::mem::align_of::<WnBatchNormBwdFinalizeArgs>() - 8usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::partials"]
@@ -354,26 +355,28 @@ const _: () = {
         [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, coef) - 8usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::mean"]
         [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, mean) - 16usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::mean_lo"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, mean_lo) - 24usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::invstd"]
-        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, invstd) - 24usize];
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, invstd) - 32usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::gamma"]
-        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, gamma) - 32usize];
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, gamma) - 40usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::dgamma"]
-        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, dgamma) - 40usize];
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, dgamma) - 48usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::dbeta"]
-        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, dbeta) - 48usize];
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, dbeta) - 56usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::count"]
-        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, count) - 56usize];
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, count) - 64usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::c"]
-        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, c) - 64usize];
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, c) - 72usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::splits"]
-        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, splits) - 72usize];
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, splits) - 80usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::coef_stride"]
-        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, coef_stride) - 80usize];
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, coef_stride) - 88usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::flags"]
-        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, flags) - 88usize];
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, flags) - 96usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::_pad"]
-        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, _pad) - 92usize];
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, _pad) - 100usize];
 };
 #[doc = " Elementwise passes over the whole tensor (`..._fwd_<T>_apply_*`:\n y = ((x - coef0) - coef1) * coef2 + coef3; `..._bwd_<T>_apply_*`: dx = coef0 * dy + coef1 * (x - coef2) + coef3), grid-stride\n over packs of V elements. `counter_bump` (when not 0) is incremented once by thread 0 of\n block 0 (after the finalize kernel has read it)."]
 #[repr(C)]
@@ -412,7 +415,7 @@ const _: () = {
     ["Offset of field: WnBatchNormApplyArgs::coef_stride"]
         [::core::mem::offset_of!(WnBatchNormApplyArgs, coef_stride) - 64usize];
 };
-#[doc = " Fused training forward for channel tiles that fit on chip\n (`..._fwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block\n reads x of its channels once into dynamic shared memory while accumulating the statistics,\n finalizes them (running statistics, save_mean / save_invstd, as the finalize kernel does)\n and writes y from shared memory. Traffic 2s per element. `counter` is only read\n (WN_BN_CUMULATIVE); the planner bumps it with a following launch."]
+#[doc = " Fused training forward for channel tiles that fit on chip\n (`..._fwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block\n reads x of its channels once into dynamic shared memory while accumulating the statistics,\n finalizes them (running statistics, save_mean / save_mean_lo / save_invstd, as the finalize\n kernel does)\n and writes y from shared memory. Traffic 2s per element. `counter` is only read\n (WN_BN_CUMULATIVE); the planner bumps it with a following launch."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormFusedFwdArgs {
@@ -423,6 +426,7 @@ pub struct WnBatchNormFusedFwdArgs {
     pub running_mean: wn_devptr,
     pub running_var: wn_devptr,
     pub save_mean: wn_devptr,
+    pub save_mean_lo: wn_devptr,
     pub save_invstd: wn_devptr,
     pub counter: wn_devptr,
     pub n: i64,
@@ -436,7 +440,7 @@ pub struct WnBatchNormFusedFwdArgs {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of WnBatchNormFusedFwdArgs"]
-        [::core::mem::size_of::<WnBatchNormFusedFwdArgs>() - 112usize];
+        [::core::mem::size_of::<WnBatchNormFusedFwdArgs>() - 120usize];
     ["Alignment of WnBatchNormFusedFwdArgs"]
         [::core::mem::align_of::<WnBatchNormFusedFwdArgs>() - 8usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::x"]
@@ -453,24 +457,26 @@ const _: () = {
         [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, running_var) - 40usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::save_mean"]
         [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, save_mean) - 48usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::save_mean_lo"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, save_mean_lo) - 56usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::save_invstd"]
-        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, save_invstd) - 56usize];
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, save_invstd) - 64usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::counter"]
-        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, counter) - 64usize];
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, counter) - 72usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::n"]
-        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, n) - 72usize];
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, n) - 80usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::c"]
-        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, c) - 80usize];
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, c) - 88usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::s"]
-        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, s) - 88usize];
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, s) - 96usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::momentum"]
-        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, momentum) - 96usize];
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, momentum) - 104usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::eps"]
-        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, eps) - 100usize];
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, eps) - 108usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::flags"]
-        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, flags) - 104usize];
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, flags) - 112usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::_pad"]
-        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, _pad) - 108usize];
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, _pad) - 116usize];
 };
 #[doc = " Fused training backward for channel tiles that fit on chip\n (`..._bwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block reads\n x and dy of its channels once into dynamic shared memory while summing dy and\n dy * (x - mean), merges the sums in a fixed order, writes dgamma / dbeta (when not 0), then\n writes dx from shared memory. Traffic 3s per element instead of 5s."]
 #[repr(C)]
@@ -480,6 +486,7 @@ pub struct WnBatchNormFusedBwdArgs {
     pub dy: wn_devptr,
     pub dx: wn_devptr,
     pub mean: wn_devptr,
+    pub mean_lo: wn_devptr,
     pub invstd: wn_devptr,
     pub gamma: wn_devptr,
     pub dgamma: wn_devptr,
@@ -491,7 +498,7 @@ pub struct WnBatchNormFusedBwdArgs {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of WnBatchNormFusedBwdArgs"]
-        [::core::mem::size_of::<WnBatchNormFusedBwdArgs>() - 88usize];
+        [::core::mem::size_of::<WnBatchNormFusedBwdArgs>() - 96usize];
     ["Alignment of WnBatchNormFusedBwdArgs"]
         [::core::mem::align_of::<WnBatchNormFusedBwdArgs>() - 8usize];
     ["Offset of field: WnBatchNormFusedBwdArgs::x"]
@@ -502,18 +509,20 @@ const _: () = {
         [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, dx) - 16usize];
     ["Offset of field: WnBatchNormFusedBwdArgs::mean"]
         [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, mean) - 24usize];
+    ["Offset of field: WnBatchNormFusedBwdArgs::mean_lo"]
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, mean_lo) - 32usize];
     ["Offset of field: WnBatchNormFusedBwdArgs::invstd"]
-        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, invstd) - 32usize];
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, invstd) - 40usize];
     ["Offset of field: WnBatchNormFusedBwdArgs::gamma"]
-        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, gamma) - 40usize];
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, gamma) - 48usize];
     ["Offset of field: WnBatchNormFusedBwdArgs::dgamma"]
-        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, dgamma) - 48usize];
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, dgamma) - 56usize];
     ["Offset of field: WnBatchNormFusedBwdArgs::dbeta"]
-        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, dbeta) - 56usize];
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, dbeta) - 64usize];
     ["Offset of field: WnBatchNormFusedBwdArgs::n"]
-        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, n) - 64usize];
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, n) - 72usize];
     ["Offset of field: WnBatchNormFusedBwdArgs::c"]
-        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, c) - 72usize];
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, c) - 80usize];
     ["Offset of field: WnBatchNormFusedBwdArgs::s"]
-        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, s) - 80usize];
+        [::core::mem::offset_of!(WnBatchNormFusedBwdArgs, s) - 88usize];
 };

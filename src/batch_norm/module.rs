@@ -56,8 +56,11 @@ pub struct ForwardOutput<T> {
 
 /// What a forward saves for its backward.
 pub struct SavedStats {
-    /// Per-channel mean used (batch mean, or running mean in eval), f32.
+    /// Per-channel mean used (batch mean rounded to f32, or running mean in eval), f32.
     pub mean: CudaSlice<f32>,
+    /// The mean's rounding error, f32: the batch mean is `mean + mean_lo` (0 in eval). Kept
+    /// apart so that `mean` stays PyTorch's `save_mean`.
+    pub mean_lo: CudaSlice<f32>,
     /// Per-channel 1 / sqrt(var + eps) used, f32.
     pub invstd: CudaSlice<f32>,
     /// True when the forward used the running statistics (eval-mode backward).
@@ -342,12 +345,14 @@ impl<P: Element> BatchNorm<P> {
         Ok(Gradients { dx, dgamma, dbeta })
     }
 
-    /// Saved statistics (C f32 each) to pass to [`BatchNorm::forward_into`] call after call.
+    /// Saved statistics (C f32 each: mean, mean_lo, invstd) to pass to
+    /// [`BatchNorm::forward_into`] call after call, then to [`BatchNorm::backward_into`].
     /// Uninitialized until a forward writes them.
     pub fn alloc_saved(&self) -> Result<SavedStats> {
         let (s, c) = (&self.stream, self.config.num_features);
         Ok(SavedStats {
             mean: alloc_uninit::<f32>(s, c).map_err(drv("allocating save_mean"))?,
+            mean_lo: alloc_uninit::<f32>(s, c).map_err(drv("allocating save_mean_lo"))?,
             invstd: alloc_uninit::<f32>(s, c).map_err(drv("allocating save_invstd"))?,
             frozen: !self.training,
         })
@@ -370,12 +375,16 @@ impl<P: Element> BatchNorm<P> {
             true => self.num_batches_tracked.as_mut().map(|p| p.as_view_mut()),
             false => None,
         };
-        let (save_mean, save_invstd) = match saved {
+        let (save_mean, save_mean_lo, save_invstd) = match saved {
             Some(st) => {
                 st.frozen = !batch_stats;
-                (Some(st.mean.as_view_mut()), Some(st.invstd.as_view_mut()))
+                (
+                    Some(st.mean.as_view_mut()),
+                    Some(st.mean_lo.as_view_mut()),
+                    Some(st.invstd.as_view_mut()),
+                )
             }
-            None => (None, None),
+            None => (None, None, None),
         };
         let call = Forward {
             io,
@@ -385,6 +394,7 @@ impl<P: Element> BatchNorm<P> {
             running_var: self.running_var.as_mut().map(|p| p.as_view_mut()),
             num_batches_tracked: counter,
             save_mean,
+            save_mean_lo,
             save_invstd,
             workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
         };
@@ -468,6 +478,7 @@ impl<P: Element> BatchNorm<P> {
             x: x.slice(..),
             grad: InOut::Apart(dy.slice(..), grads.dx),
             save_mean: saved.mean.as_view(),
+            save_mean_lo: Some(saved.mean_lo.as_view()),
             save_invstd: saved.invstd.as_view(),
             gamma: self.gamma.as_ref().map(|p| p.as_view()),
             dgamma: grads.dgamma,

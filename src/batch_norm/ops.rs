@@ -49,8 +49,12 @@ pub struct ForwardBuffers<'a, T, P> {
     pub running_var: Option<CudaViewMut<'a, P>>,
     /// Batch counter (1), incremented in training.
     pub num_batches_tracked: Option<CudaViewMut<'a, i64>>,
-    /// Saved mean for [`backward`] (C f32).
+    /// Saved mean for [`backward`] (C f32): the batch mean rounded to f32, as PyTorch's
+    /// `save_mean`.
     pub save_mean: Option<CudaViewMut<'a, f32>>,
+    /// The saved mean's rounding error for [`backward`] (C f32): the mean is
+    /// `save_mean + save_mean_lo` (0 in eval).
+    pub save_mean_lo: Option<CudaViewMut<'a, f32>>,
     /// Saved 1 / sqrt(var + eps) for [`backward`] (C f32).
     pub save_invstd: Option<CudaViewMut<'a, f32>>,
     /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned.
@@ -72,8 +76,10 @@ pub struct ForwardInPlaceBuffers<'a, T, P> {
     pub running_var: Option<CudaViewMut<'a, P>>,
     /// Batch counter (1), incremented in training.
     pub num_batches_tracked: Option<CudaViewMut<'a, i64>>,
-    /// Saved mean (C f32).
+    /// Saved mean (C f32), as [`ForwardBuffers::save_mean`].
     pub save_mean: Option<CudaViewMut<'a, f32>>,
+    /// The saved mean's rounding error (C f32), as [`ForwardBuffers::save_mean_lo`].
+    pub save_mean_lo: Option<CudaViewMut<'a, f32>>,
     /// Saved 1 / sqrt(var + eps) (C f32).
     pub save_invstd: Option<CudaViewMut<'a, f32>>,
     /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned.
@@ -88,6 +94,9 @@ pub struct BackwardBuffers<'a, T, P> {
     pub dy: CudaView<'a, T>,
     /// The forward's saved mean (C f32).
     pub save_mean: CudaView<'a, f32>,
+    /// The forward's `save_mean_lo` (C f32); `None` takes it as zeros (a PyTorch `save_mean`
+    /// alone: gradients then lose accuracy when the mean is large against the spread).
+    pub save_mean_lo: Option<CudaView<'a, f32>>,
     /// The forward's saved invstd (C f32).
     pub save_invstd: CudaView<'a, f32>,
     /// Scale used by the forward (C).
@@ -111,6 +120,8 @@ pub struct BackwardInPlaceBuffers<'a, T, P> {
     pub dy_dx: CudaViewMut<'a, T>,
     /// The forward's saved mean (C f32).
     pub save_mean: CudaView<'a, f32>,
+    /// The forward's `save_mean_lo` (C f32), as [`BackwardBuffers::save_mean_lo`].
+    pub save_mean_lo: Option<CudaView<'a, f32>>,
     /// The forward's saved invstd (C f32).
     pub save_invstd: CudaView<'a, f32>,
     /// Scale used by the forward (C).
@@ -133,6 +144,7 @@ pub(crate) struct Forward<'a, T, P> {
     pub(crate) running_var: Option<CudaViewMut<'a, P>>,
     pub(crate) num_batches_tracked: Option<CudaViewMut<'a, i64>>,
     pub(crate) save_mean: Option<CudaViewMut<'a, f32>>,
+    pub(crate) save_mean_lo: Option<CudaViewMut<'a, f32>>,
     pub(crate) save_invstd: Option<CudaViewMut<'a, f32>>,
     pub(crate) workspace: Option<CudaViewMut<'a, u8>>,
 }
@@ -147,6 +159,7 @@ impl<'a, T, P> From<ForwardBuffers<'a, T, P>> for Forward<'a, T, P> {
             running_var: b.running_var,
             num_batches_tracked: b.num_batches_tracked,
             save_mean: b.save_mean,
+            save_mean_lo: b.save_mean_lo,
             save_invstd: b.save_invstd,
             workspace: b.workspace,
         }
@@ -163,6 +176,7 @@ impl<'a, T, P> From<ForwardInPlaceBuffers<'a, T, P>> for Forward<'a, T, P> {
             running_var: b.running_var,
             num_batches_tracked: b.num_batches_tracked,
             save_mean: b.save_mean,
+            save_mean_lo: b.save_mean_lo,
             save_invstd: b.save_invstd,
             workspace: b.workspace,
         }
@@ -176,6 +190,7 @@ pub(crate) struct Backward<'a, T, P> {
     /// dy in, dx out.
     pub(crate) grad: InOut<'a, T>,
     pub(crate) save_mean: CudaView<'a, f32>,
+    pub(crate) save_mean_lo: Option<CudaView<'a, f32>>,
     pub(crate) save_invstd: CudaView<'a, f32>,
     pub(crate) gamma: Option<CudaView<'a, P>>,
     pub(crate) dgamma: Option<CudaViewMut<'a, P>>,
@@ -189,6 +204,7 @@ impl<'a, T, P> From<BackwardBuffers<'a, T, P>> for Backward<'a, T, P> {
             x: b.x,
             grad: InOut::Apart(b.dy, b.dx),
             save_mean: b.save_mean,
+            save_mean_lo: b.save_mean_lo,
             save_invstd: b.save_invstd,
             gamma: b.gamma,
             dgamma: b.dgamma,
@@ -204,6 +220,7 @@ impl<'a, T, P> From<BackwardInPlaceBuffers<'a, T, P>> for Backward<'a, T, P> {
             x: b.x,
             grad: InOut::InPlace(b.dy_dx),
             save_mean: b.save_mean,
+            save_mean_lo: b.save_mean_lo,
             save_invstd: b.save_invstd,
             gamma: b.gamma,
             dgamma: b.dgamma,
@@ -269,6 +286,7 @@ pub(crate) fn forward_checked<T: Element, P: Element>(
             1,
         )?,
         save_mean: lend.output_opt("save_mean", b.save_mean.as_mut(), c)?,
+        save_mean_lo: lend.output_opt("save_mean_lo", b.save_mean_lo.as_mut(), c)?,
         save_invstd: lend.output_opt("save_invstd", b.save_invstd.as_mut(), c)?,
         workspace,
         workspace_bytes,
@@ -324,6 +342,7 @@ pub(crate) fn backward_checked<T: Element, P: Element>(
         dx,
         gamma: lend.input_opt("gamma", b.gamma.as_ref(), c)?,
         save_mean: lend.input("save_mean", &b.save_mean, c)?,
+        save_mean_lo: lend.input_opt("save_mean_lo", b.save_mean_lo.as_ref(), c)?,
         save_invstd: lend.input("save_invstd", &b.save_invstd, c)?,
         dgamma: lend.output_opt("dgamma", b.dgamma.as_mut(), c)?,
         dbeta: lend.output_opt("dbeta", b.dbeta.as_mut(), c)?,

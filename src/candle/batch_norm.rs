@@ -15,11 +15,13 @@ use crate::cpu::batch_norm as cpu_bn;
 use crate::DType;
 
 /// What a forward pass leaves: the statistics it normalized with (f32, one per channel; empty
-/// for an empty batch) for the backward, and in training the updated running statistics for
-/// the caller to store.
+/// for an empty batch) for the backward - the mean as `save_mean + save_mean_lo`, the f32
+/// mean and its rounding error, so that the backward re-centres x on the unrounded mean - and
+/// in training the updated running statistics for the caller to store.
 #[derive(Clone)]
 pub(crate) struct Saved {
     pub(crate) save_mean: Tensor,
+    pub(crate) save_mean_lo: Tensor,
     pub(crate) save_invstd: Tensor,
     pub(crate) running: Option<(Tensor, Tensor)>,
 }
@@ -85,14 +87,7 @@ impl NormOp for BnOp {
         dy: &Tensor,
         saved: &Saved,
     ) -> Result<Grads> {
-        let (dx, dw, db) = super::cuda::bn_backward::<T, P>(
-            &self.desc,
-            x,
-            w,
-            dy,
-            &saved.save_mean,
-            &saved.save_invstd,
-        )?;
+        let (dx, dw, db) = super::cuda::bn_backward::<T, P>(&self.desc, x, w, dy, saved)?;
         Ok((dx, Some(dw), Some(db)))
     }
 }
@@ -141,6 +136,7 @@ fn cpu_forward<T: Elem, P: Elem>(
         &op.saved,
         Saved {
             save_mean: Tensor::from_vec(out.save_mean, n, dev)?,
+            save_mean_lo: Tensor::from_vec(out.save_mean_lo, n, dev)?,
             save_invstd: Tensor::from_vec(out.save_invstd, n, dev)?,
             running: updated,
         },
@@ -159,8 +155,10 @@ fn cpu_backward<T: Elem, P: Elem>(
     let dyv = dy.flatten_all()?.to_vec1::<T>()?;
     let wv = w.map(|w| w.to_vec1::<P>()).transpose()?;
     let mv = saved.save_mean.to_vec1::<f32>()?;
+    let lv = saved.save_mean_lo.to_vec1::<f32>()?;
     let iv = saved.save_invstd.to_vec1::<f32>()?;
-    let out = cpu_bn::backward::<T, P>(desc, &xv, &dyv, wv.as_deref(), &mv, &iv).map_err(wrap)?;
+    let out = cpu_bn::backward::<T, P>(desc, &xv, &dyv, wv.as_deref(), &mv, Some(&lv), &iv)
+        .map_err(wrap)?;
     let dev = &Device::Cpu;
     let c = out.dgamma.len();
     Ok((

@@ -207,6 +207,7 @@ pub(crate) fn bn_forward<T: CudaElem, P: CudaElem>(
     let c = desc.dims[1];
     let mut y = alloc::<T>(&stream, numel)?;
     let mut save_mean = alloc::<f32>(&stream, c)?;
+    let mut save_mean_lo = alloc::<f32>(&stream, c)?;
     let mut save_invstd = alloc::<f32>(&stream, c)?;
     // The kernels update the running statistics in place: on copies, which become the
     // caller's new running statistics once the forward has succeeded.
@@ -243,6 +244,7 @@ pub(crate) fn bn_forward<T: CudaElem, P: CudaElem>(
             running_var,
             num_batches_tracked: None,
             save_mean: Some(save_mean.as_view_mut()),
+            save_mean_lo: Some(save_mean_lo.as_view_mut()),
             save_invstd: Some(save_invstd.as_view_mut()),
             workspace: ws.as_mut().map(|w| w.as_view_mut()),
         },
@@ -256,6 +258,7 @@ pub(crate) fn bn_forward<T: CudaElem, P: CudaElem>(
         saved,
         super::batch_norm::Saved {
             save_mean: tensor(save_mean, c, dev),
+            save_mean_lo: tensor(save_mean_lo, c, dev),
             save_invstd: tensor(save_invstd, c, dev),
             running,
         },
@@ -271,8 +274,7 @@ pub(crate) fn bn_backward<T: CudaElem, P: CudaElem>(
     x: &Tensor,
     w: Option<&Tensor>,
     dy: &Tensor,
-    save_mean: &Tensor,
-    save_invstd: &Tensor,
+    saved: &super::batch_norm::Saved,
 ) -> Result<(Tensor, Tensor, Tensor)> {
     let (xg, xl) = x.storage_and_layout();
     let Storage::Cuda(xs) = &*xg else {
@@ -297,24 +299,27 @@ pub(crate) fn bn_backward<T: CudaElem, P: CudaElem>(
         None => None,
     };
     with_cuda(dy, "dy", |dys, dyl| {
-        with_cuda(save_mean, "save_mean", |ms, ml| {
-            with_cuda(save_invstd, "save_invstd", |is, il| {
-                bn::backward::<T, P>(
-                    &stream,
-                    desc,
-                    bn::BackwardBuffers {
-                        x: view::<T>("x", xs, xl)?,
-                        dy: view::<T>("dy", dys, dyl)?,
-                        save_mean: view::<f32>("save_mean", ms, ml)?,
-                        save_invstd: view::<f32>("save_invstd", is, il)?,
-                        gamma,
-                        dx: dx.as_view_mut(),
-                        dgamma: Some(dgamma.as_view_mut()),
-                        dbeta: Some(dbeta.as_view_mut()),
-                        workspace: ws.as_mut().map(|w| w.as_view_mut()),
-                    },
-                )
-                .map_err(wrap)
+        with_cuda(&saved.save_mean, "save_mean", |ms, ml| {
+            with_cuda(&saved.save_mean_lo, "save_mean_lo", |los, lol| {
+                with_cuda(&saved.save_invstd, "save_invstd", |is, il| {
+                    bn::backward::<T, P>(
+                        &stream,
+                        desc,
+                        bn::BackwardBuffers {
+                            x: view::<T>("x", xs, xl)?,
+                            dy: view::<T>("dy", dys, dyl)?,
+                            save_mean: view::<f32>("save_mean", ms, ml)?,
+                            save_mean_lo: Some(view::<f32>("save_mean_lo", los, lol)?),
+                            save_invstd: view::<f32>("save_invstd", is, il)?,
+                            gamma,
+                            dx: dx.as_view_mut(),
+                            dgamma: Some(dgamma.as_view_mut()),
+                            dbeta: Some(dbeta.as_view_mut()),
+                            workspace: ws.as_mut().map(|w| w.as_view_mut()),
+                        },
+                    )
+                    .map_err(wrap)
+                })
             })
         })
     })?;

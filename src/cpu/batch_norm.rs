@@ -41,8 +41,11 @@ pub struct Running<'a, P> {
 pub struct ForwardOut<T> {
     /// Output, in the input's layout.
     pub y: Vec<T>,
-    /// Mean used per channel (empty for an empty batch).
+    /// Mean used per channel, rounded to f32 (empty for an empty batch).
     pub save_mean: Vec<f32>,
+    /// The rounding error of `save_mean` (mean - save_mean, rounded to f32; 0 in eval and for
+    /// a non-finite mean).
+    pub save_mean_lo: Vec<f32>,
     /// 1 / sqrt(var + eps) used per channel (empty for an empty batch).
     pub save_invstd: Vec<f32>,
 }
@@ -146,6 +149,7 @@ pub fn forward<T: Element, P: Element>(
     let mut out = ForwardOut {
         y: vec![T::from_f64(0.0); g.numel as usize],
         save_mean: Vec::new(),
+        save_mean_lo: Vec::new(),
         save_invstd: Vec::new(),
     };
     if g.numel == 0 {
@@ -173,7 +177,13 @@ pub fn forward<T: Element, P: Element>(
                 .ok_or_else(|| Error::invalid("BatchNorm eval", "no running statistics"))?;
             (r.mean[ci].to_f64(), 1.0 / (r.var[ci].to_f64() + eps).sqrt())
         };
-        out.save_mean.push(mean as f32);
+        let hi = mean as f32;
+        out.save_mean.push(hi);
+        out.save_mean_lo.push(if hi.is_finite() {
+            (mean - hi as f64) as f32
+        } else {
+            0.0
+        });
         out.save_invstd.push(invstd as f32);
         let (w, b) = affine.map_or((1.0, 0.0), |(w, b)| (w[ci].to_f64(), b[ci].to_f64()));
         for n in 0..g.n {
@@ -186,8 +196,9 @@ pub fn forward<T: Element, P: Element>(
     Ok(out)
 }
 
-/// BatchNorm backward from the forward's saved statistics. Of an eval-mode forward
-/// (`desc.mode`): dx = dy * gamma * invstd; otherwise the training backward. dgamma = sum(dy * (x - mean))
+/// BatchNorm backward from the forward's saved statistics, with the mean
+/// `save_mean + save_mean_lo` (`None`: zeros). Of an eval-mode forward (`desc.mode`):
+/// dx = dy * gamma * invstd; otherwise the training backward. dgamma = sum(dy * (x - mean))
 /// * invstd, dbeta = sum(dy) (zero for an empty batch).
 pub fn backward<T: Element, P: Element>(
     desc: &BatchNormDesc,
@@ -195,6 +206,7 @@ pub fn backward<T: Element, P: Element>(
     dy: &[T],
     gamma: Option<&[P]>,
     save_mean: &[f32],
+    save_mean_lo: Option<&[f32]>,
     save_invstd: &[f32],
 ) -> Result<BackwardOut<T, P>> {
     let g = check_types::<T, P>(desc)?;
@@ -213,11 +225,14 @@ pub fn backward<T: Element, P: Element>(
         return Ok(out);
     }
     len("save_mean", save_mean.len(), g.c)?;
+    if let Some(lo) = save_mean_lo {
+        len("save_mean_lo", lo.len(), g.c)?;
+    }
     len("save_invstd", save_invstd.len(), g.c)?;
     let cnt = g.count() as f64;
     for c in 0..g.c {
         let ci = c as usize;
-        let mean = save_mean[ci] as f64;
+        let mean = save_mean[ci] as f64 + save_mean_lo.map_or(0.0, |lo| lo[ci] as f64);
         let invstd = save_invstd[ci] as f64;
         let w = gamma.map_or(1.0, |w| w[ci].to_f64());
         let (mut sdy, mut sdx) = (0.0f64, 0.0f64);

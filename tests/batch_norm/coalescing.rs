@@ -143,7 +143,7 @@ mod bn {
         let (rm, rv) = (sim.upload(&param(0.0), 0), sim.upload(&param(1.0), 0));
         let cnt = sim.dev.alloc_zeroed(8).unwrap();
         let [y, dx] = [0; 2].map(|_| sim.alloc::<T>(numel, 0));
-        let [sm, si] = [0; 2].map(|_| sim.alloc::<f32>(c, 0));
+        let [sm, sml, si] = [0; 3].map(|_| sim.alloc::<f32>(c, 0));
         let [dg, db] = [0; 2].map(|_| sim.alloc::<P>(c, 0));
         let ws_bytes = workspace_bytes(&desc, Direction::Forward, &props).unwrap() as u64;
         let ws = sim.alloc::<f32>(ws_bytes as usize / 4, 0);
@@ -156,6 +156,7 @@ mod bn {
             running_var: Some(rv),
             num_batches_tracked: Some(cnt),
             save_mean: Some(sm),
+            save_mean_lo: Some(sml),
             save_invstd: Some(si),
             workspace: ws,
             workspace_bytes: ws_bytes,
@@ -166,6 +167,7 @@ mod bn {
             dx,
             gamma: Some(gamma),
             save_mean: sm,
+            save_mean_lo: Some(sml),
             save_invstd: si,
             dgamma: Some(dg),
             dbeta: Some(db),

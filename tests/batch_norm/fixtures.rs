@@ -226,6 +226,7 @@ impl Runner for CpuBackend {
             dy,
             affine.map(|a| a.0),
             &f.save_mean,
+            Some(&f.save_mean_lo),
             &f.save_invstd,
         )?;
         Ok(Out {
@@ -268,6 +269,7 @@ impl<B: Backend> Runner for B {
         let rv = st.rv.as_ref().map(|v| be.upload(v, 0));
         let nbt = be.upload_i64(st.nbt);
         let sm = be.alloc::<f32>(c, 0);
+        let sml = be.alloc::<f32>(c, 0);
         let si = be.alloc::<f32>(c, 0);
         let dg = be.alloc::<P>(c, 0);
         let db = be.alloc::<P>(c, 0);
@@ -282,6 +284,7 @@ impl<B: Backend> Runner for B {
             running_var: rv,
             num_batches_tracked: rm.map(|_| nbt),
             save_mean: Some(sm),
+            save_mean_lo: Some(sml),
             save_invstd: Some(si),
             workspace: ws,
             workspace_bytes: ws_bytes,
@@ -301,6 +304,7 @@ impl<B: Backend> Runner for B {
             dx: d_dx,
             gamma: gb.map(|p| p.0),
             save_mean: sm,
+            save_mean_lo: Some(sml),
             save_invstd: si,
             dgamma: gb.map(|_| dg),
             dbeta: gb.map(|_| db),

@@ -80,6 +80,7 @@ fn module_steps<T: Element + Default>(shapes: &[&[usize]], layout: Layout, momen
         )
         .unwrap();
         let sm: Vec<f32> = stream.clone_dtoh(&saved.mean).unwrap();
+        let sml: Vec<f32> = stream.clone_dtoh(&saved.mean_lo).unwrap();
         let si: Vec<f32> = stream.clone_dtoh(&saved.invstd).unwrap();
         let wb = cpu::backward::<T, f32>(
             &desc.clone().with_mode(if !training {
@@ -91,6 +92,7 @@ fn module_steps<T: Element + Default>(shapes: &[&[usize]], layout: Layout, momen
             &hdy,
             Some(&gamma),
             &sm,
+            Some(&sml),
             &si,
         )
         .unwrap();
@@ -328,4 +330,17 @@ fn fixtures_match_torch_on_the_gpu() {
         f.len(),
         f.join("\n")
     );
+}
+
+/// The adversarial accuracy cases (`crate::accuracy`: outliers first and last, a large offset,
+/// a tiny mean, N(0, 1); every dtype, layout, access variant and tier the planner picks for
+/// the device) on the GPU, against the f64 computation of the test.
+#[test]
+fn accuracy_on_the_gpu() {
+    let Some(stream) = gpu_stream("accuracy_on_the_gpu") else {
+        return;
+    };
+    let props = *Gpu::new(&stream).unwrap().props();
+    let (fails, _) = crate::accuracy::run_all(&mut || Gpu::new(&stream).unwrap(), &props);
+    assert!(fails.is_empty(), "GPU:\n{}", fails.join("\n"));
 }

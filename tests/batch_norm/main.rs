@@ -2,6 +2,7 @@
 //! CPU reference and in place, PyTorch fixtures, coalescing, 64-bit offsets, and the GPU layer
 //! when a GPU - or the emulated driver - is present).
 
+mod accuracy;
 mod coalescing;
 mod fixtures;
 mod gpu;

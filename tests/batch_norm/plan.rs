@@ -23,6 +23,7 @@ fn fwd_ptrs() -> ForwardPtrs {
         running_var: Some(A + 6 * G),
         num_batches_tracked: Some(A + 7 * G),
         save_mean: Some(A + 8 * G),
+        save_mean_lo: Some(A - G),
         save_invstd: Some(A + 9 * G),
         workspace: A + 12 * G,
         workspace_bytes: 1 << 44,
@@ -36,6 +37,7 @@ fn bwd_ptrs() -> BackwardPtrs {
         dx: A + 2 * G,
         gamma: Some(A + 3 * G),
         save_mean: A + 8 * G,
+        save_mean_lo: Some(A - G),
         save_invstd: A + 9 * G,
         dgamma: Some(A + 10 * G),
         dbeta: Some(A + 11 * G),
@@ -124,8 +126,8 @@ fn h200_resnet_shapes_nchw_and_nhwc() {
     );
     // 256 f16 channels = 32 vectors of 8: block (32, 8), one channel tile.
     assert_eq!(p.launches[0].block, [32, 8, 1]);
-    // 100352 rows of 2-byte values: the 12-byte partials stay within 1% of the channel's
-    // 200704 bytes with at most 167 splits: chunk ceil(100352 / 167) = 601 rows, 167 splits.
+    // 100352 rows of 2-byte values: one split per 1200 of the channel's 200704 bytes at most
+    // (the 16-byte partials within 1.33%): chunk ceil(100352 / 167) = 601 rows, 167 splits.
     assert_eq!(p.launches[0].grid, [1, 167, 1]);
     let b = plan_backward(&d, &bwd_ptrs(), &props).unwrap();
     sane(&b, &props);
@@ -380,6 +382,7 @@ fn every_bad_input_is_an_error_before_any_launch() {
         |q: &mut BackwardPtrs| q.dy += 2,
         |q: &mut BackwardPtrs| q.dx += 2,
         |q: &mut BackwardPtrs| q.save_mean += 2,
+        |q: &mut BackwardPtrs| q.save_mean_lo = Some(A - G + 2),
         |q: &mut BackwardPtrs| q.dgamma = Some(A + 2),
         |q: &mut BackwardPtrs| q.workspace += 4,
     ] {
@@ -529,7 +532,7 @@ fn h200_fused_backward_tier() {
             3
         );
     }
-    // The forward fuses under the same conditions: x only (8 KiB) plus 1024 + 4 * 2560 bytes,
+    // The forward fuses under the same conditions: x only (8 KiB) plus 1024 + 4 * 3584 bytes,
     // then the finalize kernel bumps num_batches_tracked after every block has read it.
     let d = desc(&[256, 4096], Layout::Contiguous, DType::F32);
     let p = plan_forward(
@@ -546,7 +549,7 @@ fn h200_fused_backward_tier() {
             "warpnorm_batch_norm_fwd_f32params_finalize"
         ]
     );
-    assert_eq!(p.launches[0].shared_mem_bytes, 8 * 1024 + 1024 + 4 * 2560);
+    assert_eq!(p.launches[0].shared_mem_bytes, 8 * 1024 + 1024 + 4 * 3584);
     let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
     assert_eq!(
         (f.count, f.counter_bump),
@@ -674,6 +677,10 @@ fn workspace_and_overlap_checks() {
         plan_backward(&d, &p, &props)
     };
     assert!(overlap(fwd(&|p| p.save_invstd = p.save_mean).unwrap_err()));
+    assert!(overlap(fwd(&|p| p.save_mean_lo = p.save_mean).unwrap_err()));
+    assert!(overlap(
+        bwd(&|p| p.save_mean_lo = p.dgamma.map(|a| a + 4)).unwrap_err()
+    ));
     assert!(overlap(
         fwd(&|p| p.running_var = p.running_mean).unwrap_err()
     ));

@@ -89,7 +89,7 @@ fn outputs_bits(arch: u32, dims: &[usize], layout: Layout, threads: usize) -> Ve
     let rv = sim.upload(&vec![1.0f32; c], 0);
     let cnt = sim.dev.alloc_zeroed(8).unwrap();
     let [y, dxo] = [sim.alloc::<f32>(n, 0), sim.alloc::<f32>(n, 0)];
-    let [sm, si, dg, db] = [0; 4].map(|_| sim.alloc::<f32>(c, 0));
+    let [sm, sml, si, dg, db] = [0; 5].map(|_| sim.alloc::<f32>(c, 0));
     let ws_bytes = workspace_bytes(&desc, Direction::Forward, &props).unwrap() as u64;
     let ws = sim.alloc::<f32>(ws_bytes as usize / 4, 0);
     let fp = ForwardPtrs {
@@ -101,6 +101,7 @@ fn outputs_bits(arch: u32, dims: &[usize], layout: Layout, threads: usize) -> Ve
         running_var: Some(rv),
         num_batches_tracked: Some(cnt),
         save_mean: Some(sm),
+        save_mean_lo: Some(sml),
         save_invstd: Some(si),
         workspace: ws,
         workspace_bytes: ws_bytes,
@@ -120,6 +121,7 @@ fn outputs_bits(arch: u32, dims: &[usize], layout: Layout, threads: usize) -> Ve
         dx: dxo,
         gamma: None,
         save_mean: sm,
+        save_mean_lo: Some(sml),
         save_invstd: si,
         dgamma: Some(dg),
         dbeta: Some(db),
@@ -189,6 +191,7 @@ fn empty_batch_counts_and_keeps_statistics_on_ptxsim() {
             running_var: Some(rv),
             num_batches_tracked: Some(cnt),
             save_mean: Some(sm),
+            save_mean_lo: None,
             save_invstd: Some(si),
             workspace: ws,
             workspace_bytes: ws_bytes,
@@ -214,6 +217,7 @@ fn empty_batch_counts_and_keeps_statistics_on_ptxsim() {
             dx: x,
             gamma: None,
             save_mean: sm,
+            save_mean_lo: None,
             save_invstd: si,
             dgamma: Some(dg),
             dbeta: Some(db),

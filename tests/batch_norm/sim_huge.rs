@@ -259,6 +259,7 @@ fn run_huge<T: Element + Default, P: Element + Default>(
     let px = sim.alloc::<T>(numel, 0);
     let py = sim.alloc::<T>(numel, 0);
     let psm = sim.alloc::<f32>(c, 0);
+    let psml = sim.alloc::<f32>(c, 0);
     let psi = sim.alloc::<f32>(c, 0);
     let [pg, pb, prm, prv] = [0; 4].map(|_| sim.alloc::<P>(c, 0));
     let mode = Mode {
@@ -276,6 +277,7 @@ fn run_huge<T: Element + Default, P: Element + Default>(
             running_var: Some(prv),
             num_batches_tracked: None,
             save_mean: Some(psm),
+            save_mean_lo: Some(psml),
             save_invstd: Some(psi),
             workspace: pws,
             workspace_bytes: ws_bytes,
@@ -353,6 +355,7 @@ fn run_huge<T: Element + Default, P: Element + Default>(
     let got = FwdGot {
         y: gather::<T>(&sim, py, &geo, &k),
         save_mean: download_k(&sim, psm, &k),
+        save_mean_lo: download_k(&sim, psml, &k),
         save_invstd: download_k(&sim, psi, &k),
         running_mean: download_k(&sim, prm, &k),
         running_var: download_k(&sim, prv, &k),
@@ -383,6 +386,7 @@ fn run_huge<T: Element + Default, P: Element + Default>(
             dx: pdx,
             gamma: Some(pg),
             save_mean: psm,
+            save_mean_lo: Some(psml),
             save_invstd: psi,
             dgamma: Some(pdg),
             dbeta: Some(pdb),
@@ -409,6 +413,7 @@ fn run_huge<T: Element + Default, P: Element + Default>(
         &dy,
         Some(&gamma),
         &got.save_mean,
+        Some(&got.save_mean_lo),
         &got.save_invstd,
     )
     .map_err(|e| e.to_string())?;

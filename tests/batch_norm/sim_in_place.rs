@@ -61,12 +61,16 @@ fn case_in_place<T: Element + Default, P: Element + Default>(
         let ctx = format!("compute_{} {case:?} training {training}", sim.arch);
         // Forward: every output's bits, with fresh running statistics and counter each run.
         let mut forward =
-            |sim: &mut Sim, in_place: bool, save: bool| -> (Vec<Vec<u64>>, u64, u64) {
+            |sim: &mut Sim, in_place: bool, save: bool| -> (Vec<Vec<u64>>, u64, u64, u64) {
                 let px = sim.upload(&x, off);
                 let py = if in_place { px } else { sim.alloc::<T>(n, off) };
                 let (rm, rv) = (sim.upload(&rm0, 0), sim.upload(&rv0, 0));
                 let cnt = sim.dev.alloc_zeroed(8).unwrap();
-                let (sm, si) = (sim.alloc::<f32>(c, 0), sim.alloc::<f32>(c, 0));
+                let (sm, sl, si) = (
+                    sim.alloc::<f32>(c, 0),
+                    sim.alloc::<f32>(c, 0),
+                    sim.alloc::<f32>(c, 0),
+                );
                 let p = ForwardPtrs {
                     x: px,
                     y: py,
@@ -76,6 +80,7 @@ fn case_in_place<T: Element + Default, P: Element + Default>(
                     running_var: Some(rv),
                     num_batches_tracked: Some(cnt),
                     save_mean: save.then_some(sm),
+                    save_mean_lo: save.then_some(sl),
                     save_invstd: save.then_some(si),
                     workspace: ws,
                     workspace_bytes: ws_bytes as u64,
@@ -92,13 +97,14 @@ fn case_in_place<T: Element + Default, P: Element + Default>(
                     bits::<P>(sim, rm, c),
                     bits::<P>(sim, rv, c),
                     vec![counter],
+                    bits::<f32>(sim, sl, c),
                 ];
-                (out, sm, si)
+                (out, sm, sl, si)
             };
-        let (apart, sm, si) = forward(sim, false, true);
-        let (inplace, _, _) = forward(sim, true, true);
+        let (apart, sm, sl, si) = forward(sim, false, true);
+        let (inplace, _, _, _) = forward(sim, true, true);
         // Without saved statistics (training or eval): the same y and running statistics.
-        let (unsaved, _, _) = forward(sim, false, false);
+        let (unsaved, _, _, _) = forward(sim, false, false);
         for k in [0, 3, 4, 5] {
             assert!(
                 apart[k] == unsaved[k],
@@ -112,6 +118,7 @@ fn case_in_place<T: Element + Default, P: Element + Default>(
             "running_mean",
             "running_var",
             "num_batches_tracked",
+            "save_mean_lo",
         ]
         .iter()
         .enumerate()
@@ -137,6 +144,7 @@ fn case_in_place<T: Element + Default, P: Element + Default>(
                 dx: pdx,
                 gamma: affine.then_some(pg),
                 save_mean: sm,
+                save_mean_lo: Some(sl),
                 save_invstd: si,
                 dgamma: Some(dg),
                 dbeta: Some(db),

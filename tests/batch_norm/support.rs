@@ -229,6 +229,7 @@ pub fn dx_scale<T: Element, P: Element>(
 pub struct FwdGot<T, P> {
     pub y: Vec<T>,
     pub save_mean: Vec<f32>,
+    pub save_mean_lo: Vec<f32>,
     pub save_invstd: Vec<f32>,
     pub running_mean: Vec<P>,
     pub running_var: Vec<P>,
@@ -267,6 +268,21 @@ pub fn check_forward<T: Element, P: Element>(
             &ctx("save_mean"),
             &f64s(&got.save_mean),
             &wm,
+            TOL_STATS,
+            uf,
+            &ma,
+        )?;
+        // The pair: save_mean + save_mean_lo is the mean before its rounding to f32.
+        let pair = |m: &[f32], lo: &[f32]| -> Vec<f64> {
+            m.iter()
+                .zip(lo)
+                .map(|(&h, &l)| h as f64 + l as f64)
+                .collect()
+        };
+        check(
+            &ctx("save_mean + save_mean_lo"),
+            &pair(&got.save_mean, &got.save_mean_lo),
+            &pair(&want.save_mean, &want.save_mean_lo),
             TOL_STATS,
             uf,
             &ma,
@@ -401,6 +417,7 @@ pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
     let ws_len = ws_bytes as usize / 4;
     let d_ws = be.alloc::<f32>(ws_len, 0);
     let d_sm = be.alloc::<f32>(c, 0);
+    let d_sml = be.alloc::<f32>(c, 0);
     let d_si = be.alloc::<f32>(c, 0);
     let d_y = be.alloc::<T>(numel, case.offset);
     let d_dx = be.alloc::<T>(numel, case.offset);
@@ -430,6 +447,7 @@ pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
             running_var: Some(d_rv),
             num_batches_tracked: Some(d_nbt),
             save_mean: Some(d_sm),
+            save_mean_lo: Some(d_sml),
             save_invstd: Some(d_si),
             workspace: d_ws,
             workspace_bytes: ws_bytes,
@@ -455,11 +473,16 @@ pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
             let got = FwdGot {
                 y: be.download(d_y, numel),
                 save_mean: be.download(d_sm, c),
+                save_mean_lo: be.download(d_sml, c),
                 save_invstd: be.download(d_si, c),
                 running_mean: be.download(d_rm, c),
                 running_var: be.download(d_rv, c),
             };
-            let (sm, si) = (got.save_mean.clone(), got.save_invstd.clone());
+            let (sm, sml, si) = (
+                got.save_mean.clone(),
+                got.save_mean_lo.clone(),
+                got.save_invstd.clone(),
+            );
             check_forward(&ctx(""), &desc, training, &x, &want, &rm, &rv, &got)?;
             // Backward from the GPU's saved statistics (the reference uses the same ones).
             let bptrs = BackwardPtrs {
@@ -468,6 +491,7 @@ pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
                 dx: d_dx,
                 gamma: affine.then_some(d_gamma),
                 save_mean: d_sm,
+                save_mean_lo: Some(d_sml),
                 save_invstd: d_si,
                 dgamma: Some(d_dg),
                 dbeta: Some(d_db),
@@ -498,6 +522,7 @@ pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
                 &dy,
                 affine.then_some(&gamma[..]),
                 &sm,
+                Some(&sml),
                 &si,
             )
             .map_err(|e| e.to_string())?;

@@ -313,6 +313,11 @@ fn batch_norm_into_in_place_and_infer_match_forward() {
             &format!("{ctx}: save_mean"),
         );
         same(
+            bits(&s, &saved.mean_lo),
+            bits(&s, &out.saved.mean_lo),
+            &format!("{ctx}: save_mean_lo"),
+        );
+        same(
             bits(&s, &saved.invstd),
             bits(&s, &out.saved.invstd),
             &format!("{ctx}: save_invstd"),
@@ -373,7 +378,8 @@ fn batch_norm_into_in_place_and_infer_match_forward() {
     let ws_bytes = bn::forward_workspace_bytes(&s, &desc).unwrap();
     let mut ws = s.alloc_zeros::<u8>(ws_bytes).unwrap();
     let mut xy = s.clone_htod(&xh).unwrap();
-    let (mut sm, mut si) = (
+    let (mut sm, mut sl, mut si) = (
+        s.alloc_zeros::<f32>(3).unwrap(),
         s.alloc_zeros::<f32>(3).unwrap(),
         s.alloc_zeros::<f32>(3).unwrap(),
     );
@@ -390,6 +396,7 @@ fn batch_norm_into_in_place_and_infer_match_forward() {
             running_var: Some(rv.as_view_mut()),
             num_batches_tracked: None,
             save_mean: Some(sm.as_view_mut()),
+            save_mean_lo: Some(sl.as_view_mut()),
             save_invstd: Some(si.as_view_mut()),
             workspace: Some(ws.as_view_mut()),
         },
@@ -408,6 +415,7 @@ fn batch_norm_into_in_place_and_infer_match_forward() {
             x: x.as_view(),
             dy_dx: dydx.as_view_mut(),
             save_mean: sm.as_view(),
+            save_mean_lo: Some(sl.as_view()),
             save_invstd: si.as_view(),
             gamma: Some(a.gamma().unwrap().as_view()),
             dgamma: None,

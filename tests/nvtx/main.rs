@@ -294,6 +294,7 @@ mod gpu {
         let mut y = zeros::<f16>(&s, n);
         let mut dx = zeros::<f16>(&s, n);
         let mut save_mean = zeros::<f32>(&s, c);
+        let mut save_mean_lo = zeros::<f32>(&s, c);
         let mut save_invstd = zeros::<f32>(&s, c);
         let mut dgamma = zeros::<f32>(&s, c);
         let mut dbeta = zeros::<f32>(&s, c);
@@ -310,6 +311,7 @@ mod gpu {
                 running_var: None,
                 num_batches_tracked: None,
                 save_mean: Some(save_mean.as_view_mut()),
+                save_mean_lo: Some(save_mean_lo.as_view_mut()),
                 save_invstd: Some(save_invstd.as_view_mut()),
                 workspace: Some(ws.as_view_mut()),
             },
@@ -323,6 +325,7 @@ mod gpu {
                 x: x.as_view(),
                 dy: dy.as_view(),
                 save_mean: save_mean.as_view(),
+                save_mean_lo: Some(save_mean_lo.as_view()),
                 save_invstd: save_invstd.as_view(),
                 gamma: Some(gamma.as_view()),
                 dx: dx.as_view_mut(),
@@ -345,6 +348,7 @@ mod gpu {
                 running_var: None,
                 num_batches_tracked: None,
                 save_mean: None,
+                save_mean_lo: None,
                 save_invstd: None,
                 workspace: Some(ws.as_view_mut()),
             },

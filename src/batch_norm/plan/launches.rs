@@ -7,7 +7,7 @@ use crate::plan::{grid_dim, AbiArgs, Launch, Plan};
 use crate::{DType, Result};
 
 use super::super::desc::{BatchNormDesc, Ncs};
-use super::{BLOCK, FINALIZE_BLOCK, FUSED_MAX_SHARED, PARTIAL_BYTES, UNITS_PER_THREAD};
+use super::{BLOCK, FINALIZE_BLOCK, FUSED_MAX_SHARED, SPLIT_CAP_BYTES, UNITS_PER_THREAD};
 
 /// Elements of `T` in one 16-byte vector.
 pub(super) fn vec_width(dtype: DType) -> u64 {
@@ -62,9 +62,11 @@ pub(super) fn reduce_geom(g: &Ncs, vec: bool, dtype: DType, props: &DeviceProps)
     let by = units.max(1).next_power_of_two().clamp(min_by, max_by);
     let per_split = by * UNITS_PER_THREAD;
     let want = target_blocks(props).div_ceil(tiles.max(1)).max(1);
-    // Each split writes (and the finalize reads) 12 bytes per channel: keep that within 1% of
-    // the channel's activation bytes, so the statistics add at most ~1% DRAM traffic.
-    let traffic_cap = (g.count() * dtype.size() as u64 / (PARTIAL_BYTES * 100)).max(1);
+    // Each split writes (and the finalize reads) PARTIAL_BYTES = 16 bytes per channel: at most
+    // one split per SPLIT_CAP_BYTES = 1200 activation bytes of the channel keeps that within
+    // 1.33% of them (the rule of the 12-byte partials, 1%, kept so the grids did not shrink
+    // when the partials grew a compensated mean).
+    let traffic_cap = (g.count() * dtype.size() as u64 / SPLIT_CAP_BYTES).max(1);
     let splits = want
         .min(units.div_ceil(per_split))
         .min(traffic_cap)
@@ -109,7 +111,7 @@ pub(super) fn fused_geom(
     }
     // The x packs (forward) or x and dy packs (backward), rounded up to 16 bytes, then the
     // merge scratch and coefficients (see fused_fwd / fused_bwd in cuda/batch_norm.cu):
-    // 1024 + 2560 bytes per channel a thread owns (forward), 2560 per channel (backward).
+    // 1024 + 3584 bytes per channel a thread owns (forward), 2560 per channel (backward).
     let arrays = if forward { 1 } else { 2 };
     let data = units
         .checked_mul(bx)?
@@ -117,7 +119,7 @@ pub(super) fn fused_geom(
         .div_ceil(16)
         * 16;
     let cv = if g.nhwc { v } else { 1 };
-    let bytes = data + 2560 * cv + if forward { 1024 } else { 0 };
+    let bytes = data + if forward { 1024 + 3584 * cv } else { 2560 * cv };
     if bytes > FUSED_MAX_SHARED || bytes > props.max_shared_per_block_optin as u64 / 2 {
         return None;
     }
@@ -213,7 +215,6 @@ pub(super) struct ReduceInputs {
     pub(super) x: u64,
     pub(super) dy: u64,
     pub(super) mean: u64,
-    pub(super) shift: u64,
     pub(super) partials: u64,
 }
 
@@ -236,7 +237,6 @@ pub(super) fn push_reduce(
         x: p.x,
         dy: p.dy,
         mean: p.mean,
-        shift: p.shift,
         partials: p.partials,
         n: g.n as i64,
         c: g.c as i64,

@@ -24,7 +24,7 @@
 //!
 //! The reduction is split along N * S until the grid has about one full wave of blocks
 //! (`sm_count * max_threads_per_sm / 256`), keeping at least 4 units per thread per split and
-//! the partial results within 1% of the activation bytes.
+//! the partial results within 1.33% of the activation bytes.
 
 use crate::abi::{
     WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormFinalizeArgs,
@@ -62,8 +62,9 @@ pub const FINALIZE_BLOCK: u32 = 128;
 /// Most shared memory the fused backward may use per block (x and dy of its channels plus
 /// its merge scratch, all dynamic), leaving room for several resident blocks per SM.
 pub const FUSED_MAX_SHARED: u64 = 64 * 1024;
-/// Bytes of one forward partial (count, mean, m2) per (split, channel).
-const PARTIAL_BYTES: u64 = 12;
+/// Activation bytes of a channel per split at most: the forward partials (count, mean hi,
+/// mean lo, m2: 16 bytes per split and channel) stay within 1.33% of the activation bytes.
+const SPLIT_CAP_BYTES: u64 = 1200;
 /// Minimum reduction units per thread in one split.
 const UNITS_PER_THREAD: u64 = 4;
 
@@ -84,8 +85,13 @@ pub struct ForwardPtrs {
     pub running_var: Option<u64>,
     /// One i64, incremented by every training call; read for [`Momentum::Cumulative`].
     pub num_batches_tracked: Option<u64>,
-    /// Saved mean for backward, C f32 (batch mean; running mean in eval).
+    /// Saved mean for backward, C f32 (batch mean rounded to f32, as PyTorch's; running mean
+    /// in eval).
     pub save_mean: Option<u64>,
+    /// The saved mean's rounding error, C f32: the batch mean is `save_mean + save_mean_lo`
+    /// (0 in eval). Give it to [`plan_backward`] with `save_mean` for gradients as accurate
+    /// as the forward when the mean is large against the spread.
+    pub save_mean_lo: Option<u64>,
     /// Saved 1 / sqrt(var + eps), C f32 (batch; running in eval).
     pub save_invstd: Option<u64>,
     /// Workspace of at least [`workspace_bytes`] bytes, 16-byte aligned.
@@ -107,6 +113,8 @@ pub struct BackwardPtrs {
     pub gamma: Option<u64>,
     /// The forward's saved mean, C f32.
     pub save_mean: u64,
+    /// The forward's `save_mean_lo`, C f32 (`None`: zeros, for a mean saved without it).
+    pub save_mean_lo: Option<u64>,
     /// The forward's saved invstd, C f32.
     pub save_invstd: u64,
     /// Gradient of gamma (output), C of `desc.param_dtype`.
@@ -142,7 +150,7 @@ pub fn workspace_bytes_checked(
         .unwrap_or(1);
     let floats = coef_stride(g.c)
         .checked_mul(4)
-        .and_then(|a| splits.checked_mul(g.c)?.checked_mul(3)?.checked_add(a))
+        .and_then(|a| splits.checked_mul(g.c)?.checked_mul(4)?.checked_add(a))
         .and_then(|f| f.checked_mul(4))
         .ok_or_else(|| Error::Overflow("BatchNorm workspace size".into()))?;
     usize::try_from(floats).map_err(|_| Error::Overflow("BatchNorm workspace size".into()))
@@ -212,6 +220,7 @@ pub fn plan_forward_checked(
     bufs.output_opt("running_var", ptrs.running_var, g.c, p)?;
     bufs.output_opt("num_batches_tracked", ptrs.num_batches_tracked, 1, 8)?;
     bufs.output_opt("save_mean", ptrs.save_mean, g.c, 4)?;
+    bufs.output_opt("save_mean_lo", ptrs.save_mean_lo, g.c, 4)?;
     bufs.output_opt("save_invstd", ptrs.save_invstd, g.c, 4)?;
     bufs.output("workspace", ptrs.workspace, ptrs.workspace_bytes, 1)?;
     bufs.finish()?;
@@ -240,6 +249,7 @@ pub fn plan_forward_checked(
         running_mean: ptrs.running_mean.unwrap_or(0),
         running_var: ptrs.running_var.unwrap_or(0),
         save_mean: ptrs.save_mean.unwrap_or(0),
+        save_mean_lo: ptrs.save_mean_lo.unwrap_or(0),
         save_invstd: ptrs.save_invstd.unwrap_or(0),
         counter: counter.unwrap_or(0),
         counter_bump: 0,
@@ -276,6 +286,7 @@ pub fn plan_forward_checked(
                 running_mean: fin.running_mean,
                 running_var: fin.running_var,
                 save_mean: fin.save_mean,
+                save_mean_lo: fin.save_mean_lo,
                 save_invstd: fin.save_invstd,
                 counter: fin.counter,
                 n: g.n as i64,
@@ -303,7 +314,6 @@ pub fn plan_forward_checked(
             x: ptrs.x,
             dy: 0,
             mean: 0,
-            shift: ptrs.workspace,
             partials: fin.partials,
         };
         fin.splits = push_reduce(&mut plan, desc, g, props, "fwd", "stats", &[ptrs.x], ins)?;
@@ -351,6 +361,7 @@ pub fn plan_backward_checked(
     bufs.output("dx", ptrs.dx, g.numel, t)?;
     bufs.input_opt("gamma", ptrs.gamma, g.c, p)?;
     bufs.input("save_mean", ptrs.save_mean, g.c, 4)?;
+    bufs.input_opt("save_mean_lo", ptrs.save_mean_lo, g.c, 4)?;
     bufs.input("save_invstd", ptrs.save_invstd, g.c, 4)?;
     bufs.output_opt("dgamma", ptrs.dgamma, g.c, p)?;
     bufs.output_opt("dbeta", ptrs.dbeta, g.c, p)?;
@@ -368,6 +379,7 @@ pub fn plan_backward_checked(
         partials: partials_ptr(ptrs.workspace, g),
         coef: ptrs.workspace,
         mean: ptrs.save_mean,
+        mean_lo: ptrs.save_mean_lo.unwrap_or(0),
         invstd: ptrs.save_invstd,
         gamma: ptrs.gamma.unwrap_or(0),
         dgamma: ptrs.dgamma.unwrap_or(0),
@@ -394,6 +406,7 @@ pub fn plan_backward_checked(
                 dy: ptrs.dy,
                 dx: ptrs.dx,
                 mean: ptrs.save_mean,
+                mean_lo: ptrs.save_mean_lo.unwrap_or(0),
                 invstd: ptrs.save_invstd,
                 gamma: ptrs.gamma.unwrap_or(0),
                 dgamma: ptrs.dgamma.unwrap_or(0),
@@ -412,7 +425,6 @@ pub fn plan_backward_checked(
             x: ptrs.x,
             dy: ptrs.dy,
             mean: ptrs.save_mean,
-            shift: 0,
             partials: fin.partials,
         };
         let reads = [ptrs.x, ptrs.dy];
