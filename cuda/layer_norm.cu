@@ -2,10 +2,12 @@
  * layer_norm.cu - LayerNorm forward and backward over rows of D contiguous elements.
  *
  * y = (x - mean) * rstd * gamma + beta, biased variance, rstd = 1 / sqrt(var + eps); x, y, dy,
- * dx in T (f32, f16, bf16), gamma/beta in P (T or f32), saved mean/rstd in f32. Everything that
- * accumulates is f32. Statistics come from the row held in registers: a compensated sum for
- * the mean, then the corrected two-pass residuals (sum of x - mean0 with their exact rounding
- * errors, and sum (x - mean0)^2) - never E[x^2] - E[x]^2; Chan's merge only combines chunk
+ * dx in T (f32, f16, bf16), gamma/beta in P (T or f32), saved mean/rstd in f32. Everything
+ * that accumulates is f32. Statistics come from the row held in
+ * registers: a sum for the mean (compensated for 16-bit activations), then the corrected
+ * two-pass residuals (sum of x - mean0 with their exact rounding errors, and sum (x - mean0)^2,
+ * a compensated pair for f32 activations with rstd as a pair and the output formed from it,
+ * tile_moments / tile_normalize) - never E[x^2] - E[x]^2; Chan's merge only combines chunk
  * statistics in the split tier, with chunk means kept as compensated pairs (welford.cuh's
  * chan_merge_all). Finite rows whose f32 sums overflow are redone on x * 2^-80 (tile_stats).
  * Outputs are rounded once. Team sums (plain and compensated) are reduce.cuh's xor-butterfly
@@ -19,7 +21,7 @@
  * - block:   a row per team of 128..512 threads, in registers, D <= 16K (fwd) / 8K (bwd)
  *            elements; backward packs 512 / team rows per 512-thread block (blockDim.y teams).
  * - split:   a row split into chunks across grid.y (longer rows, or fewer rows than SMs with
- *            D >= 4096): fwd split_stats writes per-chunk (mean hi, mean lo, m2 / D),
+ *            D >= 4096): fwd split_stats writes per-chunk (mean hi, mean lo, m2 / D, lo),
  *            split_norm merges them in chunk order and normalizes; bwd split_sums /
  *            split_dx likewise for the two row sums of the dx formula.
  * Every tier has a `vec` variant and a `scalar` one (pointers not congruent; fewer elements
@@ -112,13 +114,24 @@ struct RowTeam {
  * compensated sums (twosum.cuh): mean0 = sum(x) / n; then d = x - mean0 with its exact
  * rounding error, sd = sum of the exact residuals, q = sum(d^2); the mean is mean0 + c with
  * c = sd / n, and m2 = q - sd * c = sum((x - mean)^2), not clamped.
+ *
+ * kExact (f32 activations, whose output must be within ~1 rounding of the f64 result,
+ * relative to the row's largest output): q is a compensated pair too - each d^2 split
+ * exactly (fma), the residual's own rounding added as 2 d de, the pair summed with Fast2Sum
+ * (terms >= 0) - so m2 + m2lo carries about u32^2 relative error instead of one rounding
+ * per add (~30 in a thread's sum: rows of small values with one large outlier lost up to ~5
+ * units in rstd). That exactness pays for mean0 as a plain sum (the correction c, and S^2 / n
+ * formed as pairs, absorb its error); the compensated first sum stays for 16-bit outputs,
+ * which round far coarser and keep the plain q (m2lo = 0).
  */
-template <Norm N, int VEC, int NPACK, class Team>
+template <Norm N, bool kExact, int VEC, int NPACK, class Team>
 __device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const TileGeom& g,
                                              const Team& team, float& mean0, float& c,
-                                             float& m2) {
+                                             float& cl, float& m2, float& m2lo) {
     if constexpr (N == Norm::Rms) {
-        // RMSNorm: m2 = sum(x^2) (the mean is 0 by definition).
+        // RMSNorm: m2 = sum(x^2) (the mean is 0 by definition), a plain sum also for kExact
+        // (m2lo = 0: a compensated pair turns an Inf row's Inf sum into NaN; f32 rows still
+        // get rstd_pair and the exact output of LayerNorm's kExact path).
         float q = 0.0f;
 #pragma unroll
         for (int k = 0; k < NPACK; ++k)
@@ -126,18 +139,26 @@ __device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const
             for (int i = 0; i < VEC; ++i) q = fmaf(v[k][i], v[k][i], q);  // 0 outside
         mean0 = 0.0f;
         c = 0.0f;
+        cl = 0.0f;
         m2 = team.sum(q);
+        m2lo = 0.0f;
         return;
     }
     float s = 0.0f, se = 0.0f;
 #pragma unroll
     for (int k = 0; k < NPACK; ++k)
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) comp_add(s, se, v[k][i]);  // 0 outside the segment
+        for (int i = 0; i < VEC; ++i) {  // 0 outside the segment
+            if constexpr (kExact) {
+                s += v[k][i];  // mean0 only centres the residuals, corrected below
+            } else {
+                comp_add(s, se, v[k][i]);
+            }
+        }
     team.sum_comp(s, se);
     const float n = static_cast<float>(g.n);
     mean0 = g.n > 0 ? (s + se) / n : 0.0f;
-    float sd = 0.0f, sde = 0.0f, q = 0.0f;
+    float sd = 0.0f, sde = 0.0f, q = 0.0f, qe = 0.0f;
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
         const int64_t lo = g.lo<VEC>(k);
@@ -148,15 +169,44 @@ __device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const
                 two_sum(v[k][i], -mean0, d, de);
                 comp_add(sd, sde, d);
                 sde += de;
-                q = fmaf(d, d, q);
+                if constexpr (kExact) {
+                    // d^2 = p + pe exactly; q + p by Fast2Sum (both >= 0: max first).
+                    const float p = d * d;
+                    const float pe = fmaf(d, d, -p);
+                    const float a = fmaxf(q, p), b = fminf(q, p);
+                    q = a + b;
+                    qe += (b - (q - a)) + fmaf(d + d, de, pe);
+                } else {
+                    q = fmaf(d, d, q);
+                }
             }
         }
     }
     team.sum_comp(sd, sde);
-    q = team.sum(q);
+    if constexpr (kExact) {
+        team.sum_comp(q, qe);
+    } else {
+        q = team.sum(q);
+    }
     const float sdt = sd + sde;
     c = g.n > 0 ? sdt / n : 0.0f;
-    m2 = q - sdt * c;
+    if constexpr (kExact) {
+        // m2 = q - S^2 / n with S = sd + sde and c = S / n as pairs: mean0 is a plain sum's
+        // (a few roundings of |mean| off), so S^2 / n may exceed m2 manyfold and is formed
+        // to ~u32^2 (with q's pair) before the difference.
+        float sh, sl;
+        two_sum(sd, sde, sh, sl);
+        cl = g.n > 0 ? (fmaf(-c, n, sh) + sl) / n : 0.0f;
+        const float corr = sh * c;
+        const float corr_lo = fmaf(sh, c, -corr) + fmaf(sh, cl, sl * c);
+        float hi, e;
+        two_sum(q, -corr, hi, e);
+        two_sum(hi, (e - corr_lo) + qe, m2, m2lo);
+    } else {
+        m2 = q - sdt * c;
+        m2lo = 0.0f;
+        cl = 0.0f;
+    }
 }
 
 /**
@@ -176,7 +226,9 @@ struct TileStats {
     float unscale;
     float mean0;
     float c;
+    float c_lo;  // kExact: c's rounding error (mean = mean0 + c + c_lo); else 0
     float var;
+    float var_lo;  // var + var_lo is the variance to ~u32^2 (kExact; else 0)
 };
 
 /**
@@ -193,13 +245,13 @@ struct TileStats {
  * sub-warp groups; groups that were fine recompute the same bits, so a row's result never
  * depends on its neighbours).
  */
-template <Norm N, int VEC, int NPACK, class Team>
+template <Norm N, bool kExact, int VEC, int NPACK, class Team>
 __device__ __forceinline__ TileStats tile_stats(float (&v)[NPACK][VEC], const TileGeom& g,
                                                 const Team& team, float denom) {
-    TileStats st{1.0f, 0.0f, 0.0f, 0.0f};
-    float m2;
+    TileStats st{1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    float m2, m2lo;
     for (;;) {
-        tile_moments<N, VEC, NPACK>(v, g, team, st.mean0, st.c, m2);
+        tile_moments<N, kExact, VEC, NPACK>(v, g, team, st.mean0, st.c, st.c_lo, m2, m2lo);
         const bool over = st.unscale == 1.0f && !isfinite(m2);
         if (!team.any(over)) break;
         if (over) {
@@ -210,10 +262,34 @@ __device__ __forceinline__ TileStats tile_stats(float (&v)[NPACK][VEC], const Ti
                 for (int i = 0; i < VEC; ++i) v[k][i] *= kStatsDown;
         }
     }
-    if (m2 < 0.0f) m2 = 0.0f;  // rounding only; NaN stays NaN
+    if (m2 < 0.0f) m2 = m2lo = 0.0f;  // rounding only; NaN stays NaN
     st.var = m2 / denom;
-    if (st.unscale != 1.0f) st.var = (st.var * kStatsUp) * kStatsUp;
+    if constexpr (kExact) st.var_lo = (fmaf(-st.var, denom, m2) + m2lo) / denom;
+    if (st.unscale != 1.0f) {
+        st.var = (st.var * kStatsUp) * kStatsUp;
+        st.var_lo = isinf(st.var) ? 0.0f : (st.var_lo * kStatsUp) * kStatsUp;
+    }
     return st;
+}
+
+/**
+ * 1 / sqrt(var + eps) as an unevaluated pair rhi + rlo, from the variance pair (vh, vl): rhi
+ * = 1 / sqrtf(var + eps), then one Newton step with the residual 1 - (var + eps) rhi^2
+ * formed exactly (fma), so that rhi + rlo is within ~u32^2 of the exact value (f32 outputs,
+ * kExact). rlo is 0 where rhi is 0, Inf or NaN (variance beyond f32, eps = var = 0, NaN rows).
+ */
+__device__ __forceinline__ void rstd_pair(float vh, float vl, float eps, float& rhi,
+                                          float& rlo) {
+    float a, ae;
+    two_sum(vh, eps, a, ae);
+    ae += vl;
+    rhi = 1.0f / sqrtf(a);
+    const float rr = rhi * rhi;
+    float e = fmaf(-a, rr, 1.0f);
+    e = fmaf(-a, fmaf(rhi, rhi, -rr), e);
+    e = fmaf(-ae, rr, e);
+    rlo = 0.5f * rhi * e;
+    if (!(fabsf(rlo) <= fabsf(rhi))) rlo = 0.0f;
 }
 
 /**
@@ -221,9 +297,9 @@ __device__ __forceinline__ TileStats tile_stats(float (&v)[NPACK][VEC], const Ti
  * the mean split as mean0 + c (tile_stats). `gamma` and `beta` point at the parameter of the
  * segment's column 0 (null when absent).
  */
-template <typename P, int VEC, int NPACK>
+template <bool kExact, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void tile_normalize(float (&v)[NPACK][VEC], const TileGeom& g,
-                                               float mean0, float c, float rstd,
+                                               float mean0, float c, float rstd, float rlo,
                                                const P* gamma, const P* beta) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
@@ -238,10 +314,23 @@ __device__ __forceinline__ void tile_normalize(float (&v)[NPACK][VEC], const Til
         }
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
-            float y = ((v[k][i] - mean0) - c) * rstd;
-            if (gamma != nullptr) y *= gm[i];
-            if (beta != nullptr) y += bt[i];
-            v[k][i] = y;
+            if constexpr (kExact) {
+                // y = t (rstd + rlo) g + b, t = (v - mean0) - c, with s = (rstd + rlo) g as
+                // the exact pair shi + slo: t * shi is exact inside the last fma, so y sees
+                // t's roundings and its own only (where |t| dominates, as for an outlier,
+                // c is below t's last bit and t - c is exact).
+                const float g1 = gamma != nullptr ? gm[i] : 1.0f;
+                const float shi = rstd * g1;
+                const float slo = fmaf(rlo, g1, fmaf(rstd, g1, -shi));
+                const float t = (v[k][i] - mean0) - c;
+                const float b = beta != nullptr ? bt[i] : 0.0f;
+                v[k][i] = fmaf(t, shi, fmaf(t, slo, b));
+            } else {
+                float y = ((v[k][i] - mean0) - c) * rstd;
+                if (gamma != nullptr) y *= gm[i];
+                if (beta != nullptr) y += bt[i];
+                v[k][i] = y;
+            }
         }
     }
 }
@@ -251,6 +340,15 @@ __device__ __forceinline__ void tile_normalize(float (&v)[NPACK][VEC], const Til
 // ------------------------------------------------------------------------------------------
 
 /**
+ * Statistics and output in the exact form (tile_moments' kExact) for f32 activations: their
+ * outputs are within 2 units of roundoff of the f64 result relative to the row's max |y|
+ * (tests/layer_norm/accuracy.rs, outlier rows). 16-bit outputs round 2^13 or 2^16 times
+ * coarser than the f32 arithmetic's errors and keep the cheaper form.
+ */
+template <typename T>
+constexpr bool kExactOut = sizeof(T) == 4;
+
+/**
  * Saves a row statistic where the caller asked for it: a null `p` (inference, no saved
  * statistics) stores nothing, so the forward moves no mean/rstd bytes.
  */
@@ -258,7 +356,18 @@ __device__ __forceinline__ void save_stat(wn_devptr p, int64_t row, float v) {
     if (p != 0) reinterpret_cast<float*>(p)[row] = v;
 }
 
-/** One full row held by a team: statistics, saved mean/rstd (when given), normalized output. */
+/**
+ * The row mean mean0 + c + c_lo as the pair hi + lo (hi = fl(mean)): the saved mean (and the
+ * split tier's chunk means), in units of the held values.
+ */
+__device__ __forceinline__ void mean_pair(const TileStats& st, float& hi, float& lo) {
+    two_sum(st.mean0, st.c, hi, lo);
+    two_sum(hi, lo + st.c_lo, hi, lo);
+}
+
+/**
+ * One full row held by a team: statistics, saved mean/rstd (when given), normalized output.
+ */
 template <Norm N, typename T, typename P, int VEC, int NPACK, class Team>
 __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row, bool active,
                                         const Team& team, int t, int team_size) {
@@ -267,16 +376,25 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
     const TileGeom g{active ? a.cols : 0, head_offset<T, VEC>(xr), t, team_size};
     float v[NPACK][VEC];
     tile_load<T, VEC, NPACK>(xr, g, v);
-    const TileStats st = tile_stats<N, VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
+    constexpr bool kExact = kExactOut<T>;
+    const TileStats st =
+        tile_stats<N, kExact, VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
     if (!active) return;
-    const float rstd = invstd_of(st.var, a.eps);
-    if (t == 0) {
-        save_stat(a.mean, row, (st.mean0 + st.c) * st.unscale);
-        save_stat(a.rstd, row, rstd);
+    float rstd, rlo = 0.0f;
+    if constexpr (kExact) {
+        rstd_pair(st.var, st.var_lo, a.eps, rstd, rlo);
+    } else {
+        rstd = invstd_of(st.var, a.eps);
     }
-    tile_normalize<P, VEC, NPACK>(v, g, st.mean0, st.c, rstd * st.unscale,
-                                  reinterpret_cast<const P*>(a.gamma),
-                                  reinterpret_cast<const P*>(a.beta));
+    if (t == 0) {
+        float hi, lo;
+        mean_pair(st, hi, lo);
+        save_stat(a.mean, row, hi * st.unscale);
+        save_stat(a.rstd, row, rstd + rlo);
+    }
+    tile_normalize<kExact, P, VEC, NPACK>(v, g, st.mean0, st.c, rstd * st.unscale,
+                                          rlo * st.unscale, reinterpret_cast<const P*>(a.gamma),
+                                          reinterpret_cast<const P*>(a.beta));
     tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.y) + off, g, v);
 }
 
@@ -314,7 +432,7 @@ __device__ __forceinline__ int64_t chunk_len(int64_t c, int64_t chunk, int64_t c
 
 /**
  * split tier, pass 1: statistics of chunk blockIdx.y of each row (tile_stats), stored as the
- * float4 (mean hi, mean lo, m2 / D, 0): the chunk mean as an unevaluated pair, and the chunk's
+ * float4 (mean hi, mean lo, m2 / D, its lo part): the chunk mean as an unevaluated pair, and the chunk's
  * share of the row variance (finite whenever the row variance is).
  */
 template <Norm N, typename T, typename P, int VEC, int NPACK>
@@ -330,11 +448,13 @@ __device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
                          static_cast<int>(blockDim.x)};
         float v[NPACK][VEC];
         tile_load<T, VEC, NPACK>(xs, g, v);
-        const TileStats st = tile_stats<N, VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
+        const TileStats st =
+            tile_stats<N, kExactOut<T>, VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
         if (threadIdx.x == 0) {
             float hi, lo;
-            two_sum(st.mean0, st.c, hi, lo);
-            part[row * a.splits + c] = make_float4(hi * st.unscale, lo * st.unscale, st.var, 0.0f);
+            mean_pair(st, hi, lo);
+            part[row * a.splits + c] =
+                make_float4(hi * st.unscale, lo * st.unscale, st.var, st.var_lo);
         }
     }
 }
@@ -342,17 +462,34 @@ __device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
 /**
  * Merges a row's chunk partials (fwd_split_stats) in chunk order with welford.cuh's
  * chan_merge_all (compensated chunk means; weights n_j / D): the mean as the pair (mh, ml)
- * in half units, and the variance.
+ * in half units, and the variance. kExact: the variance as the pair var + var_lo, the chunks'
+ * m2 pairs summed with TwoSum (their between-chunk terms, small beside them, plainly).
  */
+template <bool kExact>
 __device__ __forceinline__ void merge_chunks(const float4* part, int64_t splits, int64_t chunk,
-                                             int64_t cols, float& mh, float& ml, float& var) {
+                                             int64_t cols, float& mh, float& ml, float& var,
+                                             float& var_lo) {
     // Every chunk but the last has `chunk` columns.
     const float n = static_cast<float>(cols);
     const float w_full = static_cast<float>(chunk) / n;
     const float w_last = static_cast<float>(chunk_len(splits - 1, chunk, cols)) / n;
+    const auto weight = [&](int64_t j) { return j + 1 < splits ? w_full : w_last; };
     chan_merge_all(
-        splits, [&](int64_t j) { return part[j]; },
-        [&](int64_t j) { return j + 1 < splits ? w_full : w_last; }, mh, ml, var);
+        splits, [&](int64_t j) { return part[j]; }, weight, mh, ml, var);
+    var_lo = 0.0f;
+    if constexpr (kExact) {
+        float vh = 0.0f, vl = 0.0f, between = 0.0f;
+#pragma unroll 1
+        for (int64_t j = 0; j < splits; ++j) {
+            const float4 pj = part[j];
+            const float dm = pair_sub(0.5f * pj.x, 0.5f * pj.y, mh, ml);
+            comp_add(vh, vl, pj.z);
+            vl += pj.w;
+            between = fmaf(4.0f * weight(j) * dm, dm, between);
+        }
+        // A variance beyond f32 (Inf: rstd 0) or NaN keeps chan_merge_all's value.
+        if (isfinite(var)) two_sum(vh, vl + between, var, var_lo);
+    }
 }
 
 /** split tier, pass 2: merge the row's chunk statistics in a fixed order, normalize a chunk. */
@@ -365,12 +502,19 @@ __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
     const P* beta = a.beta ? reinterpret_cast<const P*>(a.beta) + c * a.chunk : nullptr;
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
         // Every thread merges the same partials in the same order: identical bits.
-        float mh, ml, var;
-        merge_chunks(part + row * a.splits, a.splits, a.chunk, a.cols, mh, ml, var);
-        const float rstd = invstd_of(var, a.eps);
+        constexpr bool kExact = kExactOut<T>;
+        float mh, ml, var, var_lo;
+        merge_chunks<kExact>(part + row * a.splits, a.splits, a.chunk, a.cols, mh, ml, var,
+                             var_lo);
+        float rstd, rlo = 0.0f;
+        if constexpr (kExact) {
+            rstd_pair(var, var_lo, a.eps, rstd, rlo);
+        } else {
+            rstd = invstd_of(var, a.eps);
+        }
         if (c == 0 && threadIdx.x == 0) {
             save_stat(a.mean, row, 2.0f * mh);
-            save_stat(a.rstd, row, rstd);
+            save_stat(a.rstd, row, rstd + rlo);
         }
         const int64_t off = row * a.cols + c * a.chunk;
         const T* xs = reinterpret_cast<const T*>(a.x) + off;
@@ -383,7 +527,7 @@ __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
         const bool zero = rstd == 0.0f;
         const float mean0 = zero ? 0.0f : 2.0f * mh;
         const float corr = zero ? 0.0f : 2.0f * ml;
-        tile_normalize<P, VEC, NPACK>(v, g, mean0, corr, rstd, gamma, beta);
+        tile_normalize<kExact, P, VEC, NPACK>(v, g, mean0, corr, rstd, rlo, gamma, beta);
         tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.y) + off, g, v);
     }
 }

@@ -15,6 +15,8 @@
  *   whose sum of squares overflows f32 are redone on x * 2^-80 as in LayerNorm (tile_stats),
  *   so an f16 row [60000, 60000, 1, 1] gives 1.414, not Inf; a mean square beyond f32 gives
  *   rstd 0 and y = 0, as PyTorch's f32 arithmetic; Inf or NaN in a row gives a NaN row;
+ *   for f32 activations (kExactOut) rstd and the output are formed as in LayerNorm's exact
+ *   path (rstd_pair, tile_normalize<kExact>), the sum of squares stays a plain f32 sum;
  * - normalizes with mean 0 and stores no mean (the mean pointer is 0);
  * - drops the backward's mean(g) term and the bias gradient.
  * The argument structs are LayerNorm's (cuda/abi/layer_norm.h, with mean, beta, dbeta_part

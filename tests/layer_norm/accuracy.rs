@@ -24,6 +24,13 @@
 //!   match the reference (a variance beyond f32's range gives rstd 0 and y = beta, as the
 //!   reference and PyTorch's f32 row [1e30, -1e30, 0, 0]), under the same bound.
 //!
+//! - **rows of small values with one large outlier** (1e-3 N(0, 1) with one +-100 first, in the
+//!   middle or last), every dtype pair, every tier, vector and scalar variants: every output
+//!   within 2 units of roundoff of the output dtype, relative to the row's max |y|, of the f64
+//!   result (statistics and output in f64, unrounded); the CPU reference too. f32 outputs get
+//!   there by the exact statistics of `cuda/layer_norm.cu` (tile_moments' kExact: before it,
+//!   the f32 forward was up to ~5 units off, its rstd up to 4.5 u32).
+//!
 //! The measured errors are printed (`cargo test --test layer_norm_accuracy -- --nocapture`).
 
 use crate::support::{tiny, to_f64, Rng, K_F32, K_ROUND, U32};
@@ -422,4 +429,123 @@ fn split_tier_reruns_are_bitwise_identical() {
         assert_eq!(bits(&first.mean), bits(&second.mean), "compute_{arch}");
         assert_eq!(bits(&first.rstd), bits(&second.rstd), "compute_{arch}");
     }
+}
+
+// ------------------------------------------------------------------------------------------
+// Rows of small values with one large outlier
+// ------------------------------------------------------------------------------------------
+
+/// (tier, cols, rows) of the vector and the scalar variants on `DeviceProps::SIM`, for every
+/// dtype pair: the scalar variants hold fewer elements per thread (8 forward), so their
+/// subwarp and warp rows are shorter.
+const VEC_TIERS: [(&str, usize, usize); 5] = TIERS;
+const SCALAR_TIERS: [(&str, usize, usize); 5] = [
+    ("subwarp", 30, 16),
+    ("warp", 250, 8),
+    ("block", 3000, 4),
+    ("split", 16385, 3),
+    ("split", 8192, 2),
+];
+
+/// Row `r` of an outlier case: values 1e-3 N(0, 1) with one +-100 at the first, middle or
+/// last column (`(r + shift) % 3`), its sign alternating every three rows.
+fn outlier_rows<T: Element>(rows: usize, cols: usize, shift: usize, seed: u64) -> Vec<T> {
+    let mut rng = Rng::new(seed);
+    let mut x: Vec<f64> = (0..rows * cols).map(|_| 1e-3 * normal(&mut rng)).collect();
+    for r in 0..rows {
+        let c = match (r + shift) % 3 {
+            0 => 0,
+            1 => cols / 2,
+            _ => cols - 1,
+        };
+        x[r * cols + c] = if (r + shift) % 6 < 3 { 100.0 } else { -100.0 };
+    }
+    x.into_iter().map(T::from_f64).collect()
+}
+
+/// The f64 result of the forward (statistics and output in f64, nothing rounded), and the
+/// largest error of `y` per row in units of roundoff of T relative to the row's max |y|.
+fn units_vs_f64<T: Element, P: Element>(
+    desc: &LayerNormDesc,
+    x: &[T],
+    gamma: &[P],
+    beta: &[P],
+    y: &[f64],
+) -> f64 {
+    let (m, d) = (desc.rows, desc.cols);
+    let u = desc.dtype.unit_roundoff();
+    let mut worst = 0.0f64;
+    for row in 0..m {
+        let xs: Vec<f64> = x[row * d..(row + 1) * d]
+            .iter()
+            .map(|v| v.to_f64())
+            .collect();
+        let (mu, rstd) = row_stats(&xs, desc.eps);
+        let exact: Vec<f64> = xs
+            .iter()
+            .enumerate()
+            .map(|(c, v)| (v - mu) * rstd * gamma[c].to_f64() + beta[c].to_f64())
+            .collect();
+        let ymax = exact.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+        for (c, e) in exact.iter().enumerate() {
+            let got = y[row * d + c];
+            let err = if got.is_finite() {
+                (got - e).abs()
+            } else {
+                f64::INFINITY
+            };
+            worst = worst.max(err / (u * ymax));
+        }
+    }
+    worst
+}
+
+fn outlier_case<T: Element + Default, P: Element + Default>(failures: &mut Vec<String>) {
+    let dtype = T::DTYPE;
+    for scalar in [false, true] {
+        let tiers = if scalar { SCALAR_TIERS } else { VEC_TIERS };
+        for (ti, &(tier, cols, rows)) in tiers.iter().enumerate() {
+            let d = LayerNormDesc::from_rows(rows, cols, dtype, P::DTYPE, Affine::WeightBias, EPS)
+                .unwrap();
+            let (g32, b32) = params(cols, ti as u64 + 40);
+            let g: Vec<P> = g32.iter().map(|v| P::from_f64(*v as f64)).collect();
+            let b: Vec<P> = b32.iter().map(|v| P::from_f64(*v as f64)).collect();
+            let mut worst = 0.0f64;
+            let mut cpu_worst = 0.0f64;
+            for shift in 0..(4 - rows.min(3)) {
+                let x: Vec<T> = outlier_rows(rows, cols, shift, 77 + ti as u64);
+                let r = forward::<T, P>(&d, &x, Some(&g), Some(&b)).unwrap();
+                cpu_worst = cpu_worst.max(units_vs_f64(&d, &x, &g, &b, &to_f64(&r.y)));
+                for arch in SIM_ARCHS {
+                    let got = sim_fwd::<T, P>(arch, &d, &x, &g, &b, scalar);
+                    assert_eq!(tier_of(&got.plan), tier, "{rows}x{cols}:\n{}", got.plan);
+                    worst = worst.max(units_vs_f64(&d, &x, &g, &b, &got.y));
+                }
+            }
+            let label = format!(
+                "{dtype}/{} outlier rows, {tier} {rows}x{cols}{}",
+                P::DTYPE,
+                if scalar { " scalar" } else { "" }
+            );
+            eprintln!("{label}: {worst:.3} units (CPU reference {cpu_worst:.3})");
+            if worst > 2.0 || cpu_worst > 2.0 {
+                failures.push(format!("{label}: {worst} units, CPU {cpu_worst}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn outlier_rows_are_within_two_units_in_every_tier_and_dtype_pair() {
+    if skip_without_kernels("outlier_rows_are_within_two_units_in_every_tier_and_dtype_pair") {
+        return;
+    }
+    use half::f16;
+    let mut failures = Vec::new();
+    outlier_case::<f32, f32>(&mut failures);
+    outlier_case::<f16, f16>(&mut failures);
+    outlier_case::<f16, f32>(&mut failures);
+    outlier_case::<bf16, bf16>(&mut failures);
+    outlier_case::<bf16, f32>(&mut failures);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
