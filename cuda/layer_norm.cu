@@ -46,6 +46,14 @@
  * row, written and read once; at most 1/8 of the minimum for few rows, ~1 % at 16384 rows on
  * an H200, see src/layer_norm/plan.rs); split
  * tiers read x (and dy) twice. gamma/beta are re-read per row from L1/L2.
+ * Fused residual add (a runtime choice, not separate entry points: a.residual / a.dh 0 is the
+ * plain op, one uniform branch): forward h = (x + residual) + bias in f32, rounded once to T
+ * and stored, then y = norm(stored h) - equal to PyTorch's unfused `h = x + residual;
+ * y = norm(h)` whenever its add is exact; every tier reads the residual (and bias) next to x,
+ * a pack at a time, with the same vector width (the planner requires x, residual, h, y
+ * congruent for the vec variant); the split tier stores h in split_stats and split_norm
+ * reads it back. Backward takes x = h and adds dh to dx in f32 before dx's one rounding.
+ * Bytes moved with it: fwd read x, residual + write h, y; bwd read h, dy, dh + write dx.
  * Benchmark: `cargo bench --bench layer_norm`.
  * RMSNorm (cuda/rms_norm.cu) reuses every body here through the compile-time op ln::Norm:
  * with WN_LN_BODIES_ONLY defined this file defines the bodies and entry macros only.
@@ -365,8 +373,54 @@ __device__ __forceinline__ void mean_pair(const TileStats& st, float& hi, float&
     two_sum(hi, lo + st.c_lo, hi, lo);
 }
 
+/** Loads one pack of a segment (columns [lo, lo + VEC), 0 outside [0, n)) as floats. */
+template <typename T, int VEC>
+__device__ __forceinline__ void pack_load(const T* base, int64_t lo, int64_t n,
+                                          float (&out)[VEC]) {
+    if (lo >= 0 && lo + VEC <= n) {
+        const Pack<T, VEC> pack = load_pack<T, VEC>(base + lo);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) out[i] = to_float(pack.v[i]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) out[i] = in_seg(lo + i, n) ? to_float(base[lo + i]) : 0.0f;
+    }
+}
+
 /**
- * One full row held by a team: statistics, saved mean/rstd (when given), normalized output.
+ * Fused residual add (a.residual set) on the held segment at element offset `off` of the
+ * activations, whose x the thread holds in `v`: h = (x + residual) + bias formed in f32 and
+ * rounded once to T (the only rounding: x and residual widen exactly), stored to a.h at the
+ * same offset, and `v` replaced by the stored h, so that the statistics and the output are
+ * those of the stored h. `bias` points at the parameter of the segment's column 0 (null when
+ * absent). A pack at a time: the residual costs one pack of registers, not a second tile.
+ * Columns outside the segment stay 0.
+ */
+template <typename T, typename P, int VEC, int NPACK>
+__device__ __forceinline__ void add_residual(const WnLayerNormFwdArgs& a, int64_t off,
+                                             const P* bias, const TileGeom& g,
+                                             float (&v)[NPACK][VEC]) {
+    const T* res = reinterpret_cast<const T*>(a.residual) + off;
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const int64_t lo = g.lo<VEC>(k);
+        if (lo >= g.n) continue;
+        float r[VEC], b[VEC];
+        pack_load<T, VEC>(res, lo, g.n, r);
+        if (bias != nullptr) param_load<P, VEC>(bias, lo, g.n, b, 0.0f);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+            float h = v[k][i] + r[i];
+            if (bias != nullptr) h += b[i];
+            v[k][i] = in_seg(lo + i, g.n) ? to_float(from_float<T>(h)) : 0.0f;
+        }
+    }
+    tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.h) + off, g, v);
+}
+
+/**
+ * One full row held by a team: statistics, saved mean/rstd (when given), normalized output
+ * (of h = x + residual (+ bias), stored first, when a.residual is set).
  */
 template <Norm N, typename T, typename P, int VEC, int NPACK, class Team>
 __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row, bool active,
@@ -376,6 +430,9 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
     const TileGeom g{active ? a.cols : 0, head_offset<T, VEC>(xr), t, team_size};
     float v[NPACK][VEC];
     tile_load<T, VEC, NPACK>(xr, g, v);
+    if (a.residual != 0) {  // uniform: the fused residual add
+        add_residual<T, P, VEC, NPACK>(a, off, reinterpret_cast<const P*>(a.bias), g, v);
+    }
     constexpr bool kExact = kExactOut<T>;
     const TileStats st =
         tile_stats<N, kExact, VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
@@ -442,12 +499,16 @@ __device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
     const int64_t c = blockIdx.y;
     const int64_t n = chunk_len(c, a.chunk, a.cols);
     float4* part = reinterpret_cast<float4*>(a.partials);
+    const P* bias = a.bias ? reinterpret_cast<const P*>(a.bias) + c * a.chunk : nullptr;
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-        const T* xs = reinterpret_cast<const T*>(a.x) + row * a.cols + c * a.chunk;
+        const int64_t off = row * a.cols + c * a.chunk;
+        const T* xs = reinterpret_cast<const T*>(a.x) + off;
         const TileGeom g{n, head_offset<T, VEC>(xs), static_cast<int>(threadIdx.x),
                          static_cast<int>(blockDim.x)};
         float v[NPACK][VEC];
         tile_load<T, VEC, NPACK>(xs, g, v);
+        // Fused residual add: this pass stores h, split_norm reads it back.
+        if (a.residual != 0) add_residual<T, P, VEC, NPACK>(a, off, bias, g, v);
         const TileStats st =
             tile_stats<N, kExactOut<T>, VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
         if (threadIdx.x == 0) {
@@ -492,7 +553,10 @@ __device__ __forceinline__ void merge_chunks(const float4* part, int64_t splits,
     }
 }
 
-/** split tier, pass 2: merge the row's chunk statistics in a fixed order, normalize a chunk. */
+/**
+ * split tier, pass 2: merge the row's chunk statistics in a fixed order, normalize a chunk
+ * (of x, or of h as split_stats stored it when a.residual is set).
+ */
 template <Norm N, typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
     const int64_t c = blockIdx.y;
@@ -517,7 +581,7 @@ __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
             save_stat(a.rstd, row, rstd + rlo);
         }
         const int64_t off = row * a.cols + c * a.chunk;
-        const T* xs = reinterpret_cast<const T*>(a.x) + off;
+        const T* xs = reinterpret_cast<const T*>(a.residual != 0 ? a.h : a.x) + off;
         const TileGeom g{n, head_offset<T, VEC>(xs), static_cast<int>(threadIdx.x),
                          static_cast<int>(blockDim.x)};
         float v[NPACK][VEC];
@@ -608,6 +672,25 @@ __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)
 }
 
 /**
+ * Fused residual add, backward (a.dh set): adds the gradient arriving on h, at element offset
+ * `off`, to the segment's dx held in `v` (f32, before dx's one rounding). A pack at a time.
+ */
+template <typename T, int VEC, int NPACK>
+__device__ __forceinline__ void add_dh(const WnLayerNormBwdArgs& a, int64_t off,
+                                       const TileGeom& g, float (&v)[NPACK][VEC]) {
+    const T* dh = reinterpret_cast<const T*>(a.dh) + off;
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const int64_t lo = g.lo<VEC>(k);
+        if (lo >= g.n) continue;
+        float d[VEC];
+        pack_load<T, VEC>(dh, lo, g.n, d);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) v[k][i] += d[i];
+    }
+}
+
+/**
  * Head offset (elements after the previous VEC * sizeof(T)-byte boundary) of row `row` of x;
  * dy and dx share it (the planner requires the three congruent mod that width). Integer
  * arithmetic only,
@@ -648,6 +731,7 @@ __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row
     if (!active) return;
     const float inv_n = 1.0f / static_cast<float>(a.cols);
     bwd_dx<N, P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);
+    if (a.dh != 0) add_dh<T, VEC, NPACK>(a, base, g, x);  // uniform: fused residual add
     tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.dx) + base, g, x);
 }
 
@@ -836,6 +920,7 @@ __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
         const float mean = N == Norm::Layer ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
         const float rstd = reinterpret_cast<const float*>(a.rstd)[row];
         bwd_dx<N, P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);
+        if (a.dh != 0) add_dh<T, VEC, NPACK>(a, off, g, x);  // uniform: fused residual add
         tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.dx) + off, g, x);
     }
     store_partials<P, VEC, NPACK>(a, g, 0, 1, c * a.chunk, acc, smem);

@@ -55,6 +55,19 @@ typedef struct WnLayerNormFwdArgs {
     float eps;
     /** Warp tiers: lanes per row (a power of two <= 32); 0 otherwise. */
     uint32_t group;
+    /**
+     * Fused residual add: residual, activation dtype, rows * cols, or 0 (no residual add: the
+     * plain op). With it every tier forms h = (x + residual) + bias in f32, rounds it once to
+     * the activation dtype, stores it to `h` and normalizes the stored h.
+     */
+    wn_devptr residual;
+    /** Fused residual add: bias added to h, parameter dtype, cols elements, or 0 (none). */
+    wn_devptr bias;
+    /**
+     * Fused residual add: h (written), activation dtype, rows * cols; set exactly when
+     * `residual` is. The split tier's second pass reads x from here.
+     */
+    wn_devptr h;
 } WnLayerNormFwdArgs;
 
 /**
@@ -101,6 +114,12 @@ typedef struct WnLayerNormBwdArgs {
     uint32_t group;
     /** Explicit padding. */
     uint32_t _pad;
+    /**
+     * Fused residual add: the gradient arriving on h, activation dtype, rows * cols, or 0
+     * (none). Added in f32 to the normalization's dx before its one rounding: dx is then the
+     * gradient of h (and of x and of the residual). `x` is h, as the forward stored it.
+     */
+    wn_devptr dh;
 } WnLayerNormBwdArgs;
 
 /**

@@ -43,6 +43,7 @@ pub use ops::{
     ForwardInPlaceBuffers,
 };
 pub use plan::{
-    plan_backward, plan_backward_checked, plan_forward, plan_forward_checked, workspace_bytes,
-    workspace_bytes_checked, BackwardPtrs, Direction, ForwardPtrs,
+    plan_backward, plan_backward_checked, plan_backward_residual, plan_backward_residual_checked,
+    plan_forward, plan_forward_checked, plan_forward_residual, plan_forward_residual_checked,
+    workspace_bytes, workspace_bytes_checked, BackwardPtrs, Direction, ForwardPtrs, ResidualPtrs,
 };

@@ -6,5 +6,6 @@ mod cpu;
 mod fixtures;
 mod gpu;
 mod plan;
+mod residual;
 mod sim;
 mod support;
