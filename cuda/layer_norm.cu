@@ -46,13 +46,16 @@
  * row, written and read once; at most 1/8 of the minimum for few rows, ~1 % at 16384 rows on
  * an H200, see src/layer_norm/plan.rs); split
  * tiers read x (and dy) twice. gamma/beta are re-read per row from L1/L2.
- * Fused residual add (a runtime choice, not separate entry points: a.residual / a.dh 0 is the
- * plain op, one uniform branch): forward h = (x + residual) + bias in f32, rounded once to T
- * and stored, then y = norm(stored h) - equal to PyTorch's unfused `h = x + residual;
- * y = norm(h)` whenever its add is exact; every tier reads the residual (and bias) next to x,
- * a pack at a time, with the same vector width (the planner requires x, residual, h, y
- * congruent for the vec variant); the split tier stores h in split_stats and split_norm
- * reads it back. Backward takes x = h and adds dh to dx in f32 before dx's one rounding.
+ * Fused residual add: forward h = (x + residual) + bias in f32, rounded once to T and
+ * stored, then y = norm(stored h) - equal to PyTorch's unfused `h = x + residual;
+ * y = norm(h)` whenever its add is exact. Its own forward entry points
+ * (`..._fwd_<T>_<P>_res_<tier>_<vec|scalar>` for subwarp, warp, block and split_stats; a
+ * runtime branch in the plain kernels cost them registers and issue slots in the
+ * performance model's reading): every tier reads the residual (and bias) next to x, a pack
+ * at a time, with the same vector width (the planner requires x, residual, h, y congruent
+ * for the vec variant); the split tier stores h in split_stats and the plain split_norm
+ * normalizes it. Backward is a runtime choice (a.dh 0: none; the model predicts the plain
+ * backward unchanged): x = h, and dh is added to dx in f32 before dx's one rounding.
  * Bytes moved with it: fwd read x, residual + write h, y; bwd read h, dy, dh + write dx.
  * Benchmark: `cargo bench --bench layer_norm`.
  * RMSNorm (cuda/rms_norm.cu) reuses every body here through the compile-time op ln::Norm:
@@ -388,50 +391,71 @@ __device__ __forceinline__ void pack_load(const T* base, int64_t lo, int64_t n,
 }
 
 /**
- * Fused residual add (a.residual set) on the held segment at element offset `off` of the
- * activations, whose x the thread holds in `v`: h = (x + residual) + bias formed in f32 and
- * rounded once to T (the only rounding: x and residual widen exactly), stored to a.h at the
- * same offset, and `v` replaced by the stored h, so that the statistics and the output are
- * those of the stored h. `bias` points at the parameter of the segment's column 0 (null when
- * absent). A pack at a time: the residual costs one pack of registers, not a second tile.
- * Columns outside the segment stay 0.
+ * Fused residual add (a.residual set): loads the held segment at element offset `off` of the
+ * activations as h instead of x. h = (x + residual) + bias is formed in f32 and rounded once
+ * to T (the only rounding: x and residual widen exactly), stored to a.h at the same offset,
+ * and held (as floats) in `v`, so that the statistics and the output are those of the stored
+ * h. `bias` points at the parameter of the segment's column 0 (null when absent). Columns
+ * outside the segment hold 0, as after tile_load.
+ *
+ * One pack at a time - x, residual and bias of a pack loaded, h formed and stored (an asm
+ * volatile store, which later loads cannot pass) before the next pack's loads - so that the
+ * fused variants hold no second tile (the block tier is at its 128-register bound): two
+ * packs of loads in flight per thread, fewer than the plain path's tile_load.
  */
 template <typename T, typename P, int VEC, int NPACK>
-__device__ __forceinline__ void add_residual(const WnLayerNormFwdArgs& a, int64_t off,
-                                             const P* bias, const TileGeom& g,
-                                             float (&v)[NPACK][VEC]) {
+__device__ __forceinline__ void load_residual(const WnLayerNormFwdArgs& a, int64_t off,
+                                              const P* bias, const TileGeom& g,
+                                              float (&v)[NPACK][VEC]) {
+    const T* xp = reinterpret_cast<const T*>(a.x) + off;
     const T* res = reinterpret_cast<const T*>(a.residual) + off;
+    T* hp = reinterpret_cast<T*>(a.h) + off;
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
         const int64_t lo = g.lo<VEC>(k);
-        if (lo >= g.n) continue;
+        if (lo >= g.n) {
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) v[k][i] = 0.0f;
+            continue;
+        }
         float r[VEC], b[VEC];
+        pack_load<T, VEC>(xp, lo, g.n, v[k]);
         pack_load<T, VEC>(res, lo, g.n, r);
         if (bias != nullptr) param_load<P, VEC>(bias, lo, g.n, b, 0.0f);
+        Pack<T, VEC> pack;
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
             float h = v[k][i] + r[i];
             if (bias != nullptr) h += b[i];
-            v[k][i] = in_seg(lo + i, g.n) ? to_float(from_float<T>(h)) : 0.0f;
+            pack.v[i] = from_float<T>(h);
+            v[k][i] = in_seg(lo + i, g.n) ? to_float(pack.v[i]) : 0.0f;
+        }
+        if (lo >= 0 && lo + VEC <= g.n) {
+            store_vec<T, VEC>(hp + lo, pack);
+        } else {
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) {
+                if (in_seg(lo + i, g.n)) hp[lo + i] = pack.v[i];
+            }
         }
     }
-    tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.h) + off, g, v);
 }
 
 /**
  * One full row held by a team: statistics, saved mean/rstd (when given), normalized output
  * (of h = x + residual (+ bias), stored first, when a.residual is set).
  */
-template <Norm N, typename T, typename P, int VEC, int NPACK, class Team>
+template <Norm N, typename T, typename P, int VEC, int NPACK, bool kRes, class Team>
 __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row, bool active,
                                         const Team& team, int t, int team_size) {
     const int64_t off = row * a.cols;
     const T* xr = reinterpret_cast<const T*>(a.x) + off;
     const TileGeom g{active ? a.cols : 0, head_offset<T, VEC>(xr), t, team_size};
     float v[NPACK][VEC];
-    tile_load<T, VEC, NPACK>(xr, g, v);
-    if (a.residual != 0) {  // uniform: the fused residual add
-        add_residual<T, P, VEC, NPACK>(a, off, reinterpret_cast<const P*>(a.bias), g, v);
+    if constexpr (kRes) {  // the fused residual add's variant
+        load_residual<T, P, VEC, NPACK>(a, off, reinterpret_cast<const P*>(a.bias), g, v);
+    } else {
+        tile_load<T, VEC, NPACK>(xr, g, v);
     }
     constexpr bool kExact = kExactOut<T>;
     const TileStats st =
@@ -455,8 +479,11 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
     tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.y) + off, g, v);
 }
 
-/** subwarp / warp tiers: groups of a.group lanes per row, grid-stride over rows. */
-template <Norm N, typename T, typename P, int VEC, int NPACK>
+/**
+ * subwarp / warp tiers: groups of a.group lanes per row, grid-stride over rows. kRes: the
+ * fused residual add's variant (entry points `..._res_<tier>_...`).
+ */
+template <Norm N, typename T, typename P, int VEC, int NPACK, bool kRes = false>
 __device__ __forceinline__ void fwd_warp(const WnLayerNormFwdArgs& a) {
     const int g = static_cast<int>(a.group);
     const int lane = threadIdx.x & 31;
@@ -467,17 +494,17 @@ __device__ __forceinline__ void fwd_warp(const WnLayerNormFwdArgs& a) {
     for (int64_t base = blockIdx.x * per_block + (threadIdx.x >> 5) * per_warp; base < a.rows;
          base += static_cast<int64_t>(gridDim.x) * per_block) {
         const int64_t row = base + lane / g;
-        fwd_row<N, T, P, VEC, NPACK>(a, row, row < a.rows, team, lane & (g - 1), g);
+        fwd_row<N, T, P, VEC, NPACK, kRes>(a, row, row < a.rows, team, lane & (g - 1), g);
     }
 }
 
-/** block tier: one row per block, grid-stride over rows. */
-template <Norm N, typename T, typename P, int VEC, int NPACK>
+/** block tier: one row per block, grid-stride over rows (kRes: as fwd_warp). */
+template <Norm N, typename T, typename P, int VEC, int NPACK, bool kRes = false>
 __device__ __forceinline__ void fwd_block(const WnLayerNormFwdArgs& a) {
     __shared__ float scratch[64];
     const BlockTeam team{scratch};
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-        fwd_row<N, T, P, VEC, NPACK>(a, row, true, team, threadIdx.x, blockDim.x);
+        fwd_row<N, T, P, VEC, NPACK, kRes>(a, row, true, team, threadIdx.x, blockDim.x);
     }
 }
 
@@ -490,9 +517,11 @@ __device__ __forceinline__ int64_t chunk_len(int64_t c, int64_t chunk, int64_t c
 /**
  * split tier, pass 1: statistics of chunk blockIdx.y of each row (tile_stats), stored as the
  * float4 (mean hi, mean lo, m2 / D, its lo part): the chunk mean as an unevaluated pair, and the chunk's
- * share of the row variance (finite whenever the row variance is).
+ * share of the row variance (finite whenever the row variance is). kRes: the fused residual
+ * add's variant, which stores h (split_norm, the plain kernel, then normalizes it: the
+ * planner passes h as its x).
  */
-template <Norm N, typename T, typename P, int VEC, int NPACK>
+template <Norm N, typename T, typename P, int VEC, int NPACK, bool kRes = false>
 __device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
     __shared__ float scratch[64];
     const BlockTeam team{scratch};
@@ -506,9 +535,12 @@ __device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
         const TileGeom g{n, head_offset<T, VEC>(xs), static_cast<int>(threadIdx.x),
                          static_cast<int>(blockDim.x)};
         float v[NPACK][VEC];
-        tile_load<T, VEC, NPACK>(xs, g, v);
         // Fused residual add: this pass stores h, split_norm reads it back.
-        if (a.residual != 0) add_residual<T, P, VEC, NPACK>(a, off, bias, g, v);
+        if constexpr (kRes) {
+            load_residual<T, P, VEC, NPACK>(a, off, bias, g, v);
+        } else {
+            tile_load<T, VEC, NPACK>(xs, g, v);
+        }
         const TileStats st =
             tile_stats<N, kExactOut<T>, VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
         if (threadIdx.x == 0) {
@@ -555,7 +587,7 @@ __device__ __forceinline__ void merge_chunks(const float4* part, int64_t splits,
 
 /**
  * split tier, pass 2: merge the row's chunk statistics in a fixed order, normalize a chunk
- * (of x, or of h as split_stats stored it when a.residual is set).
+ * (of x; for the fused residual add the planner passes h, as split_stats stored it, as x).
  */
 template <Norm N, typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
@@ -581,7 +613,7 @@ __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
             save_stat(a.rstd, row, rstd + rlo);
         }
         const int64_t off = row * a.cols + c * a.chunk;
-        const T* xs = reinterpret_cast<const T*>(a.residual != 0 ? a.h : a.x) + off;
+        const T* xs = reinterpret_cast<const T*>(a.x) + off;
         const TileGeom g{n, head_offset<T, VEC>(xs), static_cast<int>(threadIdx.x),
                          static_cast<int>(blockDim.x)};
         float v[NPACK][VEC];
@@ -983,6 +1015,13 @@ constexpr int kPacks = ELEMS / VEC;
         warpnorm::ln::BODY<warpnorm::ln::Norm::NORM, T, P, VEC, NPACK>(a);                     \
     }
 
+/** A fused residual add forward entry point: warpnorm_<op>_fwd_<T>_<P>_res_<tier>_<v>. */
+#define WN_LN_ENTRY_RES(OP, NORM, TN, PN, TIER, VNAME, BOUND, BODY, T, P, VEC, NPACK)          \
+    extern "C" __global__ void __launch_bounds__(BOUND, 1)                                     \
+        warpnorm_##OP##_fwd_##TN##_##PN##_res_##TIER##_##VNAME(const WnLayerNormFwdArgs a) {  \
+        warpnorm::ln::BODY<warpnorm::ln::Norm::NORM, T, P, VEC, NPACK, true>(a);               \
+    }
+
 using WnLayerNormfwdArgs_ = WnLayerNormFwdArgs;
 using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
 
@@ -996,6 +1035,13 @@ using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
                 T, P, VEC, (warpnorm::ln::kPacks<VEC, FE>))                                    \
     WN_LN_ENTRY(OP, NORM, fwd, TN, PN, split_norm, VNAME, WN_LN_MAX_BLOCK, fwd_split_norm, T, \
                 P, VEC, (warpnorm::ln::kPacks<VEC, FE>))                                       \
+    WN_LN_ENTRY_RES(OP, NORM, TN, PN, subwarp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC, 1) \
+    WN_LN_ENTRY_RES(OP, NORM, TN, PN, warp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC,      \
+                    (warpnorm::ln::kPacks<VEC, FE>))                                           \
+    WN_LN_ENTRY_RES(OP, NORM, TN, PN, block, VNAME, WN_LN_MAX_BLOCK, fwd_block, T, P, VEC,     \
+                    (warpnorm::ln::kPacks<VEC, FE>))                                           \
+    WN_LN_ENTRY_RES(OP, NORM, TN, PN, split_stats, VNAME, WN_LN_MAX_BLOCK, fwd_split_stats, T, \
+                    P, VEC, (warpnorm::ln::kPacks<VEC, FE>))                                   \
     WN_LN_ENTRY(OP, NORM, bwd, TN, PN, subwarp, VNAME, WN_LN_BWD_WARP_BLOCK, bwd_warp, T, P,  \
                 VEC, 1)                                                                        \
     WN_LN_ENTRY(OP, NORM, bwd, TN, PN, warp, VNAME, WN_LN_BWD_WARP_BLOCK, bwd_warp, T, P, VEC, \

@@ -56,16 +56,16 @@ typedef struct WnLayerNormFwdArgs {
     /** Warp tiers: lanes per row (a power of two <= 32); 0 otherwise. */
     uint32_t group;
     /**
-     * Fused residual add: residual, activation dtype, rows * cols, or 0 (no residual add: the
-     * plain op). With it every tier forms h = (x + residual) + bias in f32, rounds it once to
-     * the activation dtype, stores it to `h` and normalizes the stored h.
+     * Fused residual add (the `..._res_<tier>_...` entry points; 0 for the others):
+     * residual, activation dtype, rows * cols. Those kernels form h = (x + residual) + bias in
+     * f32, round it once to the activation dtype, store it to `h` and normalize the stored h.
      */
     wn_devptr residual;
     /** Fused residual add: bias added to h, parameter dtype, cols elements, or 0 (none). */
     wn_devptr bias;
     /**
      * Fused residual add: h (written), activation dtype, rows * cols; set exactly when
-     * `residual` is. The split tier's second pass reads x from here.
+     * `residual` is (the split tier's second pass, a plain kernel, gets h as its x).
      */
     wn_devptr h;
 } WnLayerNormFwdArgs;

@@ -66,11 +66,11 @@ pub struct WnLayerNormFwdArgs {
     pub eps: f32,
     #[doc = " Warp tiers: lanes per row (a power of two <= 32); 0 otherwise."]
     pub group: u32,
-    #[doc = " Fused residual add: residual, activation dtype, rows * cols, or 0 (no residual add: the\n plain op). With it every tier forms h = (x + residual) + bias in f32, rounds it once to\n the activation dtype, stores it to `h` and normalizes the stored h."]
+    #[doc = " Fused residual add (the `..._res_<tier>_...` entry points; 0 for the others):\n residual, activation dtype, rows * cols. Those kernels form h = (x + residual) + bias in\n f32, round it once to the activation dtype, store it to `h` and normalize the stored h."]
     pub residual: wn_devptr,
     #[doc = " Fused residual add: bias added to h, parameter dtype, cols elements, or 0 (none)."]
     pub bias: wn_devptr,
-    #[doc = " Fused residual add: h (written), activation dtype, rows * cols; set exactly when\n `residual` is. The split tier's second pass reads x from here."]
+    #[doc = " Fused residual add: h (written), activation dtype, rows * cols; set exactly when\n `residual` is (the split tier's second pass, a plain kernel, gets h as its x)."]
     pub h: wn_devptr,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]

@@ -300,6 +300,14 @@ pub(crate) fn plan_forward_res_of(
         bias: r.and_then(|r| r.bias).unwrap_or(0),
         h: r.map_or(0, |r| r.h),
     };
+    // The fused residual add's forward kernels: `..._res_<tier>_...`.
+    let res_tier = |tier: &str| {
+        if r.is_some() {
+            format!("res_{tier}")
+        } else {
+            tier.to_string()
+        }
+    };
     let block = [geo.threads, 1, 1];
     let mut plan = Plan::empty();
     match geo.tier {
@@ -309,7 +317,7 @@ pub(crate) fn plan_forward_res_of(
                 Tier::Warp => 32,
                 _ => 0,
             };
-            let name = kernel(op, "fwd", desc, geo.tier.name(), vec);
+            let name = kernel(op, "fwd", desc, &res_tier(geo.tier.name()), vec);
             let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
             plan.push(Launch::new(name, grid, block, 0, &args));
         }
@@ -318,13 +326,23 @@ pub(crate) fn plan_forward_res_of(
             args.chunk = chunk as i64;
             args.splits = splits as i64;
             for pass in ["split_stats", "split_norm"] {
-                let name = kernel(op, "fwd", desc, pass, vec);
+                let mut a = args;
+                let tier = if pass == "split_stats" {
+                    res_tier(pass)
+                } else {
+                    // The plain pass 2 normalizes h, as the fused split_stats stored it.
+                    if let Some(r) = r {
+                        (a.x, a.residual, a.bias, a.h) = (r.h, 0, 0, 0);
+                    }
+                    pass.to_string()
+                };
+                let name = kernel(op, "fwd", desc, &tier, vec);
                 let grid = [
                     grid_dim(geo.grid_x, &name)?,
                     grid_dim(geo.grid_y, &name)?,
                     1,
                 ];
-                plan.push(Launch::new(name, grid, block, 0, &args));
+                plan.push(Launch::new(name, grid, block, 0, &a));
             }
         }
     }
