@@ -2,6 +2,7 @@
 //! the kernels on ptxsim, PyTorch fixtures, and the GPU layer when a GPU - or the emulated
 //! driver - is present).
 
+mod coalescing;
 mod cpu;
 mod fixtures;
 mod gpu;
