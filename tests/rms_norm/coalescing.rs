@@ -216,7 +216,9 @@ fn rms_norm_backward_unique_bytes_within_two_percent_of_the_minimum() {
                 .iter()
                 .map(|(_, s)| s.metrics.as_ref().expect("metrics are on").unique_bytes)
                 .sum();
-            let overlap = t.fin.map_or(0, |(part_rows, stride)| part_rows * stride * 4);
+            let overlap = t
+                .fin
+                .map_or(0, |(part_rows, stride)| part_rows * stride * 4);
             let min = 3 * dtype.size() as u64 * (rows * cols) as u64;
             let ratio = (sum - overlap) as f64 / min as f64;
             report.push(format!(

@@ -8,4 +8,5 @@ mod fixtures;
 mod gpu;
 mod plan;
 mod sim;
+mod sim_huge;
 mod support;
