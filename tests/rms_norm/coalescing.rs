@@ -15,6 +15,7 @@ use ptxsim::LaunchStats;
 use std::collections::{BTreeMap, BTreeSet};
 use testkit::backend::Backend;
 use testkit::coalescing::describe;
+use testkit::rows::VEC_TIERS;
 use testkit::sim::{skip_without_kernels, Sim};
 use warpnorm::abi::WnLayerNormFinalizeArgs;
 use warpnorm::{DType, DeviceProps, Element, Executor, Plan};
@@ -177,18 +178,7 @@ fn aligned_rms_norm_requests_are_all_coalesced() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     for (t, p) in DTYPE_PAIRS {
         let pair = format!("{}_{}", t.name(), p.name());
-        for tier in [
-            "fwd_{}_subwarp_vec",
-            "fwd_{}_warp_vec",
-            "fwd_{}_block_vec",
-            "fwd_{}_split_stats_vec",
-            "fwd_{}_split_norm_vec",
-            "bwd_{}_subwarp_vec",
-            "bwd_{}_warp_vec",
-            "bwd_{}_block_vec",
-            "bwd_{}_split_sums_vec",
-            "bwd_{}_split_dx_vec",
-        ] {
+        for tier in VEC_TIERS {
             let name = format!("warpnorm_rms_norm_{}", tier.replace("{}", &pair));
             assert!(ran.contains(&name), "{name} was not measured: {ran:?}");
         }

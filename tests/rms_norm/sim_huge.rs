@@ -18,7 +18,8 @@ use crate::support::{
 };
 use half::{bf16, f16};
 use testkit::rows::{
-    gather_rows, last_block, props_with_sms, run_block_column, scatter_rows, show_rows,
+    gather_rows, last_block, props_with_sms, run_block_column, run_huge_shapes, scatter_rows,
+    show_rows, HugeShape,
 };
 use testkit::sim::{skip_without_kernels, Sim};
 use warpnorm::abi::{WnLayerNormBwdArgs, WnLayerNormFwdArgs};
@@ -28,25 +29,10 @@ use warpnorm::rms_norm::{
 };
 use warpnorm::{DType, DeviceProps, Element};
 
-#[derive(Clone, Copy, Debug)]
-struct Huge {
-    rows: usize,
-    cols: usize,
-    dtype: DType,
-    param_dtype: DType,
-    weight: bool,
-    /// SMs of the planned device (the grid's size).
-    sms: u32,
-    /// Expected tier name of the main kernels (fwd, bwd).
-    tiers: (&'static str, &'static str),
-    /// Elements x and dy sit past an aligned address (1: the scalar variants).
-    offset: usize,
-}
-
 /// One huge case: the forward and backward of the block owning the last row.
 fn run_huge<T: Element + Default, P: Element + Default>(
     arch: u32,
-    h: &Huge,
+    h: &HugeShape,
 ) -> Result<String, String> {
     assert!(
         (h.rows - 1) * h.cols >= 1 << 31,
@@ -58,7 +44,7 @@ fn run_huge<T: Element + Default, P: Element + Default>(
         cols: h.cols,
         dtype: h.dtype,
         param_dtype: h.param_dtype,
-        weight: h.weight,
+        weight: !h.fewer_params,
         views: Views::Aligned,
         seed,
         x_offset: 3.0,
@@ -146,12 +132,12 @@ fn run_huge<T: Element + Default, P: Element + Default>(
     scatter_rows(&mut sim, pdy, d, &rows_b, &data_b.dy);
     scatter_rows(&mut sim, prstd, 1, &rows_b, &r.rstd);
     let blocks_b = run_block_column(&mut sim, &bwd, bx)?;
-    if h.weight && a.dgamma_part == 0 {
+    if !h.fewer_params && a.dgamma_part == 0 {
         return Err(format!("backward of {h:?} has no partial rows: {bwd}"));
     }
     // The block's f32 partial row (row blockIdx.x, stride part_stride) sums its rows'
     // dweight: the sub-problem's gradient before rounding.
-    let dweight = if h.weight {
+    let dweight = if !h.fewer_params {
         let at = a.dgamma_part + bx as u64 * a.part_stride as u64 * 4;
         to_f64(&sim.download::<f32>(at, d))
     } else {
@@ -174,7 +160,7 @@ fn run_huge<T: Element + Default, P: Element + Default>(
     ))
 }
 
-fn run_huge_dyn(arch: u32, h: &Huge) -> Result<String, String> {
+fn run_huge_dyn(arch: u32, h: &HugeShape) -> Result<String, String> {
     match (h.dtype, h.param_dtype) {
         (DType::F32, DType::F32) => run_huge::<f32, f32>(arch, h),
         (DType::F16, DType::F16) => run_huge::<f16, f16>(arch, h),
@@ -185,89 +171,12 @@ fn run_huge_dyn(arch: u32, h: &Huge) -> Result<String, String> {
     }
 }
 
-/// One case per tier, each with its last rows past element 2^31 (the sub-warp case past 2^32,
-/// the f32 case past byte 2^33).
-fn huge_cases() -> Vec<Huge> {
-    use DType::*;
-    let c = |rows: usize, cols: usize, dtype, param_dtype, sms, tiers| Huge {
-        rows,
-        cols,
-        dtype,
-        param_dtype,
-        weight: true,
-        sms,
-        tiers,
-        offset: 0,
-    };
-    vec![
-        // Sub-warp groups: 2^26 + 1 rows of 64, 2^32 + 64 elements.
-        c(
-            (1 << 26) + 1,
-            64,
-            BF16,
-            BF16,
-            1 << 20,
-            ("_subwarp_", "_subwarp_"),
-        ),
-        // A warp per row (forward), mixed precision, odd D (per-row heads), no weight.
-        Huge {
-            weight: false,
-            ..c(
-                (3 << 30) / 1000 + 1,
-                1000,
-                F16,
-                F32,
-                1 << 18,
-                ("_warp_", "_block_"),
-            )
-        },
-        // f32, warp tier: 2^22 + 1 rows of 512, the last one at byte 2^33.
-        c((1 << 22) + 1, 512, F32, F32, 1 << 18, ("_warp_", "_warp_")),
-        // A row per block (forward) / team (backward), odd D.
-        c(
-            (3 << 30) / 4099 + 1,
-            4099,
-            BF16,
-            F32,
-            1 << 17,
-            ("_block_vec", "_block_vec"),
-        ),
-        // Inputs one element off: the scalar variants.
-        Huge {
-            offset: 1,
-            ..c(
-                (3 << 30) / 3001 + 1,
-                3001,
-                F16,
-                F16,
-                1 << 17,
-                ("_block_scalar", "_block_scalar"),
-            )
-        },
-        // Split rows: 2049 rows of 2^20, the last one at element 2^31.
-        c(2049, 1 << 20, BF16, BF16, 1 << 17, ("_split_", "_split_")),
-    ]
-}
-
 #[test]
 fn rms_norm_past_two_to_the_31_elements() {
     if skip_without_kernels("rms_norm_past_two_to_the_31_elements") {
         return;
     }
-    let mut failures = Vec::new();
-    for arch in [80, 75, 90] {
-        for h in huge_cases() {
-            // compute_75 and compute_90 take the cheaper cases (the split tier on compute_80).
-            if arch != 80 && h.cols > 1 << 16 {
-                continue;
-            }
-            let t = std::time::Instant::now();
-            match run_huge_dyn(arch, &h) {
-                Ok(s) => eprintln!("compute_{arch}: {s} in {:?}", t.elapsed()),
-                Err(e) => failures.push(format!("compute_{arch}: {h:?}: {e}")),
-            }
-        }
-    }
+    let failures = run_huge_shapes(run_huge_dyn);
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
