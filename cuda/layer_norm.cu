@@ -637,8 +637,8 @@ __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row
     const T* xr = reinterpret_cast<const T*>(a.x) + base;
     const TileGeom g{active ? a.cols : 0, off, t, team_size};
     float x[NPACK][VEC], dy[NPACK][VEC];
-    tile_load<T, VEC, NPACK>(xr, g, x);
-    tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + base, g, dy);
+    tile_load_each<T, VEC, NPACK>(xr, g, x);
+    tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + base, g, dy);
     const float mean = N == Norm::Layer && active ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
     const float rstd = active ? reinterpret_cast<const float*>(a.rstd)[row] : 0.0f;
     const P* gamma = reinterpret_cast<const P*>(a.gamma);
@@ -789,8 +789,8 @@ __device__ __forceinline__ void bwd_split_sums(const WnLayerNormBwdArgs& a) {
         const TileGeom g{n, row_head<T, VEC>(a, row), static_cast<int>(threadIdx.x),
                          static_cast<int>(blockDim.x)};
         float x[NPACK][VEC], dy[NPACK][VEC];
-        tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
-        tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
+        tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
+        tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
         const float mean = N == Norm::Layer ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
         const float rstd = reinterpret_cast<const float*>(a.rstd)[row];
         float sa, sb;
@@ -831,8 +831,8 @@ __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
         }
         const int64_t off = row * a.cols + c * a.chunk;
         float x[NPACK][VEC], dy[NPACK][VEC];
-        tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
-        tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
+        tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
+        tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
         const float mean = N == Norm::Layer ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
         const float rstd = reinterpret_cast<const float*>(a.rstd)[row];
         bwd_dx<N, P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);
