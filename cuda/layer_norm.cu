@@ -51,9 +51,9 @@
  * y = norm(h)` whenever its add is exact. Its own forward entry points
  * (`..._fwd_<T>_<P>_res_<tier>_<vec|scalar>` for subwarp, warp, block and split_stats; a
  * runtime branch in the plain kernels cost them registers and issue slots in the
- * performance model's reading): every tier reads the residual (and bias) next to x, a pack
- * at a time, with the same vector width (the planner requires x, residual, h, y congruent
- * for the vec variant); the split tier stores h in split_stats and the plain split_norm
+ * performance model's reading): every tier loads the residual's full packs raw next to x's
+ * (tile_load_raw, all before any is converted), with the same vector width (the planner
+ * requires x, residual, h, y congruent for the vec variant); the split tier stores h in split_stats and the plain split_norm
  * normalizes it. Backward is a runtime choice (a.dh 0: none; the model predicts the plain
  * backward unchanged): x = h, and dh is added to dx in f32 before dx's one rounding.
  * Bytes moved with it: fwd read x, residual + write h, y; bwd read h, dy, dh + write dx.
@@ -457,48 +457,74 @@ __device__ __forceinline__ void pack_load(const T* base, int64_t lo, int64_t n,
  * h. `bias` points at the parameter of the segment's column 0 (null when absent). Columns
  * outside the segment hold 0, as after tile_load.
  *
- * One pack at a time - x, residual and bias of a pack loaded, h formed and stored (an asm
- * volatile store, which later loads cannot pass) before the next pack's loads - so that the
- * fused variants hold no second tile (the block tier is at its 128-register bound): two
- * packs of loads in flight per thread, fewer than the plain path's tile_load.
+ * The loads in tile_load's form, in groups of KC packs: every full pack of x and of the
+ * residual in a group is issued raw (as tile_load_raw) before any is converted, 2 * KC vector
+ * loads in flight per thread; then a pack at a time the two are widened (the packs at the
+ * segment's ends element by element under the bound, as tile_convert), h formed, rounded,
+ * stored (store_vec) and held. KC == NPACK for the warp tiers (255 registers); the block
+ * tiers (128 registers at 512 threads) take KC == NPACK / 4 (at least 1): with NPACK / 2
+ * the LayerNorm f32 and bf16/f32 block kernels spilled on sm_90 (20 and 32 bytes), with
+ * NPACK / 4 they use 120 registers.
  */
-template <typename T, typename P, int VEC, int NPACK>
+template <typename T, typename P, int VEC, int NPACK, int KC>
 __device__ __forceinline__ void load_residual(const WnLayerNormFwdArgs& a, int64_t off,
                                               const P* bias, const TileGeom& g,
                                               float (&v)[NPACK][VEC]) {
+    static_assert(KC >= 1 && NPACK % KC == 0, "whole groups of packs");
     const T* xp = reinterpret_cast<const T*>(a.x) + off;
     const T* res = reinterpret_cast<const T*>(a.residual) + off;
     T* hp = reinterpret_cast<T*>(a.h) + off;
 #pragma unroll
-    for (int k = 0; k < NPACK; ++k) {
-        const int64_t lo = g.lo<VEC>(k);
-        if (lo >= g.n) {
+    for (int k0 = 0; k0 < NPACK; k0 += KC) {
+        Pack<T, VEC> rx[KC], rr[KC];
 #pragma unroll
-            for (int i = 0; i < VEC; ++i) v[k][i] = 0.0f;
-            continue;
+        for (int j = 0; j < KC; ++j) {
+            if (full_pack<VEC>(g, k0 + j)) {
+                rx[j] = load_pack<T, VEC>(xp + g.lo<VEC>(k0 + j));
+                rr[j] = load_pack<T, VEC>(res + g.lo<VEC>(k0 + j));
+            }
         }
-        float r[VEC], b[VEC];
-        pack_load<T, VEC>(xp, lo, g.n, v[k]);
-        pack_load<T, VEC>(res, lo, g.n, r);
-        if (bias != nullptr) param_load<P, VEC>(bias, lo, g.n, b, 0.0f);
-        Pack<T, VEC> pack;
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) {
-            float h = v[k][i] + r[i];
-            if (bias != nullptr) h += b[i];
-            pack.v[i] = from_float<T>(h);
-            v[k][i] = in_seg(lo + i, g.n) ? to_float(pack.v[i]) : 0.0f;
-        }
-        if (lo >= 0 && lo + VEC <= g.n) {
-            store_vec<T, VEC>(hp + lo, pack);
-        } else {
+        for (int j = 0; j < KC; ++j) {
+            const int k = k0 + j;
+            const int64_t lo = g.lo<VEC>(k);
+            if (lo >= g.n) {
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) v[k][i] = 0.0f;
+                continue;
+            }
+            const bool full = full_pack<VEC>(g, k);
+            float b[VEC];
+            if (bias != nullptr) param_load<P, VEC>(bias, lo, g.n, b, 0.0f);
+            Pack<T, VEC> pack;
 #pragma unroll
             for (int i = 0; i < VEC; ++i) {
-                if (in_seg(lo + i, g.n)) hp[lo + i] = pack.v[i];
+                const bool in = full || in_seg(lo + i, g.n);
+                float h;
+                if (full) {
+                    h = to_float(rx[j].v[i]) + to_float(rr[j].v[i]);
+                } else {
+                    h = in ? to_float(xp[lo + i]) + to_float(res[lo + i]) : 0.0f;
+                }
+                if (bias != nullptr) h += b[i];
+                pack.v[i] = from_float<T>(h);
+                v[k][i] = in ? to_float(pack.v[i]) : 0.0f;
+            }
+            if (full) {
+                store_vec<T, VEC>(hp + lo, pack);
+            } else {
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) {
+                    if (in_seg(lo + i, g.n)) hp[lo + i] = pack.v[i];
+                }
             }
         }
     }
 }
+
+/** load_residual's packs per load group for a team (see there). */
+template <class Team, int NPACK>
+constexpr int kResGroup = !kIsBlockTeam<Team> ? NPACK : (NPACK % 4 == 0 ? NPACK / 4 : 1);
 
 /**
  * One full row held by a team: statistics, saved mean/rstd (when given), normalized output
@@ -512,7 +538,8 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
     const TileGeom g{active ? a.cols : 0, head_offset<T, VEC>(xr), t, team_size};
     float v[NPACK][VEC];
     if constexpr (kRes) {  // the fused residual add's variant
-        load_residual<T, P, VEC, NPACK>(a, off, reinterpret_cast<const P*>(a.bias), g, v);
+        load_residual<T, P, VEC, NPACK, kResGroup<Team, NPACK>>(a, off,
+                                                                 reinterpret_cast<const P*>(a.bias), g, v);
     } else {
         tile_load<T, VEC, NPACK>(xr, g, v);
     }
@@ -596,7 +623,7 @@ __device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
         float v[NPACK][VEC];
         // Fused residual add: this pass stores h, split_norm reads it back.
         if constexpr (kRes) {
-            load_residual<T, P, VEC, NPACK>(a, off, bias, g, v);
+            load_residual<T, P, VEC, NPACK, kResGroup<BlockTeam, NPACK>>(a, off, bias, g, v);
         } else {
             tile_load<T, VEC, NPACK>(xs, g, v);
         }

@@ -683,8 +683,8 @@ fn sim_fused_residual_every_tier_and_dtype() {
                         param_dtype,
                         oin,
                         oout,
-                        bias: k % 2 == 0,
-                        dh: k % 3 != 0,
+                        bias: k.is_multiple_of(2),
+                        dh: !k.is_multiple_of(3),
                         seed: k,
                     };
                     match check_dyn(arch, &c) {
