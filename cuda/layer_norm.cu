@@ -461,10 +461,11 @@ __device__ __forceinline__ void pack_load(const T* base, int64_t lo, int64_t n,
  * residual in a group is issued raw (as tile_load_raw) before any is converted, 2 * KC vector
  * loads in flight per thread; then a pack at a time the two are widened (the packs at the
  * segment's ends element by element under the bound, as tile_convert), h formed, rounded,
- * stored (store_vec) and held. KC == NPACK for the warp tiers (255 registers); the block
- * tiers (128 registers at 512 threads) take KC == NPACK / 4 (at least 1): with NPACK / 2
- * the LayerNorm f32 and bf16/f32 block kernels spilled on sm_90 (20 and 32 bytes), with
- * NPACK / 4 they use 120 registers.
+ * stored (store_vec) and held. KC == NPACK for the warp tiers (255 registers) and the
+ * scalar variant (NPACK / 4 spilled LayerNorm's 16-bit split_stats on sm_100); the vector
+ * block tiers (128 registers at 512 threads) take KC == NPACK / 4 (at least 1): with
+ * NPACK / 2 the LayerNorm f32 and bf16/f32 block kernels spilled on sm_90 (20 and 32
+ * bytes), with NPACK / 4 they use 120 registers.
  */
 template <typename T, typename P, int VEC, int NPACK, int KC>
 __device__ __forceinline__ void load_residual(const WnLayerNormFwdArgs& a, int64_t off,
@@ -522,9 +523,16 @@ __device__ __forceinline__ void load_residual(const WnLayerNormFwdArgs& a, int64
     }
 }
 
+/** True for the subwarp / warp tiers' team. */
+template <class Team>
+constexpr bool kIsGroupTeam = false;
+template <>
+constexpr bool kIsGroupTeam<GroupTeam> = true;
+
 /** load_residual's packs per load group for a team (see there). */
-template <class Team, int NPACK>
-constexpr int kResGroup = !kIsBlockTeam<Team> ? NPACK : (NPACK % 4 == 0 ? NPACK / 4 : 1);
+template <class Team, int VEC, int NPACK>
+constexpr int kResGroup =
+    !kIsBlockTeam<Team> || VEC == 1 ? NPACK : (NPACK % 4 == 0 ? NPACK / 4 : 1);
 
 /**
  * One full row held by a team: statistics, saved mean/rstd (when given), normalized output
@@ -538,7 +546,7 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
     const TileGeom g{active ? a.cols : 0, head_offset<T, VEC>(xr), t, team_size};
     float v[NPACK][VEC];
     if constexpr (kRes) {  // the fused residual add's variant
-        load_residual<T, P, VEC, NPACK, kResGroup<Team, NPACK>>(a, off,
+        load_residual<T, P, VEC, NPACK, kResGroup<Team, VEC, NPACK>>(a, off,
                                                                  reinterpret_cast<const P*>(a.bias), g, v);
     } else {
         tile_load<T, VEC, NPACK>(xr, g, v);
@@ -623,7 +631,7 @@ __device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
         float v[NPACK][VEC];
         // Fused residual add: this pass stores h, split_norm reads it back.
         if constexpr (kRes) {
-            load_residual<T, P, VEC, NPACK, kResGroup<BlockTeam, NPACK>>(a, off, bias, g, v);
+            load_residual<T, P, VEC, NPACK, kResGroup<BlockTeam, VEC, NPACK>>(a, off, bias, g, v);
         } else {
             tile_load<T, VEC, NPACK>(xs, g, v);
         }
@@ -809,6 +817,45 @@ __device__ __forceinline__ void add_dh(const WnLayerNormBwdArgs& a, int64_t off,
 }
 
 /**
+ * Rounds and stores the segment's dx held in `v` at element offset `off` (tile_store), with
+ * the fused residual add's gradient arriving on h (a.dh set: a uniform branch) added in f32
+ * before the one rounding, a pack at a time: each dh pack is loaded just before its dx pack
+ * is stored, so that no dh tile is held (the 16-bit warp backward sits at its 128-register
+ * bound).
+ */
+template <typename T, int VEC, int NPACK>
+__device__ __forceinline__ void store_dx(const WnLayerNormBwdArgs& a, int64_t off,
+                                         const TileGeom& g, const float (&v)[NPACK][VEC]) {
+    T* dx = reinterpret_cast<T*>(a.dx) + off;
+    if (a.dh == 0) {
+        tile_store<T, VEC, NPACK>(dx, g, v);
+        return;
+    }
+    // dx's addresses from dh's plus one uniform byte distance (from the kernel parameters), so
+    // that the loop holds one pointer: with two the 16-bit warp backward spilled on sm_100.
+    const T* dh = reinterpret_cast<const T*>(a.dh) + off;
+    const int64_t dist = static_cast<int64_t>(a.dx) - static_cast<int64_t>(a.dh);
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const int64_t lo = g.lo<VEC>(k);
+        const T* hp = dh + lo;
+        T* xp = reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(hp) + dist);
+        if (lo >= 0 && lo + VEC <= g.n) {
+            const Pack<T, VEC> d = load_pack<T, VEC>(hp);
+            Pack<T, VEC> pack;
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) pack.v[i] = from_float<T>(v[k][i] + to_float(d.v[i]));
+            store_vec<T, VEC>(xp, pack);
+        } else {
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) {
+                if (in_seg(lo + i, g.n)) xp[i] = from_float<T>(v[k][i] + to_float(hp[i]));
+            }
+        }
+    }
+}
+
+/**
  * Head offset (elements after the previous VEC * sizeof(T)-byte boundary) of row `row` of x;
  * dy and dx share it (the planner requires the three congruent mod that width). Integer
  * arithmetic only,
@@ -849,8 +896,14 @@ __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row
     if (!active) return;
     const float inv_n = 1.0f / static_cast<float>(a.cols);
     bwd_dx<N, P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);
-    if (a.dh != 0) add_dh<T, VEC, NPACK>(a, base, g, x);  // uniform: fused residual add
-    tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.dx) + base, g, x);
+    if constexpr (!kIsGroupTeam<Team>) {
+        // The block tier keeps the dh add apart from the store (store_dx's form spilled its
+        // f32-parameter kernels on sm_100; this one spills the 16-bit warp kernels there).
+        if (a.dh != 0) add_dh<T, VEC, NPACK>(a, base, g, x);  // uniform: fused residual add
+        tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.dx) + base, g, x);
+    } else {
+        store_dx<T, VEC, NPACK>(a, base, g, x);  // + dh: the fused residual add
+    }
 }
 
 /**
@@ -1038,8 +1091,7 @@ __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
         const float mean = N == Norm::Layer ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
         const float rstd = reinterpret_cast<const float*>(a.rstd)[row];
         bwd_dx<N, P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);
-        if (a.dh != 0) add_dh<T, VEC, NPACK>(a, off, g, x);  // uniform: fused residual add
-        tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.dx) + off, g, x);
+        store_dx<T, VEC, NPACK>(a, off, g, x);  // + dh: the fused residual add
     }
     store_partials<P, VEC, NPACK>(a, g, 0, 1, c * a.chunk, acc, smem);
 }
