@@ -42,8 +42,12 @@
  * apply coefficients (bn_finalize.cuh, matching the CPU reference src/cpu/batch_norm.rs).
  *
  * Access variants: "vec" moves 16-byte packs (nchw needs S % V == 0, nhwc needs C % V == 0, and
- * 16-byte aligned pointers; V = 16 / sizeof(T)); "scalar" moves single elements (any size and
- * alignment), still coalesced. All offsets are 64-bit.
+ * 16-byte aligned pointers; V = 16 / sizeof(T)); "vecodd" (nchw, S >= V and S % V != 0, such as
+ * 7x7 and 14x14 in 16-bit types or 7x7 in f32, 16-byte aligned pointers) also moves 16-byte
+ * packs: the reductions and fused kernels read the whole 32-byte sectors that cover each slice
+ * and mask the other channels' lanes (reduce_nchw_odd, OddWalk), the elementwise passes stream
+ * the flat tensor with a per-lane channel (apply_nchw_odd); "scalar" moves single elements (any
+ * size and alignment: misaligned views, S < V), still coalesced. All offsets are 64-bit.
  *
  * Coalescing: on aligned shapes (32-byte aligned buffers, S * sizeof(T) (nchw) or
  * C * sizeof(T) (nhwc) a multiple of 32, C a multiple of 8) every global request is fully
@@ -233,6 +237,9 @@ __device__ __forceinline__ void store_pack_in(T* p, int64_t e0, int64_t numel, c
 template <typename T, int V, bool GRAD>
 __device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a) {
     using Acc = typename std::conditional<GRAD, GradAcc<1>, StatsAcc<1>>::type;
+    // Packs in flight: kUnroll, but 2 in the backward sums (x and dy packs; 4 of each took
+    // 110 registers on sm_90: 2 blocks per SM, short of the loads in flight the model asks).
+    constexpr int kRU = GRAD ? 2 : kUnroll;
     __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
     constexpr int64_t E = 2 * V;  // elements per 32-byte sector
     const int64_t c = blockIdx.x;
@@ -258,10 +265,10 @@ __device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a) 
         int64_t n = u / spc;
         int64_t s = u - n * spc;
         while (u < end) {
-            Pack<T, V> px[kUnroll], pd[kUnroll];
-            int lo[kUnroll], hi[kUnroll];
+            Pack<T, V> px[kRU], pd[kRU];
+            int lo[kRU], hi[kRU];
 #pragma unroll
-            for (int j = 0; j < kUnroll; ++j) {
+            for (int j = 0; j < kRU; ++j) {
                 lo[j] = 0;
                 hi[j] = 0;
                 if (u < end) {
@@ -283,7 +290,7 @@ __device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a) 
                 }
             }
 #pragma unroll
-            for (int j = 0; j < kUnroll; ++j) {
+            for (int j = 0; j < kRU; ++j) {
                 if (hi[j] <= lo[j]) continue;  // no element of the slice in this pack
                 if constexpr (GRAD) {
                     float xv[V], dv[V];
@@ -561,6 +568,9 @@ __device__ __forceinline__ void apply_nchw(const WnBatchNormApplyArgs& a) {
  */
 template <typename T, int V, bool BWD>
 __device__ __forceinline__ void apply_nchw_odd(const WnBatchNormApplyArgs& a) {
+    // 16-bit types: 2 packs in flight (not kUnroll): the two channels' coefficients per pack
+    // took the bf16 kernel to 94 registers with 4 (2 blocks of 256 threads per SM).
+    constexpr int kOddUnroll = sizeof(T) == 4 ? kUnroll : 2;
     bump(a.counter_bump);
     const int64_t numel = a.n * a.c * a.s;
     const int64_t total = (numel + V - 1) / V;
@@ -578,12 +588,12 @@ __device__ __forceinline__ void apply_nchw_odd(const WnBatchNormApplyArgs& a) {
     const T* x = reinterpret_cast<const T*>(a.x);
     const T* dy = reinterpret_cast<const T*>(a.dy);
     T* out = reinterpret_cast<T*>(a.out);
-    for (; p < total; p += kUnroll * stride) {
-        Pack<T, V> px[kUnroll], pd[kUnroll];
-        int64_t chs[kUnroll];
-        int split[kUnroll];
+    for (; p < total; p += kOddUnroll * stride) {
+        Pack<T, V> px[kOddUnroll], pd[kOddUnroll];
+        int64_t chs[kOddUnroll];
+        int split[kOddUnroll];
 #pragma unroll
-        for (int j = 0; j < kUnroll; ++j) {
+        for (int j = 0; j < kOddUnroll; ++j) {
             chs[j] = ch;
             split[j] = static_cast<int>(min(a.s - r, static_cast<int64_t>(V)));
             if (p + j * stride < total) {
@@ -597,7 +607,7 @@ __device__ __forceinline__ void apply_nchw_odd(const WnBatchNormApplyArgs& a) {
             if (ch >= a.c) ch -= a.c;
         }
 #pragma unroll
-        for (int j = 0; j < kUnroll; ++j) {
+        for (int j = 0; j < kOddUnroll; ++j) {
             if (p + j * stride >= total) break;
             const int64_t ch2 = chs[j] + 1 == a.c ? 0 : chs[j] + 1;
             float ka[4], kb[4], k[4][V];

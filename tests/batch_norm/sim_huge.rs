@@ -486,14 +486,14 @@ fn huge_cases() -> Vec<Huge> {
             sms: 1 << 21,
             kernels: ("_stats_nchw_vec", "_reduce_nchw_vec"),
         },
-        // The same with S = 31 x 33 (odd): the scalar variants.
+        // The same with S = 31 x 33 (odd, >= 8 halves): the vecodd variants.
         Huge {
             dims: vec![2, 1_574_401, 31, 33],
             layout: Layout::Contiguous,
             dtype: DType::BF16,
             param_dtype: DType::F32,
             sms: 1 << 21,
-            kernels: ("_stats_nchw_scalar", "_reduce_nchw_scalar"),
+            kernels: ("_stats_nchw_vecodd", "_reduce_nchw_vecodd"),
         },
         // NCHW, fused forward and backward (4 SMs).
         Huge {

@@ -281,7 +281,15 @@ pub fn plan_forward_checked(
     }
     if mode.batch_stats {
         let acc = access(g, desc.dtype, &[ptrs.x, ptrs.y]);
-        if let Some(fg) = fused_geom(g, acc, desc.dtype, props, true) {
+        // The vecodd fused kernel reads whole covering sectors, neighbouring channels' elements
+        // included, while other blocks write their y: in place (y == x) that is a race, so
+        // an in-place vecodd forward takes the split kernels.
+        let fused = if acc == Access::VecOdd && ptrs.y == ptrs.x {
+            None
+        } else {
+            fused_geom(g, acc, desc.dtype, props, true)
+        };
+        if let Some(fg) = fused {
             let args = WnBatchNormFusedFwdArgs {
                 x: ptrs.x,
                 y: ptrs.y,
@@ -404,7 +412,14 @@ pub fn plan_backward_checked(
     }
     if !frozen {
         let acc = access(g, desc.dtype, &[ptrs.x, ptrs.dy, ptrs.dx]);
-        if let Some(fg) = fused_geom(g, acc, desc.dtype, props, false) {
+        // In place (dx == dy) the vecodd fused kernel's covering reads of dy would race with
+        // the neighbouring channels' dx writes (see the forward): split kernels.
+        let fused = if acc == Access::VecOdd && ptrs.dx == ptrs.dy {
+            None
+        } else {
+            fused_geom(g, acc, desc.dtype, props, false)
+        };
+        if let Some(fg) = fused {
             let args = WnBatchNormFusedBwdArgs {
                 x: ptrs.x,
                 dy: ptrs.dy,
