@@ -110,21 +110,41 @@ struct RowTeam {
 };
 
 /**
- * Moments of the held segment, team-wide, by the corrected two-pass algorithm with
- * compensated sums (twosum.cuh): mean0 = sum(x) / n; then d = x - mean0 with its exact
- * rounding error, sd = sum of the exact residuals, q = sum(d^2); the mean is mean0 + c with
- * c = sd / n, and m2 = q - sd * c = sum((x - mean)^2), not clamped.
+ * True for the block team (a row per block: block and split tiers). The 16-bit statistics take
+ * their cheaper form (tile_moments' kCheap) there; the warp tiers keep the form that fits their
+ * 128 registers (kCheap's register peak spills there at 4 blocks per SM, and more registers
+ * halve their warps).
+ */
+template <class Team>
+constexpr bool kIsBlockTeam = false;
+template <>
+constexpr bool kIsBlockTeam<BlockTeam> = true;
+
+/**
+ * Moments of the held segment, team-wide, by the corrected two-pass algorithm: mean0 =
+ * sum(x) / n; then d = x - mean0, sd = sum(d), q = sum(d^2); the mean is mean0 + c with
+ * c = sd / n, and m2 = q - sd * c = sum((x - mean)^2), not clamped. Never E[x^2] - E[x]^2.
+ *
+ * kCheap (16-bit activations in the block and split tiers): the mean from a compensated sum,
+ * as the pair mean0 + c to about one rounding (the saved mean as close to the f64 one as
+ * torch's: tests/layer_norm/fixtures.rs), then one plain pass q = sum((x - mean0)^2), m2 =
+ * q - n c^2 (about 9 instructions per element for both). Its error, tens of u32 relative to the row's variance, is some 2^13 times below
+ * one rounding of a 16-bit output: tests/layer_norm/accuracy.rs holds bf16 rows at 1e4 and 1e6
+ * (constant, and a few ulps of spread) and f16/bf16 outlier rows to their bounds.
+ *
+ * Otherwise (f32, and 16-bit activations in the warp tiers) each d = x - mean0 carries its
+ * exact rounding error (two_sum) into a compensated sd, so that mean0 + c is the mean to
+ * about one rounding; 16-bit activations add d^2 plainly (m2lo = 0).
  *
  * kExact (f32 activations, whose output must be within ~1 rounding of the f64 result,
- * relative to the row's largest output): q is a compensated pair too - each d^2 split
- * exactly (fma), the residual's own rounding added as 2 d de, the pair summed with Fast2Sum
- * (terms >= 0) - so m2 + m2lo carries about u32^2 relative error instead of one rounding
- * per add (~30 in a thread's sum: rows of small values with one large outlier lost up to ~5
- * units in rstd). That exactness pays for mean0 as a plain sum (the correction c, and S^2 / n
- * formed as pairs, absorb its error); the compensated first sum stays for 16-bit outputs,
- * which round far coarser and keep the plain q (m2lo = 0).
+ * relative to the row's largest output): the first sum is compensated across the team,
+ * each d carries its exact rounding error (two_sum), and q is a compensated pair too - each
+ * d^2 split exactly (fma), the residual's own rounding added as 2 d de, the pair summed with
+ * Fast2Sum (terms >= 0) - so m2 + m2lo carries about u32^2 relative error instead of one
+ * rounding per add (~30 in a thread's sum: rows of small values with one large outlier lost up
+ * to ~5 units in rstd); c and S^2 / n are formed as pairs.
  */
-template <Norm N, bool kExact, int VEC, int NPACK, class Team>
+template <Norm N, bool kExact, bool kCheap, int VEC, int NPACK, class Team>
 __device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const TileGeom& g,
                                              const Team& team, float& mean0, float& c,
                                              float& cl, float& m2, float& m2lo) {
@@ -144,6 +164,45 @@ __device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const
         m2lo = 0.0f;
         return;
     }
+    const float n = static_cast<float>(g.n);
+    if constexpr (kCheap) {
+        // 16-bit activations: a compensated sum (s, se) gives the mean as the pair mean0 + c
+        // to about one rounding (c from the division's exact residual), then q = sum((x -
+        // mean0)^2) plainly: mean0 is within a rounding of the mean, so q - n c^2 is m2 to
+        // tens of u32 (2^13 below one rounding of a 16-bit output), and a constant row gives
+        // x - mean0 = 0 exactly.
+        float s = 0.0f, se = 0.0f;
+#pragma unroll
+        for (int k = 0; k < NPACK; ++k)
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) comp_add(s, se, v[k][i]);  // 0 outside the segment
+        team.sum_comp(s, se);
+        mean0 = g.n > 0 ? s / n : 0.0f;
+        c = g.n > 0 ? (fmaf(-mean0, n, s) + se) / n : 0.0f;
+        float q = 0.0f;
+#pragma unroll
+        for (int k = 0; k < NPACK; ++k) {
+            const int64_t lo = g.lo<VEC>(k);
+            if (full_pack<VEC>(g, k)) {
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) {
+                    const float d = v[k][i] - mean0;
+                    q = fmaf(d, d, q);
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) {
+                    const float d = in_seg(lo + i, g.n) ? v[k][i] - mean0 : 0.0f;
+                    q = fmaf(d, d, q);
+                }
+            }
+        }
+        q = team.sum(q);
+        m2 = q - (c * n) * c;
+        m2lo = 0.0f;
+        cl = 0.0f;
+        return;
+    }
     float s = 0.0f, se = 0.0f;
 #pragma unroll
     for (int k = 0; k < NPACK; ++k)
@@ -156,7 +215,6 @@ __device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const
             }
         }
     team.sum_comp(s, se);
-    const float n = static_cast<float>(g.n);
     mean0 = g.n > 0 ? (s + se) / n : 0.0f;
     float sd = 0.0f, sde = 0.0f, q = 0.0f, qe = 0.0f;
 #pragma unroll
@@ -190,23 +248,23 @@ __device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const
     }
     const float sdt = sd + sde;
     c = g.n > 0 ? sdt / n : 0.0f;
-    if constexpr (kExact) {
-        // m2 = q - S^2 / n with S = sd + sde and c = S / n as pairs: mean0 is a plain sum's
-        // (a few roundings of |mean| off), so S^2 / n may exceed m2 manyfold and is formed
-        // to ~u32^2 (with q's pair) before the difference.
-        float sh, sl;
-        two_sum(sd, sde, sh, sl);
-        cl = g.n > 0 ? (fmaf(-c, n, sh) + sl) / n : 0.0f;
-        const float corr = sh * c;
-        const float corr_lo = fmaf(sh, c, -corr) + fmaf(sh, cl, sl * c);
-        float hi, e;
-        two_sum(q, -corr, hi, e);
-        two_sum(hi, (e - corr_lo) + qe, m2, m2lo);
-    } else {
+    if constexpr (!kExact) {
         m2 = q - sdt * c;
         m2lo = 0.0f;
         cl = 0.0f;
+        return;
     }
+    // m2 = q - S^2 / n with S = sd + sde and c = S / n as pairs: mean0 is a plain sum's (a few
+    // roundings of |mean| off), so S^2 / n may exceed m2 manyfold and is formed to ~u32^2
+    // (with q's pair) before the difference.
+    float sh, sl;
+    two_sum(sd, sde, sh, sl);
+    cl = g.n > 0 ? (fmaf(-c, n, sh) + sl) / n : 0.0f;
+    const float corr = sh * c;
+    const float corr_lo = fmaf(sh, c, -corr) + fmaf(sh, cl, sl * c);
+    float hi, e;
+    two_sum(q, -corr, hi, e);
+    two_sum(hi, (e - corr_lo) + qe, m2, m2lo);
 }
 
 /**
@@ -251,7 +309,8 @@ __device__ __forceinline__ TileStats tile_stats(float (&v)[NPACK][VEC], const Ti
     TileStats st{1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     float m2, m2lo;
     for (;;) {
-        tile_moments<N, kExact, VEC, NPACK>(v, g, team, st.mean0, st.c, st.c_lo, m2, m2lo);
+        tile_moments<N, kExact, !kExact && kIsBlockTeam<Team>, VEC, NPACK>(v, g, team, st.mean0,
+                                                                            st.c, st.c_lo, m2, m2lo);
         const bool over = st.unscale == 1.0f && !isfinite(m2);
         if (!team.any(over)) break;
         if (over) {
@@ -637,8 +696,8 @@ __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row
     const T* xr = reinterpret_cast<const T*>(a.x) + base;
     const TileGeom g{active ? a.cols : 0, off, t, team_size};
     float x[NPACK][VEC], dy[NPACK][VEC];
-    tile_load<T, VEC, NPACK>(xr, g, x);
-    tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + base, g, dy);
+    tile_load_each<T, VEC, NPACK>(xr, g, x);
+    tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + base, g, dy);
     const float mean = N == Norm::Layer && active ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
     const float rstd = active ? reinterpret_cast<const float*>(a.rstd)[row] : 0.0f;
     const P* gamma = reinterpret_cast<const P*>(a.gamma);
@@ -789,8 +848,8 @@ __device__ __forceinline__ void bwd_split_sums(const WnLayerNormBwdArgs& a) {
         const TileGeom g{n, row_head<T, VEC>(a, row), static_cast<int>(threadIdx.x),
                          static_cast<int>(blockDim.x)};
         float x[NPACK][VEC], dy[NPACK][VEC];
-        tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
-        tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
+        tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
+        tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
         const float mean = N == Norm::Layer ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
         const float rstd = reinterpret_cast<const float*>(a.rstd)[row];
         float sa, sb;
@@ -831,8 +890,8 @@ __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
         }
         const int64_t off = row * a.cols + c * a.chunk;
         float x[NPACK][VEC], dy[NPACK][VEC];
-        tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
-        tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
+        tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
+        tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
         const float mean = N == Norm::Layer ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
         const float rstd = reinterpret_cast<const float*>(a.rstd)[row];
         bwd_dx<N, P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);

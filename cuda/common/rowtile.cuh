@@ -94,14 +94,68 @@ __device__ __forceinline__ void store_vec(T* p, const Pack<T, N>& pack) {
 /** True when column `c` lies in the segment. */
 __device__ __forceinline__ bool in_seg(int64_t c, int64_t n) { return c >= 0 && c < n; }
 
+/** True when this thread's k-th pack lies wholly in the segment (one vector access). */
+template <int VEC>
+__device__ __forceinline__ bool full_pack(const TileGeom& g, int k) {
+    const int64_t lo = g.lo<VEC>(k);
+    return lo >= 0 && lo + VEC <= g.n;
+}
+
+/**
+ * Issues the vector loads of every full pack of this thread (raw, unconverted), all before
+ * any is used, so that NPACK loads are in flight per thread rather than one; packs that are
+ * not full are left unset (tile_convert reads them element by element).
+ */
+template <typename T, int VEC, int NPACK>
+__device__ __forceinline__ void tile_load_raw(const T* base, const TileGeom& g,
+                                              Pack<T, VEC> (&raw)[NPACK]) {
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        if (full_pack<VEC>(g, k)) raw[k] = load_pack<T, VEC>(base + g.lo<VEC>(k));
+    }
+}
+
+/**
+ * Converts tile_load_raw's packs to floats; the (at most two) packs at the segment's ends
+ * are read here element by element under the bound (0 outside).
+ */
+template <typename T, int VEC, int NPACK>
+__device__ __forceinline__ void tile_convert(const T* base, const TileGeom& g,
+                                             const Pack<T, VEC> (&raw)[NPACK],
+                                             float (&v)[NPACK][VEC]) {
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const int64_t lo = g.lo<VEC>(k);
+        if (full_pack<VEC>(g, k)) {
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) v[k][i] = to_float(raw[k].v[i]);
+        } else {
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) v[k][i] = in_seg(lo + i, g.n) ? to_float(base[lo + i]) : 0.0f;
+        }
+    }
+}
+
 /** Loads this thread's packs of the segment starting at `base` as floats (0 outside). */
 template <typename T, int VEC, int NPACK>
 __device__ __forceinline__ void tile_load(const T* base, const TileGeom& g,
                                           float (&v)[NPACK][VEC]) {
+    Pack<T, VEC> raw[NPACK];
+    tile_load_raw<T, VEC, NPACK>(base, g, raw);
+    tile_convert<T, VEC, NPACK>(base, g, raw, v);
+}
+
+/**
+ * tile_load with each pack converted as soon as it arrives (one load in flight per thread, the
+ * fewest live registers): for kernels at their register bound (the backward holds x and dy).
+ */
+template <typename T, int VEC, int NPACK>
+__device__ __forceinline__ void tile_load_each(const T* base, const TileGeom& g,
+                                               float (&v)[NPACK][VEC]) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
         const int64_t lo = g.lo<VEC>(k);
-        if (lo >= 0 && lo + VEC <= g.n) {
+        if (full_pack<VEC>(g, k)) {
             const Pack<T, VEC> pack = load_pack<T, VEC>(base + lo);
 #pragma unroll
             for (int i = 0; i < VEC; ++i) v[k][i] = to_float(pack.v[i]);

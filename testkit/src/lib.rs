@@ -8,13 +8,15 @@
 //!   as a [`backend::Backend`];
 //! - [`rng`]: deterministic test data;
 //! - [`fixtures`]: the PyTorch fixtures in `fixtures/`;
-//! - [`coalescing`]: describing uncoalesced requests with their CUDA source lines.
+//! - [`coalescing`]: describing uncoalesced requests with their CUDA source lines;
+//! - [`rows`]: running only the blocks of a row-norm launch that own given rows (huge tensors).
 
 pub mod backend;
 pub mod coalescing;
 pub mod fixtures;
 pub mod gpu;
 pub mod rng;
+pub mod rows;
 pub mod sim;
 
 pub use rng::Rng;

@@ -11,6 +11,7 @@
 
 use crate::support::{make_data, Case, Data, Views};
 use ptxsim::LaunchStats;
+use testkit::rows::VEC_TIERS;
 use testkit::sim::{skip_without_kernels, Sim};
 use warpnorm::abi::WnLayerNormFinalizeArgs;
 use warpnorm::cpu::layer_norm::forward as cpu_forward;
@@ -193,18 +194,7 @@ fn assert_all_coalesced(pairs: &[(DType, DType)]) {
     // Every tier and the finalize were measured, for every pair.
     for &(t, p) in pairs {
         let dtype = format!("{}_{}", t.name(), p.name());
-        for k in [
-            "fwd_{}_subwarp_vec",
-            "fwd_{}_warp_vec",
-            "fwd_{}_block_vec",
-            "fwd_{}_split_stats_vec",
-            "fwd_{}_split_norm_vec",
-            "bwd_{}_subwarp_vec",
-            "bwd_{}_warp_vec",
-            "bwd_{}_block_vec",
-            "bwd_{}_split_sums_vec",
-            "bwd_{}_split_dx_vec",
-        ] {
+        for k in VEC_TIERS {
             let name = format!("warpnorm_layer_norm_{}", k.replace("{}", &dtype));
             assert!(tiers.contains(&name), "{name} was not measured: {tiers:?}");
         }

@@ -22,109 +22,19 @@ use crate::support::{
     run_case, to_f64, Case, Outputs, Views,
 };
 use half::{bf16, f16};
+use testkit::rows::{
+    gather_rows, last_block, props_with_sms, run_block_column, run_huge_shapes, scatter_rows,
+    show_rows, HugeShape,
+};
 use testkit::sim::{skip_without_kernels, Sim};
 use warpnorm::abi::{WnLayerNormBwdArgs, WnLayerNormFwdArgs};
 use warpnorm::layer_norm::Affine;
-use warpnorm::{DType, DeviceProps, Element, Launch, Plan};
-
-/// Rows owned by block `b` of a launch of `grid_x` blocks with `unit` rows per block and
-/// step: b * unit + i + k * grid_x * unit, for i < unit, below `rows`.
-fn block_rows(b: u64, unit: u64, grid_x: u64, rows: u64) -> Vec<usize> {
-    let step = grid_x * unit;
-    let mut out = Vec::new();
-    let mut base = b * unit;
-    while base < rows {
-        out.extend((base..(base + unit).min(rows)).map(|r| r as usize));
-        base += step;
-    }
-    out
-}
-
-/// Rows per block per grid-stride step of a LayerNorm launch: lanes per block / lanes per
-/// row in the warp tiers (`group` > 0), else the block's row teams (block.y).
-fn rows_per_step(l: &Launch, group: u32) -> u64 {
-    if group > 0 {
-        (l.block[0] as u64 * l.block[1] as u64) / group as u64
-    } else {
-        l.block[1] as u64
-    }
-}
-
-/// The block owning the last row and the rows it owns.
-fn last_block(l: &Launch, rows: u64, group: u32) -> (u32, Vec<usize>) {
-    let unit = rows_per_step(l, group);
-    let gx = l.grid[0] as u64;
-    let b = ((rows - 1) % (gx * unit)) / unit;
-    (b as u32, block_rows(b, unit, gx, rows))
-}
-
-/// A device like the simulated one with `sm_count` SMs, so that grids grow with the rows.
-fn props_with_sms(sm_count: u32) -> DeviceProps {
-    DeviceProps {
-        sm_count,
-        ..DeviceProps::SIM
-    }
-}
-
-/// Writes row k of `src` (rows of `cols`) at row `rows[k]` of the buffer at `base`.
-fn scatter_rows<E: Element>(sim: &mut Sim, base: u64, cols: usize, rows: &[usize], src: &[E]) {
-    let size = std::mem::size_of::<E>();
-    for (k, &r) in rows.iter().enumerate() {
-        sim.write(
-            base + (r * cols * size) as u64,
-            &src[k * cols..(k + 1) * cols],
-        );
-    }
-}
-
-/// Reads rows `rows` (of `cols` elements) of the buffer at `base`, widened to f64.
-fn gather_rows<E: Element + Default>(
-    sim: &Sim,
-    base: u64,
-    cols: usize,
-    rows: &[usize],
-) -> Vec<f64> {
-    let size = std::mem::size_of::<E>();
-    rows.iter()
-        .flat_map(|&r| to_f64(&sim.download::<E>(base + (r * cols * size) as u64, cols)))
-        .collect()
-}
-
-/// Runs `plan`'s launches (but a finalize) for the blocks with `blockIdx.x == bx`.
-fn run_block_column(sim: &mut Sim, plan: &Plan, bx: u32) -> Result<u64, String> {
-    let mut blocks = 0;
-    for l in plan
-        .launches
-        .iter()
-        .filter(|l| !l.kernel.ends_with("_finalize"))
-    {
-        let s = sim
-            .run_blocks(l, [bx..bx + 1, 0..l.grid[1], 0..l.grid[2]])
-            .map_err(|e| format!("{}: {e}\n{plan}", l.kernel))?;
-        blocks += s.blocks;
-    }
-    Ok(blocks)
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Huge {
-    rows: usize,
-    cols: usize,
-    dtype: DType,
-    param_dtype: DType,
-    affine: Affine,
-    /// SMs of the planned device (the grid's size).
-    sms: u32,
-    /// Expected tier name of the main kernels (fwd, bwd).
-    tiers: (&'static str, &'static str),
-    /// Elements x and dy sit past an aligned address (1: the scalar variants).
-    offset: usize,
-}
+use warpnorm::{DType, DeviceProps, Element};
 
 /// One huge case: the forward and backward of the block owning the last row.
 fn run_huge<T: Element + Default, P: Element + Default>(
     arch: u32,
-    h: &Huge,
+    h: &HugeShape,
 ) -> Result<String, String> {
     assert!(
         (h.rows - 1) * h.cols >= 1 << 31,
@@ -136,7 +46,11 @@ fn run_huge<T: Element + Default, P: Element + Default>(
         cols: h.cols,
         dtype: h.dtype,
         param_dtype: h.param_dtype,
-        affine: h.affine,
+        affine: if h.fewer_params {
+            Affine::Weight
+        } else {
+            Affine::WeightBias
+        },
         views: Views::Aligned,
         seed,
         x_offset: 3.0,
@@ -212,26 +126,22 @@ fn run_huge<T: Element + Default, P: Element + Default>(
         dbeta: part(a.dbeta_part).unwrap_or_default(),
         ..Outputs::default()
     };
-    if a.dgamma_part == 0 && h.affine.has_weight() {
+    if a.dgamma_part == 0 {
         return Err(format!("backward of {h:?} has no partial rows: {bwd}"));
     }
     check_backward(&sub_b, &data_b, &got_b, &format!("{bwd}"))?;
-    let show = |r: &[usize]| match r {
-        [a, .., z] if r.len() > 4 => format!("{} rows {a}..={z}", r.len()),
-        _ => format!("rows {r:?}"),
-    };
     Ok(format!(
         "{m}x{d} {}/{}: fwd {} ({blocks_f} blocks, {}), bwd {} ({blocks_b} blocks, {})",
         h.dtype,
         h.param_dtype,
         fwd.launches[0].kernel,
-        show(&rows_f),
+        show_rows(&rows_f),
         bwd.launches[0].kernel,
-        show(&rows_b),
+        show_rows(&rows_b),
     ))
 }
 
-fn run_huge_dyn(arch: u32, h: &Huge) -> Result<String, String> {
+fn run_huge_dyn(arch: u32, h: &HugeShape) -> Result<String, String> {
     match (h.dtype, h.param_dtype) {
         (DType::F32, DType::F32) => run_huge::<f32, f32>(arch, h),
         (DType::F16, DType::F16) => run_huge::<f16, f16>(arch, h),
@@ -242,101 +152,12 @@ fn run_huge_dyn(arch: u32, h: &Huge) -> Result<String, String> {
     }
 }
 
-/// One case per tier, each with its last rows starting past element 2^31 (3 * 2^30 elements;
-/// the sub-warp case past 2^32, the f32 case past byte 2^33).
-fn huge_cases() -> Vec<Huge> {
-    let c = |cols: usize, dtype, param_dtype, affine, sms, tiers| Huge {
-        rows: (3usize << 30) / cols + 1,
-        cols,
-        dtype,
-        param_dtype,
-        affine,
-        sms,
-        tiers,
-        offset: 0,
-    };
-    use Affine::*;
-    use DType::*;
-    vec![
-        // Sub-warp groups: 2^26 + 1 rows of 64, 2^32 + 64 elements.
-        Huge {
-            rows: (1 << 26) + 1,
-            cols: 64,
-            dtype: BF16,
-            param_dtype: BF16,
-            affine: WeightBias,
-            sms: 1 << 20,
-            tiers: ("_subwarp_", "_subwarp_"),
-            offset: 0,
-        },
-        // A warp per row (forward), mixed precision, odd D (per-row heads).
-        c(1000, F16, F32, Weight, 1 << 18, ("_warp_", "_block_")),
-        // f32, warp tier: 2^22 + 1 rows of 512, the last one at byte 2^33.
-        Huge {
-            rows: (1 << 22) + 1,
-            cols: 512,
-            dtype: F32,
-            param_dtype: F32,
-            affine: WeightBias,
-            sms: 1 << 18,
-            tiers: ("_warp_", "_warp_"),
-            offset: 0,
-        },
-        // A row per block (forward) / team (backward), odd D.
-        c(
-            4099,
-            BF16,
-            F32,
-            WeightBias,
-            1 << 17,
-            ("_block_vec", "_block_vec"),
-        ),
-        // Inputs one element off: the scalar variants (8 elements per thread, so D <= 4096
-        // stays in the block tier).
-        Huge {
-            offset: 1,
-            ..c(
-                3001,
-                BF16,
-                F32,
-                WeightBias,
-                1 << 17,
-                ("_block_scalar", "_block_scalar"),
-            )
-        },
-        // Split rows: 2049 rows of 2^20, the last one at element 2^31.
-        Huge {
-            rows: 2049,
-            cols: 1 << 20,
-            dtype: BF16,
-            param_dtype: BF16,
-            affine: WeightBias,
-            sms: 1 << 17,
-            tiers: ("_split_", "_split_"),
-            offset: 0,
-        },
-    ]
-}
-
 #[test]
 fn past_two_to_the_31_elements() {
     if skip_without_kernels("past_two_to_the_31_elements") {
         return;
     }
-    let mut failures = Vec::new();
-    for arch in [80, 75, 90] {
-        for h in huge_cases() {
-            // compute_75 and compute_90 take the cheaper cases (the split tier on compute_80).
-            if arch != 80 && h.cols > 1 << 16 {
-                continue;
-            }
-            let t = std::time::Instant::now();
-            match run_huge_dyn(arch, &h) {
-                Ok(s) => eprintln!("compute_{arch}: {s} in {:?}", t.elapsed()),
-                Err(e) => failures.push(format!("compute_{arch}: {h:?}: {e}")),
-            }
-        }
-    }
+    let failures = run_huge_shapes(run_huge_dyn);
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 

@@ -2,9 +2,11 @@
 //! the kernels on ptxsim, PyTorch fixtures, and the GPU layer when a GPU - or the emulated
 //! driver - is present).
 
+mod coalescing;
 mod cpu;
 mod fixtures;
 mod gpu;
 mod plan;
 mod sim;
+mod sim_huge;
 mod support;

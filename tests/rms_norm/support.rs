@@ -6,7 +6,7 @@
 use half::{bf16, f16};
 use testkit::backend::Backend;
 use testkit::Rng;
-use warpnorm::cpu::rms_norm::{backward, forward};
+use warpnorm::cpu::rms_norm::{backward, forward, ForwardOut};
 use warpnorm::rms_norm::{
     plan_backward, plan_forward, workspace_bytes, BackwardPtrs, Direction, ForwardPtrs, RmsNormDesc,
 };
@@ -168,36 +168,92 @@ pub fn check_outputs<T: Element, P: Element>(
     got: &Outputs,
     plans: &str,
 ) -> Result<(), String> {
-    let desc = case.desc();
-    let (m, d) = (case.rows, case.cols);
+    check_forward(case, data, got, plans)?;
+    check_backward(case, data, got, plans)
+}
+
+/// What the checks of one case share: the reference's forward and the data in f64.
+struct Reference<T> {
+    r: ForwardOut<T>,
+    xf: Vec<f64>,
+    wf: Option<Vec<f64>>,
+    /// max |x| per row.
+    xrow: Vec<f64>,
+}
+
+impl<T: Element> Reference<T> {
+    fn new<P: Element>(case: &Case, data: &Data<T, P>) -> Result<Reference<T>, String> {
+        let d = case.cols;
+        let r = forward::<T, P>(&case.desc(), &data.x, data.weight.as_deref())
+            .map_err(|e| e.to_string())?;
+        let xf = to_f64(&data.x);
+        let xrow = xf
+            .chunks(d)
+            .map(|row| row.iter().fold(0.0f64, |a, v| a.max(v.abs())))
+            .collect();
+        let wf = data.weight.as_deref().map(to_f64);
+        Ok(Reference { r, xf, wf, xrow })
+    }
+
+    fn w(&self, c: usize) -> f64 {
+        self.wf.as_ref().map_or(1.0, |w| w[c])
+    }
+
+    fn rs(&self, row: usize) -> f64 {
+        self.r.rstd[row] as f64
+    }
+}
+
+/// Checks `got.y` and `got.rstd` against the CPU reference.
+pub fn check_forward<T: Element, P: Element>(
+    case: &Case,
+    data: &Data<T, P>,
+    got: &Outputs,
+    plans: &str,
+) -> Result<(), String> {
+    let d = case.cols;
     let ctx = |what: &str| format!("{what} [{case:?}]\n{plans}");
-    let r = forward::<T, P>(&desc, &data.x, data.weight.as_deref()).map_err(|e| e.to_string())?;
-    let rb = backward::<T, P>(&desc, &data.x, &data.dy, &r.rstd, data.weight.as_deref())
-        .map_err(|e| e.to_string())?;
-    let xf = to_f64(&data.x);
-    let dyf = to_f64(&data.dy);
-    let wf = data.weight.as_deref().map(to_f64);
-    let w = |c: usize| wf.as_ref().map_or(1.0, |w| w[c]);
-    let (u_t, u_p) = (case.dtype.unit_roundoff(), case.param_dtype.unit_roundoff());
-    let (tiny_t, tiny_p) = (tiny(case.dtype), tiny(case.param_dtype));
-    let xrow: Vec<f64> = (0..m)
-        .map(|i| {
-            xf[i * d..(i + 1) * d]
-                .iter()
-                .fold(0.0f64, |a, v| a.max(v.abs()))
-        })
-        .collect();
-    let rs = |row: usize| r.rstd[row] as f64;
-    let ry = to_f64(&r.y);
+    let re = Reference::new(case, data)?;
+    let (xf, xrow) = (&re.xf, &re.xrow);
+    let u_t = case.dtype.unit_roundoff();
+    let tiny_t = tiny(case.dtype);
+    let ry = to_f64(&re.r.y);
     // y = x * rstd * w: scale = rstd |w| (|x| + max|x|).
     compare(&ctx("y"), &got.y, &ry, |i| {
         let (row, c) = (i / d, i % d);
         K_ROUND * u_t * ry[i].abs()
             + tiny_t
-            + K_F32 * U32 * rs(row) * w(c).abs() * (xf[i].abs() + xrow[row])
+            + K_F32 * U32 * re.rs(row) * re.w(c).abs() * (xf[i].abs() + xrow[row])
     })?;
-    let rr = to_f64(&r.rstd);
-    compare(&ctx("rstd"), &got.rstd, &rr, |i| K_F32 * U32 * rr[i].abs())?;
+    let rr = to_f64(&re.r.rstd);
+    compare(&ctx("rstd"), &got.rstd, &rr, |i| K_F32 * U32 * rr[i].abs())
+}
+
+/// Checks `got.dx` and `got.dweight` against the CPU reference's backward on the reference's
+/// saved rstd.
+pub fn check_backward<T: Element, P: Element>(
+    case: &Case,
+    data: &Data<T, P>,
+    got: &Outputs,
+    plans: &str,
+) -> Result<(), String> {
+    let (m, d) = (case.rows, case.cols);
+    let ctx = |what: &str| format!("{what} [{case:?}]\n{plans}");
+    let re = Reference::new(case, data)?;
+    let rb = backward::<T, P>(
+        &case.desc(),
+        &data.x,
+        &data.dy,
+        &re.r.rstd,
+        data.weight.as_deref(),
+    )
+    .map_err(|e| e.to_string())?;
+    let (xf, xrow) = (&re.xf, &re.xrow);
+    let dyf = to_f64(&data.dy);
+    let w = |c: usize| re.w(c);
+    let rs = |row: usize| re.rs(row);
+    let (u_t, u_p) = (case.dtype.unit_roundoff(), case.param_dtype.unit_roundoff());
+    let (tiny_t, tiny_p) = (tiny(case.dtype), tiny(case.param_dtype));
     // dx = rstd (g - xhat mean(g xhat)): scale = rstd (|g| + |xhat| B + X B), B = mean|g xhat|,
     // X = rstd max|x|.
     let xhat = |i: usize| xf[i] * rs(i / d);
