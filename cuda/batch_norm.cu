@@ -195,9 +195,9 @@ template <int V> __device__ __forceinline__ void shift_lanes_down(float (&v)[V],
 }
 
 /**
- * One pack of the flat tensor at element e0 (e0 >= 0 and e0 < numel): one 16-byte load when
- * the whole pack is inside the tensor, else (only the tensor's last pack, when numel % V != 0)
- * its elements below numel one by one, the rest zero.
+ * One pack of the flat tensor at element e0 (e0 a multiple of V in [0, numel)): one 16-byte
+ * load when the whole pack is inside the tensor, else (only the tensor's last pack, when
+ * numel % V != 0) its elements below numel one by one, the rest zero.
  */
 template <typename T, int V>
 __device__ __forceinline__ Pack<T, V> load_pack_in(const T* p, int64_t e0, int64_t numel) {
@@ -206,6 +206,30 @@ __device__ __forceinline__ Pack<T, V> load_pack_in(const T* p, int64_t e0, int64
 #pragma unroll
     for (int i = 0; i < V; ++i) out.v[i] = e0 + i < numel ? p[e0 + i] : from_float<T>(0.0f);
     return out;
+}
+
+/**
+ * load_pack_in in two steps, so that a thread issues all its loads before it uses any (a
+ * branch between them would close the window of loads in flight at the first pack):
+ * load_pack_issue always issues one 16-byte load, of the pack itself when it lies wholly
+ * inside the tensor, else of the tensor's first pack as a stand-in (numel >= V: inside);
+ * load_pack_finish, called after the other loads of the batch are issued, replaces a
+ * stand-in by the last pack's elements one by one (`tail`: what load_pack_issue returned).
+ */
+template <typename T, int V>
+__device__ __forceinline__ Pack<T, V> load_pack_issue(const T* p, int64_t e0, int64_t numel,
+                                                      bool& tail) {
+    tail = e0 + V > numel;
+    return load_pack<T, V>(p + (tail ? 0 : e0));
+}
+
+template <typename T, int V>
+__device__ __forceinline__ void load_pack_finish(Pack<T, V>& v, const T* p, int64_t numel,
+                                                 bool tail) {
+    if (!tail) return;
+    const int64_t e0 = numel / V * V;
+#pragma unroll
+    for (int i = 0; i < V; ++i) v.v[i] = e0 + i < numel ? p[e0 + i] : from_float<T>(0.0f);
 }
 
 /** Stores the elements of a pack at element e0 that are inside the tensor (see load_pack_in). */
@@ -267,16 +291,18 @@ __device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a) 
         while (u < end) {
             Pack<T, V> px[kRU], pd[kRU];
             int lo[kRU], hi[kRU];
+            bool tail[kRU];
 #pragma unroll
             for (int j = 0; j < kRU; ++j) {
                 lo[j] = 0;
                 hi[j] = 0;
+                tail[j] = false;
                 if (u < end) {
                     const int64_t b = n * slice + c * a.s;  // the slice's first element
                     const int64_t e0 = ((b + phase) / E) * E - phase + s * V;
                     if (e0 >= 0 && e0 < numel) {
-                        px[j] = load_pack_in<T, V>(x, e0, numel);
-                        if constexpr (GRAD) pd[j] = load_pack_in<T, V>(dy, e0, numel);
+                        px[j] = load_pack_issue<T, V>(x, e0, numel, tail[j]);
+                        if constexpr (GRAD) pd[j] = load_pack_issue<T, V>(dy, e0, numel, tail[j]);
                         lo[j] = static_cast<int>(max(b - e0, int64_t{0}));
                         hi[j] = static_cast<int>(min(b + a.s - e0, static_cast<int64_t>(V)));
                     }
@@ -288,6 +314,11 @@ __device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a) 
                         ++n;
                     }
                 }
+            }
+#pragma unroll
+            for (int j = 0; j < kRU; ++j) {
+                load_pack_finish<T, V>(px[j], x, numel, tail[j]);
+                if constexpr (GRAD) load_pack_finish<T, V>(pd[j], dy, numel, tail[j]);
             }
 #pragma unroll
             for (int j = 0; j < kRU; ++j) {
@@ -592,19 +623,26 @@ __device__ __forceinline__ void apply_nchw_odd(const WnBatchNormApplyArgs& a) {
         Pack<T, V> px[kOddUnroll], pd[kOddUnroll];
         int64_t chs[kOddUnroll];
         int split[kOddUnroll];
+        bool tail[kOddUnroll];
 #pragma unroll
         for (int j = 0; j < kOddUnroll; ++j) {
             chs[j] = ch;
             split[j] = static_cast<int>(min(a.s - r, static_cast<int64_t>(V)));
+            tail[j] = false;
             if (p + j * stride < total) {
-                px[j] = load_pack_in<T, V>(x, (p + j * stride) * V, numel);
-                if constexpr (BWD) pd[j] = load_pack_in<T, V>(dy, (p + j * stride) * V, numel);
+                px[j] = load_pack_issue<T, V>(x, (p + j * stride) * V, numel, tail[j]);
+                if constexpr (BWD) pd[j] = load_pack_issue<T, V>(dy, (p + j * stride) * V, numel, tail[j]);
             }
             r += sr;
             const int64_t carry = r >= a.s ? 1 : 0;
             r -= carry * a.s;
             ch += sc + carry;
             if (ch >= a.c) ch -= a.c;
+        }
+#pragma unroll
+        for (int j = 0; j < kOddUnroll; ++j) {
+            load_pack_finish<T, V>(px[j], x, numel, tail[j]);
+            if constexpr (BWD) load_pack_finish<T, V>(pd[j], dy, numel, tail[j]);
         }
 #pragma unroll
         for (int j = 0; j < kOddUnroll; ++j) {
