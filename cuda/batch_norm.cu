@@ -210,17 +210,22 @@ __device__ __forceinline__ Pack<T, V> load_pack_in(const T* p, int64_t e0, int64
 
 /**
  * load_pack_in in two steps, so that a thread issues all its loads before it uses any (a
- * branch between them would close the window of loads in flight at the first pack):
- * load_pack_issue always issues one 16-byte load, of the pack itself when it lies wholly
- * inside the tensor, else of the tensor's first pack as a stand-in (numel >= V: inside);
- * load_pack_finish, called after the other loads of the batch are issued, replaces a
- * stand-in by the last pack's elements one by one (`tail`: what load_pack_issue returned).
+ * branch that merges a vector and an element-by-element load would close the window of loads
+ * in flight at the first pack): load_pack_issue issues one predicated 16-byte load when the
+ * pack lies wholly inside the tensor, else (only the tensor's last pack, when
+ * numel % V != 0) none and returns zeros; load_pack_finish, called after the other loads of
+ * the batch are issued, fills such a pack with its elements below numel one by one
+ * (`tail`: what load_pack_issue set). Nothing outside the pack is read.
  */
 template <typename T, int V>
 __device__ __forceinline__ Pack<T, V> load_pack_issue(const T* p, int64_t e0, int64_t numel,
                                                       bool& tail) {
     tail = e0 + V > numel;
-    return load_pack<T, V>(p + (tail ? 0 : e0));
+    Pack<T, V> out;
+#pragma unroll
+    for (int i = 0; i < V; ++i) out.v[i] = from_float<T>(0.0f);
+    if (!tail) out = load_pack<T, V>(p + e0);
+    return out;
 }
 
 template <typename T, int V>
