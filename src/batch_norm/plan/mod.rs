@@ -9,8 +9,9 @@
 //! pointer 16-byte aligned), `vecodd` (nchw only, 16-byte packs for S >= V not divisible by V,
 //! such as 7 x 7 and 14 x 14, with aligned pointers: the reductions read the whole 32-byte
 //! sectors covering each slice and mask the other channels' lanes, the elementwise passes
-//! stream the flat tensor with a per-lane channel; no fused tier) or `scalar` (anything else:
-//! misaligned views, S < V, nhwc with C % V != 0):
+//! stream the flat tensor with a per-lane channel, and the fused tier loads the covering packs
+//! and stores each slice's lanes, not in place) or `scalar` (anything else: misaligned views,
+//! S < V, nhwc with C % V != 0):
 //! - `warpnorm_batch_norm_fwd_<T>_stats_<layout>_<access>`, grid (C or channel tiles, splits),
 //! - `warpnorm_batch_norm_fwd_<P>params_finalize`, block (up to 32 channels, split rows),
 //! - `warpnorm_batch_norm_fwd_<T>_apply_<layout>_<access>`, grid-stride elementwise,
