@@ -42,8 +42,12 @@
  * apply coefficients (bn_finalize.cuh, matching the CPU reference src/cpu/batch_norm.rs).
  *
  * Access variants: "vec" moves 16-byte packs (nchw needs S % V == 0, nhwc needs C % V == 0, and
- * 16-byte aligned pointers; V = 16 / sizeof(T)); "scalar" moves single elements (any size and
- * alignment), still coalesced. All offsets are 64-bit.
+ * 16-byte aligned pointers; V = 16 / sizeof(T)); "vecodd" (nchw, S >= V and S % V != 0, such as
+ * 7x7 and 14x14 in 16-bit types or 7x7 in f32, 16-byte aligned pointers) also moves 16-byte
+ * packs: the reductions and fused kernels read the whole 32-byte sectors that cover each slice
+ * and mask the other channels' lanes (reduce_nchw_odd, OddWalk), the elementwise passes stream
+ * the flat tensor with a per-lane channel (apply_nchw_odd); "scalar" moves single elements (any
+ * size and alignment: misaligned views, S < V), still coalesced. All offsets are 64-bit.
  *
  * Coalescing: on aligned shapes (32-byte aligned buffers, S * sizeof(T) (nchw) or
  * C * sizeof(T) (nhwc) a multiple of 32, C a multiple of 8) every global request is fully
@@ -170,6 +174,188 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
     }
     if (column_merge<kMaxColumnThreads>(acc, smem)) {
         // One thread: field f of split k at (f * splits + k) * C + c (see the ABI header).
+        float* p = reinterpret_cast<float*>(a.partials) + static_cast<int64_t>(blockIdx.y) * a.c + c;
+        const int64_t field_stride = static_cast<int64_t>(gridDim.y) * a.c;
+#pragma unroll
+        for (int f = 0; f < Acc::kPartial; ++f) p[f * field_stride] = acc.partial(f, 0);
+    }
+}
+
+/**
+ * Moves lanes [lo, V) of v down to [0, V - lo) (log2 V conditional shifts: selects, no
+ * dynamic register indexing). The lanes shifted in at the top are copies, never read.
+ */
+template <int V> __device__ __forceinline__ void shift_lanes_down(float (&v)[V], int lo) {
+#pragma unroll
+    for (int b = 1; b < V; b *= 2) {
+        const bool take = (lo & b) != 0;
+#pragma unroll
+        for (int i = 0; i + b < V; ++i) v[i] = take ? v[i + b] : v[i];
+    }
+}
+
+/**
+ * One pack of the flat tensor at element e0 (e0 a multiple of V in [0, numel)): one 16-byte
+ * load when the whole pack is inside the tensor, else (only the tensor's last pack, when
+ * numel % V != 0) its elements below numel one by one, the rest zero.
+ */
+template <typename T, int V>
+__device__ __forceinline__ Pack<T, V> load_pack_in(const T* p, int64_t e0, int64_t numel) {
+    if (e0 + V <= numel) return load_pack<T, V>(p + e0);
+    Pack<T, V> out;
+#pragma unroll
+    for (int i = 0; i < V; ++i) out.v[i] = e0 + i < numel ? p[e0 + i] : from_float<T>(0.0f);
+    return out;
+}
+
+/**
+ * load_pack_in in two steps, so that a thread issues all its loads before it uses any (a
+ * branch that merges a vector and an element-by-element load would close the window of loads
+ * in flight at the first pack): load_pack_issue issues one predicated 16-byte load when the
+ * pack lies wholly inside the tensor, else (only the tensor's last pack, when
+ * numel % V != 0) none and returns zeros; load_pack_finish, called after the other loads of
+ * the batch are issued, fills such a pack with its elements below numel one by one
+ * (`tail`: what load_pack_issue set). Nothing outside the pack is read.
+ */
+template <typename T, int V>
+__device__ __forceinline__ Pack<T, V> load_pack_issue(const T* p, int64_t e0, int64_t numel,
+                                                      bool& tail) {
+    tail = e0 + V > numel;
+    Pack<T, V> out;
+#pragma unroll
+    for (int i = 0; i < V; ++i) out.v[i] = from_float<T>(0.0f);
+    if (!tail) out = load_pack<T, V>(p + e0);
+    return out;
+}
+
+template <typename T, int V>
+__device__ __forceinline__ void load_pack_finish(Pack<T, V>& v, const T* p, int64_t numel,
+                                                 bool tail) {
+    if (!tail) return;
+    const int64_t e0 = numel / V * V;
+#pragma unroll
+    for (int i = 0; i < V; ++i) v.v[i] = e0 + i < numel ? p[e0 + i] : from_float<T>(0.0f);
+}
+
+/** Stores the elements of a pack at element e0 that are inside the tensor (see load_pack_in). */
+template <typename T, int V>
+__device__ __forceinline__ void store_pack_in(T* p, int64_t e0, int64_t numel, const Pack<T, V>& v) {
+    if (e0 + V <= numel) {
+        store_pack<T, V>(p + e0, v);
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+        if (e0 + i < numel) p[e0 + i] = v.v[i];
+    }
+}
+
+/**
+ * NCHW reduction for any slice length S >= V ("vecodd": S % V != 0, 16-byte aligned x and dy).
+ * A slice (n, c) rarely starts on a sector, so the units of a slice are the spc packs of the
+ * 32-byte sectors that cover it (spc = 2 * (floor((S + 2V - 2) / 2V) + 1): the most sectors
+ * any start needs), counted from the sector of its first element in x's own address phase:
+ * every pack of a covering sector is loaded whole (the neighbouring slices' elements are
+ * masked out), so every request reads whole sectors, as in the divisible kernel. Packs outside
+ * the tensor are not read; the tensor's last pack, when N * C * S % V != 0, is read element by
+ * element. Each pack's elements of the slice (a contiguous range [lo, hi) of its lanes) form
+ * one group of the compensated Welford update, shifted down to lanes [0, hi - lo); the
+ * backward zeroes dy and sets x to the mean outside the range (adding exactly nothing).
+ * Block, grid, splits and partials as reduce_nchw (units: the covering packs).
+ */
+template <typename T, int V, bool GRAD>
+__device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a) {
+    using Acc = typename std::conditional<GRAD, GradAcc<1>, StatsAcc<1>>::type;
+    // Packs in flight: kUnroll, but 2 in the backward sums (x and dy packs; 4 of each took
+    // 110 registers on sm_90: 2 blocks per SM, short of the loads in flight the model asks).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+    // ptxas for sm_120 kept the 16-bit statistics at 80 registers and spilled 8 bytes with 4.
+    constexpr int kStatsRU = sizeof(T) == 4 ? kUnroll : 2;
+#else
+    constexpr int kStatsRU = kUnroll;
+#endif
+    constexpr int kRU = GRAD ? 2 : kStatsRU;
+    __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
+    constexpr int64_t E = 2 * V;  // elements per 32-byte sector
+    const int64_t c = blockIdx.x;
+    const int64_t spc = 2 * ((a.s + E - 2) / E + 1);  // covering packs per slice
+    const int64_t total = a.n * spc;
+    const int64_t numel = a.n * a.c * a.s;
+    const int64_t begin = static_cast<int64_t>(blockIdx.y) * a.chunk;
+    const int64_t end = min(begin + a.chunk, total);
+    const int64_t step = blockDim.y;
+    const int64_t step_n = step / spc;
+    const int64_t step_s = step - step_n * spc;
+    // x's first element sits `phase` elements into its 32-byte sector (x is 16-byte aligned).
+    const int64_t phase = static_cast<int64_t>((a.x >> 4) & 1u) * V;
+    const T* x = reinterpret_cast<const T*>(a.x);
+    const T* dy = reinterpret_cast<const T*>(a.dy);
+    const int64_t slice = a.c * a.s;
+    float mean = 0.0f;
+    if constexpr (GRAD) mean = reinterpret_cast<const float*>(a.mean)[c];
+    Acc acc;
+    acc.init();
+    int64_t u = begin + threadIdx.y;
+    if (u < end) {
+        int64_t n = u / spc;
+        int64_t s = u - n * spc;
+        while (u < end) {
+            Pack<T, V> px[kRU], pd[kRU];
+            int lo[kRU], hi[kRU];
+            bool tail[kRU];
+#pragma unroll
+            for (int j = 0; j < kRU; ++j) {
+                lo[j] = 0;
+                hi[j] = 0;
+                tail[j] = false;
+                if (u < end) {
+                    const int64_t b = n * slice + c * a.s;  // the slice's first element
+                    const int64_t e0 = ((b + phase) / E) * E - phase + s * V;
+                    if (e0 >= 0 && e0 < numel) {
+                        px[j] = load_pack_issue<T, V>(x, e0, numel, tail[j]);
+                        if constexpr (GRAD) pd[j] = load_pack_issue<T, V>(dy, e0, numel, tail[j]);
+                        lo[j] = static_cast<int>(max(b - e0, int64_t{0}));
+                        hi[j] = static_cast<int>(min(b + a.s - e0, static_cast<int64_t>(V)));
+                    }
+                    u += step;
+                    s += step_s;
+                    n += step_n;
+                    if (s >= spc) {
+                        s -= spc;
+                        ++n;
+                    }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < kRU; ++j) {
+                load_pack_finish<T, V>(px[j], x, numel, tail[j]);
+                if constexpr (GRAD) load_pack_finish<T, V>(pd[j], dy, numel, tail[j]);
+            }
+#pragma unroll
+            for (int j = 0; j < kRU; ++j) {
+                if (hi[j] <= lo[j]) continue;  // no element of the slice in this pack
+                if constexpr (GRAD) {
+                    float xv[V], dv[V];
+#pragma unroll
+                    for (int i = 0; i < V; ++i) {
+                        const bool in = i >= lo[j] && i < hi[j];
+                        xv[i] = in ? to_float(px[j].v[i]) : mean;
+                        dv[i] = in ? to_float(pd[j].v[i]) : 0.0f;
+                    }
+                    acc.template push_pack<V>(dv, xv, mean);
+                } else {
+                    float w[V];
+                    unpack(px[j], w);
+                    shift_lanes_down<V>(w, lo[j]);
+                    float xv[V][1];
+#pragma unroll
+                    for (int i = 0; i < V; ++i) xv[i][0] = w[i];
+                    acc.template push_group<V>(xv, hi[j] - lo[j]);
+                }
+            }
+        }
+    }
+    if (column_merge<kMaxColumnThreads>(acc, smem)) {
         float* p = reinterpret_cast<float*>(a.partials) + static_cast<int64_t>(blockIdx.y) * a.c + c;
         const int64_t field_stride = static_cast<int64_t>(gridDim.y) * a.c;
 #pragma unroll
@@ -414,6 +600,83 @@ __device__ __forceinline__ void apply_nchw(const WnBatchNormApplyArgs& a) {
 }
 
 /**
+ * NCHW elementwise pass for any slice length S >= V ("vecodd": S % V != 0, 16-byte aligned
+ * pointers): grid-stride over the packs of the flat tensor, so every request moves whole
+ * 16-byte packs of consecutive memory. Element e belongs to channel (e / S) % C; with S >= V a
+ * pack holds at most two channels: the channel of its first element up to lane S - r (r: that
+ * element's place in its slice), the next channel from there. (r, channel) are tracked
+ * incrementally (one 64-bit division per thread). The tensor's last pack, when
+ * N * C * S % V != 0, is moved element by element.
+ */
+template <typename T, int V, bool BWD>
+__device__ __forceinline__ void apply_nchw_odd(const WnBatchNormApplyArgs& a) {
+    // 16-bit types: 2 packs in flight (not kUnroll): the two channels' coefficients per pack
+    // took the bf16 kernel to 94 registers with 4 (2 blocks of 256 threads per SM).
+    constexpr int kOddUnroll = sizeof(T) == 4 ? kUnroll : 2;
+    bump(a.counter_bump);
+    const int64_t numel = a.n * a.c * a.s;
+    const int64_t total = (numel + V - 1) / V;
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (p >= total) return;
+    int64_t q = (p * V) / a.s;
+    int64_t r = p * V - q * a.s;  // place of the pack's first element in its slice
+    int64_t ch = q % a.c;
+    const int64_t se = stride * V;  // elements per grid step
+    const int64_t sq = se / a.s;
+    const int64_t sr = se - sq * a.s;
+    const int64_t sc = sq % a.c;
+    const float* coef = reinterpret_cast<const float*>(a.coef);
+    const T* x = reinterpret_cast<const T*>(a.x);
+    const T* dy = reinterpret_cast<const T*>(a.dy);
+    T* out = reinterpret_cast<T*>(a.out);
+    for (; p < total; p += kOddUnroll * stride) {
+        Pack<T, V> px[kOddUnroll], pd[kOddUnroll];
+        int64_t chs[kOddUnroll];
+        int split[kOddUnroll];
+        bool tail[kOddUnroll];
+#pragma unroll
+        for (int j = 0; j < kOddUnroll; ++j) {
+            chs[j] = ch;
+            split[j] = static_cast<int>(min(a.s - r, static_cast<int64_t>(V)));
+            tail[j] = false;
+            if (p + j * stride < total) {
+                px[j] = load_pack_issue<T, V>(x, (p + j * stride) * V, numel, tail[j]);
+                if constexpr (BWD) pd[j] = load_pack_issue<T, V>(dy, (p + j * stride) * V, numel, tail[j]);
+            }
+            r += sr;
+            const int64_t carry = r >= a.s ? 1 : 0;
+            r -= carry * a.s;
+            ch += sc + carry;
+            if (ch >= a.c) ch -= a.c;
+        }
+#pragma unroll
+        for (int j = 0; j < kOddUnroll; ++j) {
+            load_pack_finish<T, V>(px[j], x, numel, tail[j]);
+            if constexpr (BWD) load_pack_finish<T, V>(pd[j], dy, numel, tail[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < kOddUnroll; ++j) {
+            if (p + j * stride >= total) break;
+            const int64_t ch2 = chs[j] + 1 == a.c ? 0 : chs[j] + 1;
+            float ka[4], kb[4], k[4][V];
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+                ka[t] = coef[t * a.coef_stride + chs[j]];
+                kb[t] = coef[t * a.coef_stride + ch2];
+            }
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+#pragma unroll
+                for (int i = 0; i < V; ++i) k[t][i] = i < split[j] ? ka[t] : kb[t];
+            }
+            store_pack_in<T, V>(out, (p + j * stride) * V, numel,
+                                apply_pack<T, V, V, BWD>(px[j], pd[j], k));
+        }
+    }
+}
+
+/**
  * Channels-last elementwise pass: block (bx, by), grid (channel tiles, row groups); thread
  * (x, y) owns channels ((blockIdx.x * bx + x) * V, + V), loads their coefficients once, and
  * walks rows blockIdx.y * by + y in steps of gridDim.y * by, kUnroll rows in flight.
@@ -527,6 +790,73 @@ template <int V, bool NHWC> struct UnitWalk {
 };
 
 /**
+ * The units one thread of a vecodd fused block (nchw, S % V != 0, S >= V, aligned pointers)
+ * visits: the covering packs of channel cv's N slices as in reduce_nchw_odd (spc per slice,
+ * from the sector of the slice's first element in x's address phase), y, y + by, ...
+ * run(body) calls body(unit, first element e0, in, lo, hi) for each: `in` when the pack is
+ * inside the tensor (else it is not accessed), lanes [lo, hi) the slice's elements (none when
+ * hi <= lo).
+ */
+template <int V> struct OddWalk {
+    static constexpr int64_t E = 2 * V;  // elements per 32-byte sector
+    int64_t units, spc, slice, s, numel, phase, step, step_n, step_s, cv;
+    __device__ __forceinline__ OddWalk(int64_t n_, int64_t c_, int64_t s_, int64_t cv_,
+                                       wn_devptr x)
+        : s(s_), cv(cv_) {
+        spc = 2 * ((s + E - 2) / E + 1);
+        units = n_ * spc;
+        slice = c_ * s;
+        numel = n_ * slice;
+        phase = static_cast<int64_t>((x >> 4) & 1u) * V;
+        step = blockDim.y;
+        step_n = step / spc;
+        step_s = step - step_n * spc;
+    }
+    template <class F> __device__ __forceinline__ void run(F&& body) const {
+        int64_t u = threadIdx.y;
+        if (u >= units) return;
+        int64_t n = u / spc;
+        int64_t sv = u - n * spc;
+        for (; u < units; u += step) {
+            const int64_t b = n * slice + cv * s;
+            const int64_t e0 = ((b + phase) / E) * E - phase + sv * V;
+            const bool in = e0 >= 0 && e0 < numel;
+            const int lo = in ? static_cast<int>(max(b - e0, int64_t{0})) : 0;
+            const int hi = in ? static_cast<int>(min(b + s - e0, static_cast<int64_t>(V))) : 0;
+            body(u, e0, in, lo, hi);
+            sv += step_s;
+            n += step_n;
+            if (sv >= spc) {
+                sv -= spc;
+                ++n;
+            }
+        }
+    }
+};
+
+/** Stores lanes [lo, hi) of a pack at element e0: one 16-byte store when that is all of it. */
+template <typename T, int V>
+__device__ __forceinline__ void store_lanes(T* p, int64_t e0, int lo, int hi, const Pack<T, V>& v) {
+    if (lo == 0 && hi == V) {
+        // One 16-byte store, in PTX: nvcc 13.0 split a plain pack store here (and a uint4
+        // store of the same words) into 2- or 4-byte stores (traffic report: every request of
+        // the fused vecodd tiers touched 14 sectors for an ideal of 2-4).
+        static_assert(sizeof(Pack<T, V>) == 16, "16-byte packs");
+        uint32_t w[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) memcpy(&w[k], reinterpret_cast<const char*>(&v) + 4 * k, 4);
+        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p + e0), "r"(w[0]),
+                     "r"(w[1]), "r"(w[2]), "r"(w[3])
+                     : "memory");
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+        if (i >= lo && i < hi) p[e0 + i] = v.v[i];
+    }
+}
+
+/**
  * Training forward for channel tiles that fit in shared memory (one launch, 2s per element):
  * the block reads its channels' x once into dynamic shared memory while accumulating the
  * compensated Welford statistics, merges them in a fixed order, finalizes (save_mean / lo /
@@ -535,7 +865,7 @@ template <int V, bool NHWC> struct UnitWalk {
  * merge scratch and coefficients. The batch counter is read here (cumulative momentum) and
  * bumped by a following launch.
  */
-template <typename T, typename P, int V, bool NHWC>
+template <typename T, typename P, int V, bool NHWC, bool ODD = false>
 __device__ __forceinline__ void fused_fwd(const WnBatchNormFusedFwdArgs& a) {
     constexpr int CV = NHWC ? V : 1;
     using Acc = StatsAcc<CV>;
@@ -546,8 +876,10 @@ __device__ __forceinline__ void fused_fwd(const WnBatchNormFusedFwdArgs& a) {
     const int64_t cv = NHWC ? static_cast<int64_t>(blockIdx.x) * bx + tx : blockIdx.x;
     const bool active = NHWC ? cv * V < a.c : true;
     const UnitWalk<V, NHWC> walk(a.n, a.c, a.s, cv);
+    const OddWalk<V> odd(a.n, a.c, a.s, cv, a.x);
+    const int64_t units = ODD ? odd.units : walk.units;
     PackT* sx = reinterpret_cast<PackT*>(dyn);
-    const int64_t data_bytes = (walk.units * bx * static_cast<int64_t>(sizeof(PackT)) + 15) / 16 * 16;
+    const int64_t data_bytes = (units * bx * static_cast<int64_t>(sizeof(PackT)) + 15) / 16 * 16;
     float* smem = reinterpret_cast<float*>(dyn + data_bytes);
     float* coef_s = smem + MergeSmem<Acc::kFloats>::kFloats;
     static_assert((MergeSmem<Acc::kFloats>::kFloats + 32 * 4 * CV) * 4 == 1024 + 3584 * CV,
@@ -556,7 +888,23 @@ __device__ __forceinline__ void fused_fwd(const WnBatchNormFusedFwdArgs& a) {
     T* y = reinterpret_cast<T*>(a.y);
     Acc acc;
     acc.init();
-    if (active) {
+    if constexpr (ODD) {
+        // Whole covering packs into shared memory; each pack's lanes of the slice are one
+        // group of the compensated Welford update (see reduce_nchw_odd).
+        odd.run([&](int64_t u, int64_t e0, bool in, int lo, int hi) {
+            if (!in) return;
+            const PackT px = load_pack_in<T, V>(x, e0, odd.numel);
+            sx[u * bx + tx] = px;
+            if (hi <= lo) return;
+            float w[V];
+            unpack(px, w);
+            shift_lanes_down<V>(w, lo);
+            float xv[V][CV];
+#pragma unroll
+            for (int i = 0; i < V; ++i) xv[i][0] = w[i];
+            acc.template push_group<V>(xv, hi - lo);
+        });
+    } else if (active) {
         // kUnroll units in flight form one group of the compensated Welford update.
         walk.template run_groups<kUnroll>([&](const int64_t(&us)[kUnroll],
                                               const int64_t(&offs)[kUnroll], int m) {
@@ -621,9 +969,18 @@ __device__ __forceinline__ void fused_fwd(const WnBatchNormFusedFwdArgs& a) {
 #pragma unroll
         for (int i = 0; i < CV; ++i) k[j][i] = coef_s[(tx * 4 + j) * CV + i];
     }
-    walk.run([&](int64_t u, int64_t off) {
-        store_pack<T, V>(y + off, apply_pack<T, V, CV, false>(sx[u * bx + tx], sx[u * bx + tx], k));
-    });
+    if constexpr (ODD) {
+        odd.run([&](int64_t u, int64_t e0, bool, int lo, int hi) {
+            if (hi <= lo) return;
+            store_lanes<T, V>(y, e0, lo, hi,
+                              apply_pack<T, V, CV, false>(sx[u * bx + tx], sx[u * bx + tx], k));
+        });
+    } else {
+        walk.run([&](int64_t u, int64_t off) {
+            store_pack<T, V>(y + off,
+                             apply_pack<T, V, CV, false>(sx[u * bx + tx], sx[u * bx + tx], k));
+        });
+    }
 }
 
 /* ---------------------------------------------------------------- fused backward */
@@ -636,7 +993,7 @@ __device__ __forceinline__ void fused_fwd(const WnBatchNormFusedFwdArgs& a) {
  * V * sizeof(T) bytes rounded up to 16, units = N * S / V (nchw) or N * S (nhwc), plus
  * 2560 * CV bytes of merge scratch and coefficients (CV = channels per thread).
  */
-template <typename T, typename P, int V, bool NHWC>
+template <typename T, typename P, int V, bool NHWC, bool ODD = false>
 __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
     constexpr int CV = NHWC ? V : 1;  // channels per thread
     using Acc = GradAcc<CV>;
@@ -647,7 +1004,8 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
     const int64_t cv = NHWC ? static_cast<int64_t>(blockIdx.x) * bx + tx : blockIdx.x;
     const bool active = NHWC ? cv * V < a.c : true;
     const UnitWalk<V, NHWC> walk(a.n, a.c, a.s, cv);
-    const int64_t units = walk.units;
+    const OddWalk<V> odd(a.n, a.c, a.s, cv, a.x);
+    const int64_t units = ODD ? odd.units : walk.units;
     // Dynamic shared memory: x packs, dy packs (data bytes rounded up to 16), then the merge
     // scratch and the per-column coefficients (all in one allocation, so the planner's byte
     // count is the whole footprint).
@@ -668,7 +1026,26 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
     warp_load_row<CV>(reinterpret_cast<const float*>(a.mean) + c0, tile, mh);
     Acc acc;
     acc.init();
-    if (active) {
+    if constexpr (ODD) {
+        // Whole covering packs of x and dy into shared memory; outside the slice's lanes dy
+        // counts 0 and x the mean (adding exactly nothing).
+        odd.run([&](int64_t u, int64_t e0, bool in, int lo, int hi) {
+            if (!in) return;
+            const PackT px = load_pack_in<T, V>(x, e0, odd.numel);
+            const PackT pd = load_pack_in<T, V>(dy, e0, odd.numel);
+            sx[u * bx + tx] = px;
+            sdy[u * bx + tx] = pd;
+            if (hi <= lo) return;
+            float xv[V], dv[V];
+#pragma unroll
+            for (int i = 0; i < V; ++i) {
+                const bool inside = i >= lo && i < hi;
+                xv[i] = inside ? to_float(px.v[i]) : mh[0];
+                dv[i] = inside ? to_float(pd.v[i]) : 0.0f;
+            }
+            acc.template push_pack<V>(dv, xv, mh[0]);
+        });
+    } else if (active) {
         walk.run([&](int64_t u, int64_t off) {
             const PackT px = load_pack<T, V>(x + off);
             const PackT pd = load_pack<T, V>(dy + off);
@@ -728,7 +1105,7 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
 #pragma unroll
         for (int i = 0; i < CV; ++i) k[j][i] = coef_s[(tx * 4 + j) * CV + i];
     }
-    walk.run([&](int64_t u, int64_t off) {
+    auto dx_pack = [&](int64_t u) {
         const PackT px = sx[u * bx + tx];
         const PackT pd = sdy[u * bx + tx];
         PackT po;
@@ -739,8 +1116,15 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
             const float dv = to_float(pd.v[i]);
             po.v[i] = from_float<T>(fmaf(k[0][j], dv, fmaf(k[1][j], xv - k[2][j], k[3][j])));
         }
-        store_pack<T, V>(dx + off, po);
-    });
+        return po;
+    };
+    if constexpr (ODD) {
+        odd.run([&](int64_t u, int64_t e0, bool, int lo, int hi) {
+            if (hi > lo) store_lanes<T, V>(dx, e0, lo, hi, dx_pack(u));
+        });
+    } else {
+        walk.run([&](int64_t u, int64_t off) { store_pack<T, V>(dx + off, dx_pack(u)); });
+    }
 }
 
 }  // namespace bn
@@ -771,7 +1155,27 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
         else warpnorm::bn::apply_nchw<T, V, true>(a);                                             \
     }
 
+/* NCHW entry points for slice lengths S % V != 0 (S >= V, aligned pointers). */
+#define WN_BN_ACT_ODD(T, TN)                                                                       \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_fwd_##TN##_stats_nchw_vecodd(const WnBatchNormReduceArgs a) {         \
+        warpnorm::bn::reduce_nchw_odd<T, warpnorm::kVec<T>, false>(a);                            \
+    }                                                                                              \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_bwd_##TN##_reduce_nchw_vecodd(const WnBatchNormReduceArgs a) {        \
+        warpnorm::bn::reduce_nchw_odd<T, warpnorm::kVec<T>, true>(a);                             \
+    }                                                                                              \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_fwd_##TN##_apply_nchw_vecodd(const WnBatchNormApplyArgs a) {          \
+        warpnorm::bn::apply_nchw_odd<T, warpnorm::kVec<T>, false>(a);                             \
+    }                                                                                              \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_bwd_##TN##_apply_nchw_vecodd(const WnBatchNormApplyArgs a) {          \
+        warpnorm::bn::apply_nchw_odd<T, warpnorm::kVec<T>, true>(a);                              \
+    }
+
 #define WN_BN_ACT_ALL(T, TN)                                       \
+    WN_BN_ACT_ODD(T, TN)                                           \
     WN_BN_ACT(T, TN, nchw, false, vec, warpnorm::kVec<T>)          \
     WN_BN_ACT(T, TN, nchw, false, scalar, 1)                       \
     WN_BN_ACT(T, TN, nhwc, true, vec, warpnorm::kVec<T>)           \
@@ -811,7 +1215,20 @@ WN_BN_PARAM(__nv_bfloat16, bf16)
             const WnBatchNormFusedBwdArgs a) {                                                     \
         warpnorm::bn::fused_bwd<T, P, V, NHWC>(a);                                                 \
     }
+/* The vecodd fused kernels (nchw, S % V != 0, S >= V, aligned pointers). */
+#define WN_BN_FUSED_ODD(T, TN, P, PN)                                                              \
+    extern "C" __global__ void WN_BN_FUSED_BOUNDS                                                 \
+        warpnorm_batch_norm_fwd_##TN##_##PN##params_fused_nchw_vecodd(                            \
+            const WnBatchNormFusedFwdArgs a) {                                                     \
+        warpnorm::bn::fused_fwd<T, P, warpnorm::kVec<T>, false, true>(a);                          \
+    }                                                                                              \
+    extern "C" __global__ void WN_BN_FUSED_BOUNDS                                                 \
+        warpnorm_batch_norm_bwd_##TN##_##PN##params_fused_nchw_vecodd(                            \
+            const WnBatchNormFusedBwdArgs a) {                                                     \
+        warpnorm::bn::fused_bwd<T, P, warpnorm::kVec<T>, false, true>(a);                          \
+    }
 #define WN_BN_FUSED(T, TN, P, PN)                                                  \
+    WN_BN_FUSED_ODD(T, TN, P, PN)                                                  \
     WN_BN_FUSED_ONE(T, TN, P, PN, nchw, false, vec, warpnorm::kVec<T>)             \
     WN_BN_FUSED_ONE(T, TN, P, PN, nchw, false, scalar, 1)                          \
     WN_BN_FUSED_ONE(T, TN, P, PN, nhwc, true, vec, warpnorm::kVec<T>)              \

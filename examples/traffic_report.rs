@@ -362,8 +362,13 @@ fn main() {
          tests/batch_norm/coalescing.rs): 32-byte aligned buffers, LayerNorm rows a multiple of the \
          vector width, BatchNorm per-channel slices (NCHW: spatial x s; channels-last: C x s) \
          a multiple of 32 bytes. The 14 x 14 and 7 x 7 BatchNorm rows are not aligned (784 \
-         and 196 bytes per (n, c) slice in f32): a warp's reads straddle the slices' partial \
-         sectors.\n"
+         and 196 bytes per (n, c) slice in f32, 392 and 98 in bf16): a warp's requests \
+         straddle the slices' partial sectors. Their slices take the `vecodd` kernels (16-byte \
+         packs; scalar only for S < V or misaligned views): the reductions read whole covering \
+         sectors, the elementwise passes stream the flat tensor, and the fused tier, whose \
+         blocks own one channel each, stores a slice's partial end packs element by element \
+         (the neighbouring channel's block writes the rest of those packs): those stores are \
+         what remains above 1 in the fused 7 x 7 rows.\n"
     );
     println!(
         "| op | shape | dtype | min bytes | unique/min | H200 16384 rows | uncoalesced / requests | sectors/ideal |"

@@ -386,20 +386,24 @@ pub fn accuracy_cases(props: &DeviceProps) -> Vec<AccCase> {
         (DType::F16, DType::F32),
         (DType::BF16, DType::BF16),
     ] {
-        for (layout, vec) in [
-            (Layout::Contiguous, true),
-            (Layout::Contiguous, false),
-            (Layout::ChannelsLast, true),
-            (Layout::ChannelsLast, false),
+        for (layout, acc) in [
+            (Layout::Contiguous, "vec"),
+            (Layout::Contiguous, "scalar"),
+            (Layout::Contiguous, "vecodd"),
+            (Layout::ChannelsLast, "vec"),
+            (Layout::ChannelsLast, "scalar"),
         ] {
             let mut seen = BTreeSet::new();
             for c in [5usize, 8, 16, 24, 40, 64, 80, 160] {
                 let v = 16 / dt.size();
-                let dims = match (layout, vec) {
-                    (Layout::Contiguous, true) => vec![16, c, 64],
-                    (Layout::Contiguous, false) => vec![16, c, 63],
-                    (Layout::ChannelsLast, true) if c % v == 0 => vec![1024, c],
-                    (Layout::ChannelsLast, false) => vec![1024, c | 1],
+                let dims = match (layout, acc) {
+                    (Layout::Contiguous, "vec") => vec![16, c, 64],
+                    // S below every vector width: scalar (fused and split).
+                    (Layout::Contiguous, "scalar") => vec![16, c, 3],
+                    // S >= V not a multiple of it: vecodd.
+                    (Layout::Contiguous, _) => vec![16, c, 63],
+                    (Layout::ChannelsLast, "vec") if c % v == 0 => vec![1024, c],
+                    (Layout::ChannelsLast, "scalar") => vec![1024, c | 1],
                     _ => continue,
                 };
                 let case = AccCase {
@@ -470,6 +474,14 @@ fn on_sim(arch: u32) {
                 );
             }
         }
+        let odd = format!("warpnorm_batch_norm_fwd_{dt}_stats_nchw_vecodd");
+        assert!(hit.contains(&odd), "compute_{arch}: {odd} not run");
+        assert!(
+            hit.iter()
+                .any(|k| k.starts_with(&format!("warpnorm_batch_norm_fwd_{dt}_"))
+                    && k.ends_with("_fused_nchw_vecodd")),
+            "compute_{arch}: no fused {dt} nchw vecodd forward run"
+        );
     }
 }
 

@@ -144,9 +144,46 @@ fn h200_resnet_shapes_nchw_and_nhwc() {
 #[test]
 fn variants_follow_divisibility_and_alignment() {
     let props = DeviceProps::H200;
-    // Odd spatial size: scalar nchw kernels.
-    let d = desc(&[4, 3, 7, 7], Layout::Contiguous, DType::F32);
+    // Odd spatial size (S >= V): 16-byte vecodd nchw kernels, no fused tier.
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        for dims in [[4usize, 3, 7, 7], [4, 3, 14, 14], [2, 64, 13, 13]] {
+            if dims[2] * dims[3] * dt.size() % 16 == 0 {
+                continue; // 14 x 14 f32: divisible, vec
+            }
+            let d = desc(&dims, Layout::Contiguous, dt);
+            let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+            assert_eq!(
+                names(&p),
+                [
+                    format!("warpnorm_batch_norm_fwd_{dt}_stats_nchw_vecodd"),
+                    "warpnorm_batch_norm_fwd_f32params_finalize".to_string(),
+                    format!("warpnorm_batch_norm_fwd_{dt}_apply_nchw_vecodd"),
+                ],
+                "{dims:?} {dt}"
+            );
+            let p = plan_backward(&d, &bwd_ptrs(), &props).unwrap();
+            assert_eq!(
+                names(&p),
+                [
+                    format!("warpnorm_batch_norm_bwd_{dt}_reduce_nchw_vecodd"),
+                    "warpnorm_batch_norm_bwd_f32params_finalize".to_string(),
+                    format!("warpnorm_batch_norm_bwd_{dt}_apply_nchw_vecodd"),
+                ],
+                "{dims:?} {dt}"
+            );
+        }
+    }
+    // Odd spatial size below the vector width (3 x 3 halves), or misaligned views: scalar.
+    let d = desc(&[4, 3, 2, 2], Layout::Contiguous, DType::BF16);
     let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+    assert_eq!(
+        p.launches[0].kernel,
+        "warpnorm_batch_norm_fwd_bf16_stats_nchw_scalar"
+    );
+    let d = desc(&[4, 3, 7, 7], Layout::Contiguous, DType::F32);
+    let mut ptrs = fwd_ptrs();
+    ptrs.x += 8;
+    let p = plan_forward(&d.clone().with_mode(train()), &ptrs, &props).unwrap();
     assert_eq!(
         p.launches[0].kernel,
         "warpnorm_batch_norm_fwd_f32_stats_nchw_scalar"
@@ -507,9 +544,10 @@ fn h200_fused_backward_tier() {
     assert_eq!(p.launches[0].grid, [512, 1, 1]);
     assert_eq!(p.launches[0].block, [2, 128, 1]);
     assert_eq!(p.launches[0].shared_mem_bytes, 16 * 1024 + 4 * 2560);
-    // (32, 512, 7, 7) NCHW bf16: one block per channel, 32 * 49 elements of x and dy.
+    // (32, 512, 2, 2) NCHW bf16 (S below the vector width: scalar): one block per channel,
+    // 32 * 4 elements of x and dy.
     let d = BatchNormDesc::new(
-        &[32, 512, 7, 7],
+        &[32, 512, 2, 2],
         Layout::Contiguous,
         DType::BF16,
         DType::BF16,
@@ -520,7 +558,22 @@ fn h200_fused_backward_tier() {
         names(&p),
         ["warpnorm_batch_norm_bwd_bf16_bf16params_fused_nchw_scalar"]
     );
-    assert_eq!(p.launches[0].shared_mem_bytes, 32 * 49 * 2 * 2 + 2560);
+    assert_eq!(p.launches[0].shared_mem_bytes, 32 * 4 * 2 * 2 + 2560);
+    // (32, 512, 7, 7) NCHW bf16 (49 % 8 != 0: vecodd): one block per channel holding the
+    // covering packs of its 32 slices, 8 per slice (4 sectors), of x and dy.
+    let d = BatchNormDesc::new(
+        &[32, 512, 7, 7],
+        Layout::Contiguous,
+        DType::BF16,
+        DType::BF16,
+    );
+    let p = plan_backward(&d, &bwd_ptrs(), &props).unwrap();
+    sane(&p, &props);
+    assert_eq!(
+        names(&p),
+        ["warpnorm_batch_norm_bwd_bf16_bf16params_fused_nchw_vecodd"]
+    );
+    assert_eq!(p.launches[0].shared_mem_bytes, 32 * 8 * 16 * 2 + 2560);
     // Too few channels to fill the GPU unsplit, or too much data per channel: three launches.
     for dims in [[32usize, 256, 14, 14], [32, 512, 56, 56]] {
         let d = desc(&dims, Layout::Contiguous, DType::F32);

@@ -13,7 +13,9 @@
 //! elementwise pass a tile of channels over every row group, and the NCHW elementwise pass
 //! the packs p with (p mod grid.x * block.x) / block.x == blockIdx.x (its grid-stride loop),
 //! which also visits other channels: those get initialized data and coefficients here, and
-//! only K is checked. Every output of K - y, save_mean, save_invstd, running_mean,
+//! only K is checked. The vecodd reductions (S % V != 0) read the whole 32-byte sectors that
+//! cover each slice of K, with the neighbouring channels' lanes masked: those elements are
+//! initialized too. Every output of K - y, save_mean, save_invstd, running_mean,
 //! running_var, dx, dgamma, dbeta - is compared with the CPU reference run on the sub-tensor
 //! of K (tolerances of `tests/batch_norm/support.rs`).
 
@@ -68,9 +70,9 @@ impl Geo {
     }
 }
 
-/// Elements per access of a kernel (its `_vec` or `_scalar` suffix).
+/// Elements per access of a kernel (its `_vec`, `_vecodd` or `_scalar` suffix).
 fn access_width(kernel: &str, dtype: DType) -> usize {
-    if kernel.ends_with("_vec") {
+    if kernel.ends_with("_vec") || kernel.ends_with("_vecodd") {
         16 / dtype.size()
     } else {
         1
@@ -81,7 +83,8 @@ fn access_width(kernel: &str, dtype: DType) -> usize {
 type GridBox = [Range<u32>; 3];
 
 /// The boxes of `l`'s grid that compute channels `k` (module docs), and the element ranges
-/// of other channels those blocks read (NCHW elementwise pass only).
+/// of other channels those blocks read (the NCHW elementwise pass, and the covering sectors
+/// of the vecodd reductions).
 fn boxes_for(
     l: &Launch,
     geo: &Geo,
@@ -96,11 +99,13 @@ fn boxes_for(
         // Blocks owning a pack of K, then every pack those blocks own.
         let bd = bx;
         let stride = l.grid[0] as usize * bd;
-        let total = geo.n * geo.c * geo.s / v;
+        // Packs, the last one partial in vecodd when N * C * S % V != 0.
+        let numel = geo.n * geo.c * geo.s;
+        let total = numel.div_ceil(v);
         let mut blocks: Vec<usize> = geo
             .ranges(k)
             .iter()
-            .flat_map(|r| (r.start / v..r.end / v).map(|q| (q % stride) / bd))
+            .flat_map(|r| (r.start / v..r.end.div_ceil(v)).map(|q| (q % stride) / bd))
             .collect();
         blocks.sort_unstable();
         blocks.dedup();
@@ -108,7 +113,7 @@ fn boxes_for(
         for &b in &blocks {
             let mut base = b * bd;
             while base < total {
-                extra.push(base * v..(base + bd).min(total) * v);
+                extra.push(base * v..((base + bd).min(total) * v).min(numel));
                 base += stride;
             }
         }
@@ -134,7 +139,18 @@ fn boxes_for(
             l.kernel
         ));
     }
-    Ok((vec![[x0 as u32..x1 as u32, all_y, 0..1]], Vec::new()))
+    // The vecodd reductions read the whole 32-byte sectors covering each slice of K (the
+    // buffers are 32-byte aligned), neighbouring channels' lanes masked.
+    let extra = if l.kernel.ends_with("_nchw_vecodd") && !l.kernel.ends_with("_finalize") {
+        let (e, numel) = (2 * v, geo.n * geo.c * geo.s);
+        geo.ranges(k)
+            .iter()
+            .map(|r| r.start / e * e..(r.end.div_ceil(e) * e).min(numel))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok((vec![[x0 as u32..x1 as u32, all_y, 0..1]], extra))
 }
 
 /// The blocks of a plan that compute channels K, and what else they read.
@@ -162,7 +178,7 @@ fn blocks_for_channels<'a>(
     };
     for l in &plan.launches {
         let (boxes, e) = boxes_for(l, geo, dtype, k)?;
-        if !e.is_empty() {
+        if !e.is_empty() && l.kernel.contains("_apply_nchw") {
             let a: WnBatchNormApplyArgs = l.args.get().expect("apply args");
             b.coefs.push((a.coef, 4 * a.coef_stride as usize));
         }
@@ -486,14 +502,14 @@ fn huge_cases() -> Vec<Huge> {
             sms: 1 << 21,
             kernels: ("_stats_nchw_vec", "_reduce_nchw_vec"),
         },
-        // The same with S = 31 x 33 (odd): the scalar variants.
+        // The same with S = 31 x 33 (odd, >= 8 halves): the vecodd variants.
         Huge {
             dims: vec![2, 1_574_401, 31, 33],
             layout: Layout::Contiguous,
             dtype: DType::BF16,
             param_dtype: DType::F32,
             sms: 1 << 21,
-            kernels: ("_stats_nchw_scalar", "_reduce_nchw_scalar"),
+            kernels: ("_stats_nchw_vecodd", "_reduce_nchw_vecodd"),
         },
         // NCHW, fused forward and backward (4 SMs).
         Huge {

@@ -611,6 +611,40 @@ pub fn coverage_cases() -> Vec<Case> {
         let mut d = Case::new(&[6, 9], Layout::Contiguous, dt, pt); // nhwc scalar
         d.affine = j.is_multiple_of(2);
         v.push(d);
+        // nchw scalar fused with aligned views: S = 3 below every vector width.
+        v.push(Case::new(&[2, 10, 3], Layout::Contiguous, dt, pt));
+        // nchw vecodd fused: S = 25, both sector phases.
+        let mut e = Case::new(&[3, 9, 5, 5], Layout::Contiguous, dt, pt);
+        e.offset = (j % 2) * 16 / dt.size();
+        v.push(e);
+    }
+    // No cliff at odd spatial sizes: NCHW slices of S % V != 0 elements (S >= V) take the
+    // vecodd kernels with aligned views (whole covering sectors in the reductions, the flat
+    // tensor in the elementwise passes); 1x1 is channels-innermost, S < V scalar. Several N
+    // and C, N * C * S % V != 0 (a partial last pack), views 16 but not 32 bytes aligned
+    // (odd k: the other sector phase), and split reductions ([160, 2, 7, 7]).
+    for (i, dt) in DType::ALL.into_iter().enumerate() {
+        let pt = if i.is_multiple_of(2) { DType::F32 } else { dt };
+        let shapes: [&[usize]; 8] = [
+            &[3, 5, 7, 7],
+            &[2, 3, 14, 14],
+            &[4, 6, 3, 3],
+            &[5, 7, 1, 1],
+            &[2, 9, 5, 5],
+            &[3, 4, 13, 13],
+            &[160, 2, 7, 7],
+            &[7, 3, 7, 7],
+        ];
+        for (k, dims) in shapes.into_iter().enumerate() {
+            let mut a = Case::new(dims, Layout::Contiguous, dt, pt);
+            if k % 2 == 1 {
+                a.offset = 16 / dt.size();
+            }
+            if k == 6 {
+                a.steps = 2;
+            }
+            v.push(a);
+        }
     }
     v
 }

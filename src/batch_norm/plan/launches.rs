@@ -22,11 +22,60 @@ pub(super) fn layout_name(g: &Ncs) -> &'static str {
     }
 }
 
-/// True when the vector variant may run: packed dimension divisible, pointers aligned.
-pub(super) fn vec_ok(g: &Ncs, dtype: DType, ptrs: &[u64]) -> bool {
+/// The memory access of a kernel family's variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Access {
+    /// `vec`: 16-byte packs, the packed dimension (S for nchw, C for nhwc) divisible by the
+    /// vector width, 16-byte aligned pointers.
+    Vec,
+    /// `vecodd` (nchw only): 16-byte packs for a slice length S >= the vector width that it
+    /// does not divide, 16-byte aligned pointers: the reductions read the whole sectors that
+    /// cover each slice (other channels' lanes masked), the elementwise passes stream the flat
+    /// tensor with a per-lane channel. No fused tier.
+    VecOdd,
+    /// `scalar`: single elements, any size and alignment.
+    Scalar,
+}
+
+impl Access {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Access::Vec => "vec",
+            Access::VecOdd => "vecodd",
+            Access::Scalar => "scalar",
+        }
+    }
+    /// Elements per unit of access.
+    pub(super) fn width(self, dtype: DType) -> u64 {
+        match self {
+            Access::Vec | Access::VecOdd => vec_width(dtype),
+            Access::Scalar => 1,
+        }
+    }
+}
+
+/// The variant a kernel family runs with for `ptrs` (all 16-byte aligned for either vector
+/// variant; `&[]` asks what the shape alone allows).
+pub(super) fn access(g: &Ncs, dtype: DType, ptrs: &[u64]) -> Access {
     let v = vec_width(dtype);
     let packed = if g.nhwc { g.c } else { g.s };
-    packed.is_multiple_of(v) && ptrs.iter().all(|p| p.is_multiple_of(16))
+    if !ptrs.iter().all(|p| p.is_multiple_of(16)) {
+        Access::Scalar
+    } else if packed.is_multiple_of(v) {
+        Access::Vec
+    } else if !g.nhwc && g.s >= v {
+        Access::VecOdd
+    } else {
+        Access::Scalar
+    }
+}
+
+/// Covering packs of one nchw slice in the `vecodd` reductions: the 16-byte packs of the most
+/// 32-byte sectors a slice of S elements can touch (see reduce_nchw_odd in
+/// cuda/batch_norm.cu).
+pub(super) fn odd_units_per_slice(s: u64, v: u64) -> u64 {
+    let e = 2 * v;
+    2 * ((s + e - 2) / e + 1)
 }
 
 /// Channel coefficient arrays are `coef_stride` floats apart: C rounded up to 8, so that every
@@ -48,12 +97,14 @@ pub(super) fn target_blocks(props: &DeviceProps) -> u64 {
     (props.sm_count as u64 * (props.max_threads_per_sm / BLOCK).max(1) as u64).max(1)
 }
 
-pub(super) fn reduce_geom(g: &Ncs, vec: bool, dtype: DType, props: &DeviceProps) -> ReduceGeom {
-    let v = if vec { vec_width(dtype) } else { 1 };
+pub(super) fn reduce_geom(g: &Ncs, acc: Access, dtype: DType, props: &DeviceProps) -> ReduceGeom {
+    let v = acc.width(dtype);
     let (tiles, units, bx) = if g.nhwc {
         let cp = g.c / v;
         let bx = cp.next_power_of_two().min(32);
         (cp.div_ceil(bx), g.count(), bx)
+    } else if acc == Access::VecOdd {
+        (g.c, g.n * odd_units_per_slice(g.s, v), 1)
     } else {
         (g.c, g.n * (g.s / v), 1)
     };
@@ -86,15 +137,17 @@ pub(super) fn reduce_geom(g: &Ncs, vec: bool, dtype: DType, props: &DeviceProps)
 
 /// Grid, block and dynamic shared memory of the fused backward, when it applies: every
 /// block's channels fit in [`FUSED_MAX_SHARED`] and there are at least two channel tiles per SM
-/// (so the single, unsplit pass still fills the GPU).
+/// (so the single, unsplit pass still fills the GPU). [`Access::VecOdd`]: a block holds the
+/// whole covering packs of its channel's slices (loads of whole sectors; the stores of a
+/// slice's first and last packs are element-wise).
 pub(super) fn fused_geom(
     g: &Ncs,
-    vec: bool,
+    acc: Access,
     dtype: DType,
     props: &DeviceProps,
     forward: bool,
 ) -> Option<ReduceGeom> {
-    let v = if vec { vec_width(dtype) } else { 1 };
+    let v = acc.width(dtype);
     let want = 2 * props.sm_count as u64;
     let (tiles, units, bx) = if g.nhwc {
         let cp = g.c / v;
@@ -103,6 +156,8 @@ pub(super) fn fused_geom(
             bx /= 2;
         }
         (cp.div_ceil(bx), g.count(), bx)
+    } else if acc == Access::VecOdd {
+        (g.c, g.n * odd_units_per_slice(g.s, v), 1)
     } else {
         (g.c, g.n * (g.s / v), 1)
     };
@@ -175,12 +230,12 @@ pub(super) fn finalize_launch<T: AbiArgs>(kernel: &str, c: u64, args: &T) -> Res
 pub(super) fn apply_launch(
     kernel: String,
     g: &Ncs,
-    vec: bool,
+    acc: Access,
     dtype: DType,
     props: &DeviceProps,
     args: &WnBatchNormApplyArgs,
 ) -> Result<Launch> {
-    let v = if vec { vec_width(dtype) } else { 1 };
+    let v = acc.width(dtype);
     let cap = target_blocks(props) * 2;
     let (grid, block) = if g.nhwc {
         // Block (bx, by): bx channel vectors x by rows; grid (channel tiles, row groups).
@@ -196,9 +251,15 @@ pub(super) fn apply_launch(
             .clamp(1, cap.div_ceil(tiles).clamp(1, props.max_grid_yz as u64));
         ([tiles, groups], [bx, by])
     } else {
-        let packs = g.numel / v;
+        // vecodd: the flat tensor's packs, the last one partial when numel % v != 0.
+        let packs = g.numel.div_ceil(v);
         let threads = packs.next_power_of_two().clamp(32, BLOCK as u64);
-        let blocks = packs.div_ceil(threads * UNITS_PER_THREAD).clamp(1, cap);
+        let mut blocks = packs.div_ceil(threads * UNITS_PER_THREAD).clamp(1, cap);
+        if acc == Access::VecOdd {
+            // At least one full wave while there is a pack per thread (16-byte packs leave
+            // small tensors with a fraction of the GPU at UNITS_PER_THREAD packs per thread).
+            blocks = blocks.max(target_blocks(props).min(packs.div_ceil(threads)));
+        }
         ([blocks, 1], [threads, 1])
     };
     Ok(Launch::new(
@@ -231,8 +292,8 @@ pub(super) fn push_reduce(
     reads: &[u64],
     p: ReduceInputs,
 ) -> Result<i64> {
-    let vec = vec_ok(g, desc.dtype, reads);
-    let rg = reduce_geom(g, vec, desc.dtype, props);
+    let acc = access(g, desc.dtype, reads);
+    let rg = reduce_geom(g, acc, desc.dtype, props);
     let args = WnBatchNormReduceArgs {
         x: p.x,
         dy: p.dy,
@@ -243,11 +304,11 @@ pub(super) fn push_reduce(
         s: g.s as i64,
         chunk: rg.chunk as i64,
     };
-    let access = if vec { "vec" } else { "scalar" };
     let kernel = format!(
-        "warpnorm_batch_norm_{dir}_{}_{stage}_{}_{access}",
+        "warpnorm_batch_norm_{dir}_{}_{stage}_{}_{}",
         desc.dtype,
-        layout_name(g)
+        layout_name(g),
+        acc.name()
     );
     plan.push(reduce_launch(kernel, &rg, &args)?);
     Ok(rg.splits as i64)
@@ -260,16 +321,16 @@ pub(super) fn push_fused<T: AbiArgs>(
     desc: &BatchNormDesc,
     g: &Ncs,
     dir: &str,
-    vec: bool,
+    acc: Access,
     fg: &ReduceGeom,
     args: &T,
 ) -> Result<()> {
-    let access = if vec { "vec" } else { "scalar" };
     let kernel = format!(
-        "warpnorm_batch_norm_{dir}_{}_{}params_fused_{}_{access}",
+        "warpnorm_batch_norm_{dir}_{}_{}params_fused_{}_{}",
         desc.dtype,
         desc.param_dtype,
-        layout_name(g)
+        layout_name(g),
+        acc.name()
     );
     plan.push(Launch::new(
         kernel.clone(),
@@ -301,7 +362,7 @@ pub(super) fn push_apply(
     reads: &[u64],
     p: ApplyInputs,
 ) -> Result<()> {
-    let vec = vec_ok(g, desc.dtype, reads);
+    let acc = access(g, desc.dtype, reads);
     let args = WnBatchNormApplyArgs {
         x: p.x,
         dy: p.dy,
@@ -313,12 +374,12 @@ pub(super) fn push_apply(
         s: g.s as i64,
         coef_stride: coef_stride(g.c) as i64,
     };
-    let access = if vec { "vec" } else { "scalar" };
     let kernel = format!(
-        "warpnorm_batch_norm_{dir}_{}_apply_{}_{access}",
+        "warpnorm_batch_norm_{dir}_{}_apply_{}_{}",
         desc.dtype,
-        layout_name(g)
+        layout_name(g),
+        acc.name()
     );
-    plan.push(apply_launch(kernel, g, vec, desc.dtype, props, &args)?);
+    plan.push(apply_launch(kernel, g, acc, desc.dtype, props, &args)?);
     Ok(())
 }

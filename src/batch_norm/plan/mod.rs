@@ -5,8 +5,13 @@
 //!
 //! Kernels (`cuda/batch_norm.cu`), with `<layout>` = `nchw` or `nhwc` (channels innermost:
 //! channels-last, or any `(N, C)` input) and `<access>` = `vec` (16-byte packs: the packed
-//! dimension - S for nchw, C for nhwc - divisible by 16 / sizeof(T), every activation pointer
-//! 16-byte aligned) or `scalar` (anything else):
+//! dimension - S for nchw, C for nhwc - divisible by V = 16 / sizeof(T), every activation
+//! pointer 16-byte aligned), `vecodd` (nchw only, 16-byte packs for S >= V not divisible by V,
+//! such as 7 x 7 and 14 x 14, with aligned pointers: the reductions read the whole 32-byte
+//! sectors covering each slice and mask the other channels' lanes, the elementwise passes
+//! stream the flat tensor with a per-lane channel, and the fused tier loads the covering packs
+//! and stores each slice's lanes, not in place) or `scalar` (anything else: misaligned views,
+//! S < V, nhwc with C % V != 0):
 //! - `warpnorm_batch_norm_fwd_<T>_stats_<layout>_<access>`, grid (C or channel tiles, splits),
 //! - `warpnorm_batch_norm_fwd_<P>params_finalize`, block (up to 32 channels, split rows),
 //! - `warpnorm_batch_norm_fwd_<T>_apply_<layout>_<access>`, grid-stride elementwise,
@@ -41,8 +46,8 @@ use super::desc::{BatchNormDesc, Momentum, Ncs, Problem};
 
 mod launches;
 use launches::{
-    coef_stride, finalize_launch, fused_geom, push_apply, push_fused, push_reduce, reduce_geom,
-    vec_ok, ApplyInputs, ReduceInputs,
+    access, coef_stride, finalize_launch, fused_geom, push_apply, push_fused, push_reduce,
+    reduce_geom, Access, ApplyInputs, ReduceInputs,
 };
 
 crate::abi::abi_args!(
@@ -140,12 +145,12 @@ pub fn workspace_bytes_checked(
     props: &DeviceProps,
 ) -> Result<usize> {
     let (desc, g) = (problem.desc(), problem.ncs());
-    // The vector variant is possible when the packed dimension divides (alignment is only
-    // known at plan time): size for whichever of the two needs more.
-    let vec_possible = vec_ok(g, desc.dtype, &[]);
-    let splits = [false, vec_possible]
+    // A vector variant is possible when the shape allows it (alignment is only known at plan
+    // time): size for whichever of it and the scalar variant needs more.
+    let shape_access = access(g, desc.dtype, &[]);
+    let splits = [Access::Scalar, shape_access]
         .iter()
-        .map(|&vec| reduce_geom(g, vec, desc.dtype, props).splits)
+        .map(|&acc| reduce_geom(g, acc, desc.dtype, props).splits)
         .max()
         .unwrap_or(1);
     let floats = coef_stride(g.c)
@@ -276,8 +281,16 @@ pub fn plan_forward_checked(
         return Ok(plan);
     }
     if mode.batch_stats {
-        let vec = vec_ok(g, desc.dtype, &[ptrs.x, ptrs.y]);
-        if let Some(fg) = fused_geom(g, vec, desc.dtype, props, true) {
+        let acc = access(g, desc.dtype, &[ptrs.x, ptrs.y]);
+        // The vecodd fused kernel reads whole covering sectors, neighbouring channels' elements
+        // included, while other blocks write their y: in place (y == x) that is a race, so
+        // an in-place vecodd forward takes the split kernels.
+        let fused = if acc == Access::VecOdd && ptrs.y == ptrs.x {
+            None
+        } else {
+            fused_geom(g, acc, desc.dtype, props, true)
+        };
+        if let Some(fg) = fused {
             let args = WnBatchNormFusedFwdArgs {
                 x: ptrs.x,
                 y: ptrs.y,
@@ -297,7 +310,7 @@ pub fn plan_forward_checked(
                 flags: fin.flags,
                 _pad: 0,
             };
-            push_fused(&mut plan, desc, g, "fwd", vec, &fg, &args)?;
+            push_fused(&mut plan, desc, g, "fwd", acc, &fg, &args)?;
             // The counter is read by every block above; bump it afterwards (one thread).
             if let Some(counter) = counter {
                 fin.counter_bump = counter;
@@ -399,8 +412,15 @@ pub fn plan_backward_checked(
         return Ok(plan);
     }
     if !frozen {
-        let vec = vec_ok(g, desc.dtype, &[ptrs.x, ptrs.dy, ptrs.dx]);
-        if let Some(fg) = fused_geom(g, vec, desc.dtype, props, false) {
+        let acc = access(g, desc.dtype, &[ptrs.x, ptrs.dy, ptrs.dx]);
+        // In place (dx == dy) the vecodd fused kernel's covering reads of dy would race with
+        // the neighbouring channels' dx writes (see the forward): split kernels.
+        let fused = if acc == Access::VecOdd && ptrs.dx == ptrs.dy {
+            None
+        } else {
+            fused_geom(g, acc, desc.dtype, props, false)
+        };
+        if let Some(fg) = fused {
             let args = WnBatchNormFusedBwdArgs {
                 x: ptrs.x,
                 dy: ptrs.dy,
@@ -415,7 +435,7 @@ pub fn plan_backward_checked(
                 c: g.c as i64,
                 s: g.s as i64,
             };
-            push_fused(&mut plan, desc, g, "bwd", vec, &fg, &args)?;
+            push_fused(&mut plan, desc, g, "bwd", acc, &fg, &args)?;
             plan.check(props)?;
             return Ok(plan);
         }
