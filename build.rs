@@ -15,12 +15,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Architectures that get SASS by default (intersected with `nvcc --list-gpu-code`): one per
-/// SASS a device needs. A device runs the SASS of the highest built architecture with its
-/// major version and a minor one not above its own, so sm_86/sm_87/sm_89 devices run the
-/// sm_80 SASS and sm_103 the sm_100 SASS (`occupancy::sass_arch_in` applies the same rule);
-/// the PTX of the newest covers later ones.
-const DEFAULT_SASS_ARCHS: &[u32] = &[75, 80, 90, 100, 120];
+#[path = "build/archs.rs"]
+mod archs;
+use archs::ArchSource;
+
 /// Virtual architectures whose PTX is written to OUT_DIR for ptxsim (feature `sim-ptx`).
 const SIM_PTX_ARCHS: &[u32] = &[75, 80, 90];
 
@@ -151,47 +149,27 @@ fn supported_archs(nvcc: &Path) -> Result<BTreeSet<u32>, String> {
         .collect())
 }
 
-/// Parses "80;90", "8.0,9.0", "sm_80 sm_90" or "90" into arch numbers.
-fn parse_arch_list(s: &str) -> Result<Vec<u32>, String> {
-    s.split(|c: char| c == ';' || c == ',' || c.is_whitespace())
-        .filter(|t| !t.is_empty())
-        .map(|t| {
-            let t = t.trim_start_matches("sm_").trim_start_matches("compute_");
-            let digits: String = t.chars().filter(|c| c.is_ascii_digit()).collect();
-            digits
-                .parse::<u32>()
-                .map_err(|_| format!("cannot read `{t}` as a CUDA architecture (e.g. 80 or 8.0)"))
-        })
-        .collect()
-}
-
-fn selected_archs(supported: &BTreeSet<u32>) -> Result<Vec<u32>, String> {
-    let (requested, source) = if let Ok(v) = env::var("WARPNORM_CUDA_ARCHS") {
-        (parse_arch_list(&v)?, "WARPNORM_CUDA_ARCHS")
-    } else if let Ok(v) = env::var("CUDA_COMPUTE_CAP") {
-        (parse_arch_list(&v)?, "CUDA_COMPUTE_CAP")
-    } else {
-        (DEFAULT_SASS_ARCHS.to_vec(), "the default list")
-    };
-    let mut kept = Vec::new();
-    for arch in requested {
-        if supported.contains(&arch) {
-            if !kept.contains(&arch) {
-                kept.push(arch);
-            }
-        } else {
-            println!(
-                "cargo:warning=warpnorm: sm_{arch} (from {source}) is not supported by this nvcc and was dropped"
-            );
-        }
+/// The SASS architectures to build (see `build/archs.rs` for the rules), with a build-log
+/// warning for each one this nvcc cannot target.
+fn selected_archs(supported: &BTreeSet<u32>) -> Result<(Vec<u32>, ArchSource), String> {
+    let (requested, source, note) = archs::requested_archs(
+        env::var("WARPNORM_CUDA_ARCHS").ok().as_deref(),
+        env::var("CUDA_COMPUTE_CAP").ok().as_deref(),
+        || archs::detect_gpus(Path::new("nvidia-smi")),
+    )?;
+    if let Some(note) = note {
+        // Not a cargo warning: most build machines have no GPU, and the default list is right.
+        println!("warpnorm: no GPU found ({note}); building for the default architectures");
     }
-    kept.sort_unstable();
-    if kept.is_empty() {
-        return Err(format!(
-            "no architecture from {source} is supported by this nvcc"
-        ));
+    let supported: Vec<u32> = supported.iter().copied().collect();
+    let (kept, dropped) = archs::supported_subset(&requested, source, &supported)?;
+    for arch in dropped {
+        println!(
+            "cargo:warning=warpnorm: sm_{arch} (from {}) is not supported by this nvcc and was dropped",
+            source.describe()
+        );
     }
-    Ok(kept)
+    Ok((kept, source))
 }
 
 fn run(mut cmd: Command, what: &str) -> Result<String, String> {
@@ -421,7 +399,7 @@ fn build_fatbin(
 
 fn build_kernels(nvcc: &Path, cuda_dir: &Path, out_dir: &Path) -> Result<(), String> {
     let supported = supported_archs(nvcc)?;
-    let archs = selected_archs(&supported)?;
+    let (archs, archs_source) = selected_archs(&supported)?;
     for a in SIM_PTX_ARCHS.iter().filter(|_| sim_ptx()) {
         if !supported.contains(a) {
             return Err(format!(
@@ -451,7 +429,7 @@ fn build_kernels(nvcc: &Path, cuda_dir: &Path, out_dir: &Path) -> Result<(), Str
     });
     let families = results.into_iter().collect::<Result<Vec<_>, _>>()?;
     let version = nvcc_version(nvcc);
-    write_table(out_dir, &families, &archs, &version).map_err(|e| e.to_string())
+    write_table(out_dir, &families, &archs, archs_source, &version).map_err(|e| e.to_string())
 }
 
 fn nvcc_version(nvcc: &Path) -> String {
@@ -471,6 +449,7 @@ fn write_table(
     out_dir: &Path,
     families: &[FamilyOut],
     archs: &[u32],
+    archs_source: ArchSource,
     version: &str,
 ) -> std::io::Result<()> {
     let mut s = String::new();
@@ -488,6 +467,18 @@ fn write_table(
     writeln!(s, "pub const NVCC_VERSION: &str = {version:?};").unwrap();
     writeln!(s, "/// Architectures with SASS in the fatbins.").unwrap();
     writeln!(s, "pub const SASS_ARCHS: &[u32] = &{archs:?};").unwrap();
+    writeln!(
+        s,
+        "/// What chose [`SASS_ARCHS`]: an environment variable, the build machine's GPUs or the\n\
+         /// default list (see the README's environment variables)."
+    )
+    .unwrap();
+    writeln!(
+        s,
+        "pub const ARCHS_SOURCE: &str = {:?};",
+        archs_source.describe()
+    )
+    .unwrap();
     writeln!(
         s,
         "/// Virtual architecture of the PTX embedded in the fatbins."
@@ -555,6 +546,7 @@ fn write_stub(out_dir: &Path, reason: &str) {
          pub const NOT_BUILT_REASON: &str = {reason:?};\n\
          /// Version of the nvcc that built the kernels.\npub const NVCC_VERSION: &str = \"\";\n\
          /// Architectures with SASS in the fatbins.\npub const SASS_ARCHS: &[u32] = &[];\n\
+         /// What chose [`SASS_ARCHS`] (empty: nothing was built).\npub const ARCHS_SOURCE: &str = \"\";\n\
          /// Virtual architecture of the PTX embedded in the fatbins.\npub const FATBIN_PTX_ARCH: u32 = 0;\n\
          /// One image per `cuda/*.cu` file.\npub static FAMILIES: &[Family] = &[];\n\
          /// What `ptxas -v` reported for every kernel on every SASS architecture.\n\

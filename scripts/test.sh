@@ -8,6 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/nvcc-env.sh
 export WARPNORM_REQUIRE_NVCC=1
+# Every default architecture (spill checks on each, SASS for the performance model's sm_80 and
+# sm_90) even on a machine with a GPU, where the build would otherwise compile only for it.
+export WARPNORM_CUDA_ARCHS="${WARPNORM_CUDA_ARCHS:-all}"
 cargo test --workspace "$@"
 # The candle feature (warpnorm::candle on the CPU: outputs and autograd against candle_nn), its
 # doctest, and the training example (it fails unless the loss falls below half). Its CPU path

@@ -123,8 +123,9 @@ pub enum Error {
     /// The GPU can run none of the embedded kernel images.
     #[error(
         "no warpnorm kernel image runs on this GPU (compute capability {major}.{minor}): the crate \
-         was built with SASS for {built} and PTX for compute_{ptx} (nvcc {nvcc}), and the driver \
-         answered {driver}; rebuild with WARPNORM_CUDA_ARCHS=\"{major}{minor}\" (or a newer nvcc)"
+         was built with SASS for {built} (chosen by {chosen_by}) and PTX for compute_{ptx} (nvcc \
+         {nvcc}), and the driver answered {driver}; rebuild with \
+         WARPNORM_CUDA_ARCHS=\"{major}{minor}\" (or `all`, or a newer nvcc)"
     )]
     NoKernelImage {
         /// Device compute capability, major.
@@ -133,6 +134,9 @@ pub enum Error {
         minor: u32,
         /// The SASS architectures built, e.g. "sm_75, sm_80".
         built: String,
+        /// What chose the SASS architectures: an environment variable, the build machine's GPUs
+        /// (nvidia-smi) or the default list.
+        chosen_by: &'static str,
         /// The PTX architecture embedded.
         ptx: u32,
         /// nvcc version used.

@@ -92,6 +92,7 @@ fn no_image(ctx: &CudaContext, e: DriverError) -> Error {
             .map(|a| format!("sm_{a}"))
             .collect::<Vec<_>>()
             .join(", "),
+        chosen_by: kernels::ARCHS_SOURCE,
         ptx: kernels::FATBIN_PTX_ARCH,
         nvcc: kernels::NVCC_VERSION,
         driver: e.to_string(),

@@ -1,9 +1,10 @@
-//! The build and the smallest op: the kernels nvcc built (fatbins, PTX, ptxas figures), the
-//! copy kernels on ptxsim and on the GPU, the loader of the PyTorch fixtures, the module types
-//! on the GPU (allocation, state, inference and allocation-free calls), a training step
-//! captured in a CUDA graph and replayed, and module state in the safetensors format
-//! (PyTorch's checkpoints in `fixtures/state/`).
+//! The build and the smallest op: how build.rs chooses architectures, the kernels nvcc built
+//! (fatbins, PTX, ptxas figures), the copy kernels on ptxsim and on the GPU, the loader of the
+//! PyTorch fixtures, the module types on the GPU (allocation, state, inference and
+//! allocation-free calls), a training step captured in a CUDA graph and replayed, and module
+//! state in the safetensors format (PyTorch's checkpoints in `fixtures/state/`).
 
+mod build_archs;
 mod built;
 mod capture_gpu;
 mod copy_gpu;
