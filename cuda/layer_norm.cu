@@ -49,9 +49,10 @@
  * Fused residual add: forward h = (x + residual) + bias in f32, rounded once to T and
  * stored, then y = norm(stored h) - equal to PyTorch's unfused `h = x + residual;
  * y = norm(h)` whenever its add is exact. Its own forward entry points
- * (`..._fwd_<T>_<P>_res_<tier>_<vec|scalar>` for subwarp, warp, block and split_stats; a
- * runtime branch in the plain kernels cost them registers and issue slots in the
- * performance model's reading): every tier loads the residual's full packs raw next to x's
+ * (`..._fwd_<T>_<P>_res_<tier>_vec` for subwarp, warp, block and split_stats; a
+ * runtime branch in the plain vector kernels cost them registers and issue slots in the
+ * performance model's reading; the plain scalar kernels take the residual at run time,
+ * ResMode): every tier loads the residual's full packs raw next to x's
  * (tile_load_raw, all before any is converted), with the same vector width (the planner
  * requires x, residual, h, y congruent for the vec variant); the split tier stores h in split_stats and the plain split_norm
  * normalizes it. Backward is a runtime choice (a.dh 0: none; the model predicts the plain
@@ -535,22 +536,46 @@ constexpr int kResGroup =
     !kIsBlockTeam<Team> || VEC == 1 ? NPACK : (NPACK % 4 == 0 ? NPACK / 4 : 1);
 
 /**
+ * How a forward body gets its row: kPlain reads x; kFused forms h = x + residual (+ bias)
+ * (load_residual; the `..._res_<tier>_vec` entry points); kRuntime chooses by a.residual at
+ * run time (the plain scalar entry points, which thereby serve the fused residual add for
+ * views whose addresses are not congruent mod the access width: one entry point instead of
+ * two for that rare path; the vector variants keep their own, as a runtime branch cost the
+ * plain vector kernels registers and issue slots in the performance model's reading).
+ */
+enum ResMode : int { kPlain = 0, kFused = 1, kRuntime = 2 };
+
+/** Fills `v` with the row segment at element offset `off`: x, or h (load_residual). */
+template <int kRes, class Team, typename T, typename P, int VEC, int NPACK>
+__device__ __forceinline__ void fwd_load(const WnLayerNormFwdArgs& a, int64_t off,
+                                         const P* bias, const TileGeom& g,
+                                         float (&v)[NPACK][VEC]) {
+    constexpr int KC = kResGroup<Team, VEC, NPACK>;
+    if constexpr (kRes == kFused) {
+        load_residual<T, P, VEC, NPACK, KC>(a, off, bias, g, v);
+    } else if constexpr (kRes == kRuntime) {
+        if (a.residual != 0) {  // uniform
+            load_residual<T, P, VEC, NPACK, KC>(a, off, bias, g, v);
+        } else {
+            tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, v);
+        }
+    } else {
+        tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, v);
+    }
+}
+
+/**
  * One full row held by a team: statistics, saved mean/rstd (when given), normalized output
  * (of h = x + residual (+ bias), stored first, when a.residual is set).
  */
-template <Norm N, typename T, typename P, int VEC, int NPACK, bool kRes, class Team>
+template <Norm N, typename T, typename P, int VEC, int NPACK, int kRes, class Team>
 __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row, bool active,
                                         const Team& team, int t, int team_size) {
     const int64_t off = row * a.cols;
     const T* xr = reinterpret_cast<const T*>(a.x) + off;
     const TileGeom g{active ? a.cols : 0, head_offset<T, VEC>(xr), t, team_size};
     float v[NPACK][VEC];
-    if constexpr (kRes) {  // the fused residual add's variant
-        load_residual<T, P, VEC, NPACK, kResGroup<Team, VEC, NPACK>>(a, off,
-                                                                 reinterpret_cast<const P*>(a.bias), g, v);
-    } else {
-        tile_load<T, VEC, NPACK>(xr, g, v);
-    }
+    fwd_load<kRes, Team, T, P, VEC, NPACK>(a, off, reinterpret_cast<const P*>(a.bias), g, v);
     constexpr bool kExact = kExactOut<T>;
     const TileStats st =
         tile_stats<N, kExact, VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
@@ -577,7 +602,7 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
  * subwarp / warp tiers: groups of a.group lanes per row, grid-stride over rows. kRes: the
  * fused residual add's variant (entry points `..._res_<tier>_...`).
  */
-template <Norm N, typename T, typename P, int VEC, int NPACK, bool kRes = false>
+template <Norm N, typename T, typename P, int VEC, int NPACK, int kRes = kPlain>
 __device__ __forceinline__ void fwd_warp(const WnLayerNormFwdArgs& a) {
     const int g = static_cast<int>(a.group);
     const int lane = threadIdx.x & 31;
@@ -593,7 +618,7 @@ __device__ __forceinline__ void fwd_warp(const WnLayerNormFwdArgs& a) {
 }
 
 /** block tier: one row per block, grid-stride over rows (kRes: as fwd_warp). */
-template <Norm N, typename T, typename P, int VEC, int NPACK, bool kRes = false>
+template <Norm N, typename T, typename P, int VEC, int NPACK, int kRes = kPlain>
 __device__ __forceinline__ void fwd_block(const WnLayerNormFwdArgs& a) {
     __shared__ float scratch[64];
     const BlockTeam team{scratch};
@@ -615,7 +640,7 @@ __device__ __forceinline__ int64_t chunk_len(int64_t c, int64_t chunk, int64_t c
  * add's variant, which stores h (split_norm, the plain kernel, then normalizes it: the
  * planner passes h as its x).
  */
-template <Norm N, typename T, typename P, int VEC, int NPACK, bool kRes = false>
+template <Norm N, typename T, typename P, int VEC, int NPACK, int kRes = kPlain>
 __device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
     __shared__ float scratch[64];
     const BlockTeam team{scratch};
@@ -630,11 +655,7 @@ __device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
                          static_cast<int>(blockDim.x)};
         float v[NPACK][VEC];
         // Fused residual add: this pass stores h, split_norm reads it back.
-        if constexpr (kRes) {
-            load_residual<T, P, VEC, NPACK, kResGroup<BlockTeam, VEC, NPACK>>(a, off, bias, g, v);
-        } else {
-            tile_load<T, VEC, NPACK>(xs, g, v);
-        }
+        fwd_load<kRes, BlockTeam, T, P, VEC, NPACK>(a, off, bias, g, v);
         const TileStats st =
             tile_stats<N, kExactOut<T>, VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
         if (threadIdx.x == 0) {
@@ -1153,33 +1174,44 @@ constexpr int kPacks = ELEMS / VEC;
         warpnorm::ln::BODY<warpnorm::ln::Norm::NORM, T, P, VEC, NPACK>(a);                     \
     }
 
-/** A fused residual add forward entry point: warpnorm_<op>_fwd_<T>_<P>_res_<tier>_<v>. */
-#define WN_LN_ENTRY_RES(OP, NORM, TN, PN, TIER, VNAME, BOUND, BODY, T, P, VEC, NPACK)          \
+/**
+ * A forward entry point of a body that takes a ResMode: warpnorm_<op>_fwd_<T>_<P>_<NAME>_<v>,
+ * NAME the tier (RES kPlain for vec, kRuntime for scalar) or res_<tier> (RES kFused).
+ */
+#define WN_LN_ENTRY_FWD(OP, NORM, TN, PN, NAME, VNAME, BOUND, BODY, T, P, VEC, NPACK, RES)      \
     extern "C" __global__ void __launch_bounds__(BOUND, 1)                                     \
-        warpnorm_##OP##_fwd_##TN##_##PN##_res_##TIER##_##VNAME(const WnLayerNormFwdArgs a) {  \
-        warpnorm::ln::BODY<warpnorm::ln::Norm::NORM, T, P, VEC, NPACK, true>(a);               \
+        warpnorm_##OP##_fwd_##TN##_##PN##_##NAME##_##VNAME(const WnLayerNormFwdArgs a) {      \
+        warpnorm::ln::BODY<warpnorm::ln::Norm::NORM, T, P, VEC, NPACK, warpnorm::ln::RES>(a);  \
     }
+
+/** The fused residual add's forward entry points (`res_<tier>`): the vector variant only. */
+#define WN_LN_RES_vec(OP, NORM, TN, PN, T, P, VEC, FE)                                         \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, res_subwarp, vec, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC, \
+                    1, kFused)                                                                 \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, res_warp, vec, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC,    \
+                    (warpnorm::ln::kPacks<VEC, FE>), kFused)                                   \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, res_block, vec, WN_LN_MAX_BLOCK, fwd_block, T, P, VEC,   \
+                    (warpnorm::ln::kPacks<VEC, FE>), kFused)                                   \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, res_split_stats, vec, WN_LN_MAX_BLOCK, fwd_split_stats,  \
+                    T, P, VEC, (warpnorm::ln::kPacks<VEC, FE>), kFused)
+/** The scalar variant's plain forward kernels take the residual at run time (kRuntime). */
+#define WN_LN_RES_scalar(OP, NORM, TN, PN, T, P, VEC, FE)
 
 using WnLayerNormfwdArgs_ = WnLayerNormFwdArgs;
 using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
 
-#define WN_LN_VARIANTS(OP, NORM, TN, PN, T, P, VNAME, VEC, FE, BE)                             \
-    WN_LN_ENTRY(OP, NORM, fwd, TN, PN, subwarp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC, 1) \
-    WN_LN_ENTRY(OP, NORM, fwd, TN, PN, warp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC,    \
-                (warpnorm::ln::kPacks<VEC, FE>))                                               \
-    WN_LN_ENTRY(OP, NORM, fwd, TN, PN, block, VNAME, WN_LN_MAX_BLOCK, fwd_block, T, P, VEC,   \
-                (warpnorm::ln::kPacks<VEC, FE>))                                               \
-    WN_LN_ENTRY(OP, NORM, fwd, TN, PN, split_stats, VNAME, WN_LN_MAX_BLOCK, fwd_split_stats,  \
-                T, P, VEC, (warpnorm::ln::kPacks<VEC, FE>))                                    \
+#define WN_LN_VARIANTS(OP, NORM, TN, PN, T, P, VNAME, VEC, FE, BE, RES)                        \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, subwarp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC, 1, \
+                    RES)                                                                       \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, warp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC,      \
+                    (warpnorm::ln::kPacks<VEC, FE>), RES)                                      \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, block, VNAME, WN_LN_MAX_BLOCK, fwd_block, T, P, VEC,     \
+                    (warpnorm::ln::kPacks<VEC, FE>), RES)                                      \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, split_stats, VNAME, WN_LN_MAX_BLOCK, fwd_split_stats, T, \
+                    P, VEC, (warpnorm::ln::kPacks<VEC, FE>), RES)                              \
     WN_LN_ENTRY(OP, NORM, fwd, TN, PN, split_norm, VNAME, WN_LN_MAX_BLOCK, fwd_split_norm, T, \
                 P, VEC, (warpnorm::ln::kPacks<VEC, FE>))                                       \
-    WN_LN_ENTRY_RES(OP, NORM, TN, PN, subwarp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC, 1) \
-    WN_LN_ENTRY_RES(OP, NORM, TN, PN, warp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC,      \
-                    (warpnorm::ln::kPacks<VEC, FE>))                                           \
-    WN_LN_ENTRY_RES(OP, NORM, TN, PN, block, VNAME, WN_LN_MAX_BLOCK, fwd_block, T, P, VEC,     \
-                    (warpnorm::ln::kPacks<VEC, FE>))                                           \
-    WN_LN_ENTRY_RES(OP, NORM, TN, PN, split_stats, VNAME, WN_LN_MAX_BLOCK, fwd_split_stats, T, \
-                    P, VEC, (warpnorm::ln::kPacks<VEC, FE>))                                   \
+    WN_LN_RES_##VNAME(OP, NORM, TN, PN, T, P, VEC, FE)                                         \
     WN_LN_ENTRY(OP, NORM, bwd, TN, PN, subwarp, VNAME, WN_LN_BWD_WARP_BLOCK, bwd_warp, T, P,  \
                 VEC, 1)                                                                        \
     WN_LN_ENTRY(OP, NORM, bwd, TN, PN, warp, VNAME, WN_LN_BWD_WARP_BLOCK, bwd_warp, T, P, VEC, \
@@ -1201,9 +1233,9 @@ using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
 
 #define WN_LN_DTYPE_PAIR(OP, NORM, TN, PN, T, P)                                               \
     WN_LN_VARIANTS(OP, NORM, TN, PN, T, P, vec, (warpnorm::ln::kPairVec<T, P>),                \
-                   WN_LN_FWD_THREAD_ELEMS, WN_LN_BWD_ELEMS_VEC)                                \
+                   WN_LN_FWD_THREAD_ELEMS, WN_LN_BWD_ELEMS_VEC, kPlain)                        \
     WN_LN_VARIANTS(OP, NORM, TN, PN, T, P, scalar, 1, WN_LN_FWD_THREAD_ELEMS_SCALAR,           \
-                   WN_LN_BWD_THREAD_ELEMS_SCALAR)
+                   WN_LN_BWD_THREAD_ELEMS_SCALAR, kRuntime)
 
 /** Every dtype pair of one op (layer_norm / Layer, rms_norm / Rms). */
 #define WN_LN_ALL_PAIRS(OP, NORM)                                                              \
