@@ -51,8 +51,8 @@
  * y = norm(h)` whenever its add is exact. Its own forward entry points
  * (`..._fwd_<T>_<P>_res_<tier>_vec` for subwarp, warp, block and split_stats; a
  * runtime branch in the plain vector kernels cost them registers and issue slots in the
- * performance model's reading; the plain scalar kernels take the residual at run time,
- * ResMode): every tier loads the residual's full packs raw next to x's
+ * performance model's reading; the plain scalar subwarp, warp and block kernels take the
+ * residual at run time, ResMode, and split_stats_scalar has a res_ entry too): every tier loads the residual's full packs raw next to x's
  * (tile_load_raw, all before any is converted), with the same vector width (the planner
  * requires x, residual, h, y congruent for the vec variant); the split tier stores h in split_stats and the plain split_norm
  * normalizes it. Backward is a runtime choice (a.dh 0: none; the model predicts the plain
@@ -541,7 +541,8 @@ constexpr int kResGroup =
  * run time (the plain scalar entry points, which thereby serve the fused residual add for
  * views whose addresses are not congruent mod the access width: one entry point instead of
  * two for that rare path; the vector variants keep their own, as a runtime branch cost the
- * plain vector kernels registers and issue slots in the performance model's reading).
+ * plain vector kernels registers and issue slots in the performance model's reading; the
+ * scalar split_stats keeps a fused entry point too, as its runtime branch spilled on sm_100).
  */
 enum ResMode : int { kPlain = 0, kFused = 1, kRuntime = 2 };
 
@@ -1194,8 +1195,14 @@ constexpr int kPacks = ELEMS / VEC;
                     (warpnorm::ln::kPacks<VEC, FE>), kFused)                                   \
     WN_LN_ENTRY_FWD(OP, NORM, TN, PN, res_split_stats, vec, WN_LN_MAX_BLOCK, fwd_split_stats,  \
                     T, P, VEC, (warpnorm::ln::kPacks<VEC, FE>), kFused)
-/** The scalar variant's plain forward kernels take the residual at run time (kRuntime). */
-#define WN_LN_RES_scalar(OP, NORM, TN, PN, T, P, VEC, FE)
+/**
+ * The scalar variant's plain subwarp, warp and block kernels take the residual at run time
+ * (kRuntime); split_stats keeps its own fused entry point (with the runtime branch, the
+ * 16-bit LayerNorm split_stats spilled 8 bytes on sm_100).
+ */
+#define WN_LN_RES_scalar(OP, NORM, TN, PN, T, P, VEC, FE)                                      \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, res_split_stats, scalar, WN_LN_MAX_BLOCK,                \
+                    fwd_split_stats, T, P, VEC, (warpnorm::ln::kPacks<VEC, FE>), kFused)
 
 using WnLayerNormfwdArgs_ = WnLayerNormFwdArgs;
 using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
@@ -1208,7 +1215,7 @@ using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
     WN_LN_ENTRY_FWD(OP, NORM, TN, PN, block, VNAME, WN_LN_MAX_BLOCK, fwd_block, T, P, VEC,     \
                     (warpnorm::ln::kPacks<VEC, FE>), RES)                                      \
     WN_LN_ENTRY_FWD(OP, NORM, TN, PN, split_stats, VNAME, WN_LN_MAX_BLOCK, fwd_split_stats, T, \
-                    P, VEC, (warpnorm::ln::kPacks<VEC, FE>), RES)                              \
+                    P, VEC, (warpnorm::ln::kPacks<VEC, FE>), kPlain)                           \
     WN_LN_ENTRY(OP, NORM, fwd, TN, PN, split_norm, VNAME, WN_LN_MAX_BLOCK, fwd_split_norm, T, \
                 P, VEC, (warpnorm::ln::kPacks<VEC, FE>))                                       \
     WN_LN_RES_##VNAME(OP, NORM, TN, PN, T, P, VEC, FE)                                         \

@@ -41,9 +41,10 @@ pub mod plan;
 pub use desc::{Problem, RmsNormDesc, DEFAULT_EPS};
 pub use module::{ForwardOutput, GradientBuffers, Gradients, RmsNorm, SavedStats};
 pub use ops::{
-    backward, backward_in_place, backward_workspace_bytes, forward, forward_in_place,
-    forward_workspace_bytes, BackwardBuffers, BackwardInPlaceBuffers, ForwardBuffers,
-    ForwardInPlaceBuffers,
+    backward, backward_in_place, backward_residual, backward_workspace_bytes, forward,
+    forward_in_place, forward_residual, forward_workspace_bytes, BackwardBuffers,
+    BackwardInPlaceBuffers, BackwardResidualBuffers, ForwardBuffers, ForwardInPlaceBuffers,
+    ForwardResidualBuffers, ResidualIo,
 };
 pub use plan::{
     plan_backward, plan_backward_checked, plan_backward_residual, plan_backward_residual_checked,

@@ -8,6 +8,7 @@ mod fixtures;
 mod gpu;
 mod plan;
 mod residual;
+mod residual_gpu;
 mod sim;
 mod sim_huge;
 mod support;

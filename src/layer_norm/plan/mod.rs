@@ -300,10 +300,11 @@ pub(crate) fn plan_forward_res_of(
         bias: r.and_then(|r| r.bias).unwrap_or(0),
         h: r.map_or(0, |r| r.h),
     };
-    // The fused residual add's forward kernels: `..._res_<tier>_vec`; the plain scalar kernels
-    // take the residual at run time (`args.residual` set).
+    // The fused residual add's forward kernels: `..._res_<tier>_vec` and
+    // `..._res_split_stats_scalar`; the plain scalar subwarp, warp and block kernels take the
+    // residual at run time (`args.residual` set).
     let res_tier = |tier: &str| {
-        if r.is_some() && vec {
+        if r.is_some() && (vec || tier == "split_stats") {
             format!("res_{tier}")
         } else {
             tier.to_string()
