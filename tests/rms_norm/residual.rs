@@ -718,8 +718,9 @@ fn sim_fused_residual_every_tier_and_dtype() {
     for tier in ["subwarp", "warp", "block"] {
         for op in ["layer_norm", "rms_norm"] {
             assert!(
-                ran.iter().any(|k| k.starts_with(&format!("warpnorm_{op}_fwd_"))
-                    && k.ends_with(&format!("_{tier}_scalar"))),
+                ran.iter()
+                    .any(|k| k.starts_with(&format!("warpnorm_{op}_fwd_"))
+                        && k.ends_with(&format!("_{tier}_scalar"))),
                 "{op} fused residual forward never ran the scalar {tier} tier"
             );
         }

@@ -313,7 +313,11 @@ fn run<T: Element, P: Element>(
             Vec::new()
         },
         rstd: rstd.get(s),
-        dx: if fused && in_place { dh.get(s) } else { dx.get(s) },
+        dx: if fused && in_place {
+            dh.get(s)
+        } else {
+            dx.get(s)
+        },
         dgamma: dgamma.get(s),
         dbeta: if c.op == Op::Layer {
             dbeta.get(s)
@@ -329,7 +333,11 @@ fn ws_view(ws: &mut CudaSlice<u8>, len: usize) -> Option<CudaViewMut<'_, u8>> {
 }
 
 fn same(what: &str, a: &[f64], b: &[f64]) -> Result<(), String> {
-    match a.iter().zip(b).position(|(p, q)| p.to_bits() != q.to_bits()) {
+    match a
+        .iter()
+        .zip(b)
+        .position(|(p, q)| p.to_bits() != q.to_bits())
+    {
         None if a.len() == b.len() => Ok(()),
         None => Err(format!("{what}: {} values against {}", a.len(), b.len())),
         Some(i) => Err(format!("{what}[{i}]: {} against {}", a[i], b[i])),
@@ -358,7 +366,9 @@ fn check<T: Element, P: Element>(s: &Arc<CudaStream>, c: &Case) -> Result<(), St
         let want = p + d;
         let bound = u * (2.0 * p.abs() * (1.0 + u) + want.abs()) * (1.0 + 4.0 * u) + 1e-30;
         if (g - want).abs() > bound || !g.is_finite() {
-            return Err(ctx(format!("dx[{i}] {g}, plain dx + dh {want}, bound {bound}")));
+            return Err(ctx(format!(
+                "dx[{i}] {g}, plain dx + dh {want}, bound {bound}"
+            )));
         }
     }
     // In place, and a rerun: the same bits.
@@ -406,7 +416,7 @@ fn fused_residual_ops_on_gpu() {
                     rows,
                     cols,
                     off: (k % 2) as usize,
-                    bias: k % 3 != 0,
+                    bias: !k.is_multiple_of(3),
                     seed: k,
                 };
                 if let Err(e) = check_dyn(&s, &c, dtype, param) {
@@ -452,7 +462,10 @@ fn fused_residual_bad_buffers_rejected() {
         },
     )
     .unwrap_err();
-    assert!(matches!(e, Error::Length { ref what, .. } if what == "h"), "{e}");
+    assert!(
+        matches!(e, Error::Length { ref what, .. } if what == "h"),
+        "{e}"
+    );
     let mut h = Buf::<f32>::out(&s, n, 0);
     let bias = Buf::new(&s, &vec![0.5f32; cols + 1], 0);
     let ldesc =
@@ -473,7 +486,10 @@ fn fused_residual_bad_buffers_rejected() {
         },
     )
     .unwrap_err();
-    assert!(matches!(e, Error::Length { ref what, .. } if what == "bias"), "{e}");
+    assert!(
+        matches!(e, Error::Length { ref what, .. } if what == "bias"),
+        "{e}"
+    );
     assert!(y.get(&s).iter().all(|&v| v == -7.0), "y was written");
     assert!(h.get(&s).iter().all(|&v| v == -7.0), "h was written");
 }
