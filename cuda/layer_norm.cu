@@ -46,6 +46,18 @@
  * row, written and read once; at most 1/8 of the minimum for few rows, ~1 % at 16384 rows on
  * an H200, see src/layer_norm/plan.rs); split
  * tiers read x (and dy) twice. gamma/beta are re-read per row from L1/L2.
+ * Fused residual add: forward h = (x + residual) + bias in f32, rounded once to T and
+ * stored, then y = norm(stored h) - equal to PyTorch's unfused `h = x + residual;
+ * y = norm(h)` whenever its add is exact. Its own forward entry points
+ * (`..._fwd_<T>_<P>_res_<tier>_vec` for subwarp, warp, block and split_stats; a
+ * runtime branch in the plain vector kernels cost them registers and issue slots in the
+ * performance model's reading; the plain scalar subwarp, warp and block kernels take the
+ * residual at run time, ResMode, and split_stats_scalar has a res_ entry too): every tier loads the residual's full packs raw next to x's
+ * (tile_load_raw, all before any is converted), with the same vector width (the planner
+ * requires x, residual, h, y congruent for the vec variant); the split tier stores h in split_stats and the plain split_norm
+ * normalizes it. Backward is a runtime choice (a.dh 0: none; the model predicts the plain
+ * backward unchanged): x = h, and dh is added to dx in f32 before dx's one rounding.
+ * Bytes moved with it: fwd read x, residual + write h, y; bwd read h, dy, dh + write dx.
  * Benchmark: `cargo bench --bench layer_norm`.
  * RMSNorm (cuda/rms_norm.cu) reuses every body here through the compile-time op ln::Norm:
  * with WN_LN_BODIES_ONLY defined this file defines the bodies and entry macros only.
@@ -424,17 +436,147 @@ __device__ __forceinline__ void mean_pair(const TileStats& st, float& hi, float&
     two_sum(hi, lo + st.c_lo, hi, lo);
 }
 
+/** Loads one pack of a segment (columns [lo, lo + VEC), 0 outside [0, n)) as floats. */
+template <typename T, int VEC>
+__device__ __forceinline__ void pack_load(const T* base, int64_t lo, int64_t n,
+                                          float (&out)[VEC]) {
+    if (lo >= 0 && lo + VEC <= n) {
+        const Pack<T, VEC> pack = load_pack<T, VEC>(base + lo);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) out[i] = to_float(pack.v[i]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) out[i] = in_seg(lo + i, n) ? to_float(base[lo + i]) : 0.0f;
+    }
+}
+
 /**
- * One full row held by a team: statistics, saved mean/rstd (when given), normalized output.
+ * Fused residual add (a.residual set): loads the held segment at element offset `off` of the
+ * activations as h instead of x. h = (x + residual) + bias is formed in f32 and rounded once
+ * to T (the only rounding: x and residual widen exactly), stored to a.h at the same offset,
+ * and held (as floats) in `v`, so that the statistics and the output are those of the stored
+ * h. `bias` points at the parameter of the segment's column 0 (null when absent). Columns
+ * outside the segment hold 0, as after tile_load.
+ *
+ * The loads in tile_load's form, in groups of KC packs: every full pack of x and of the
+ * residual in a group is issued raw (as tile_load_raw) before any is converted, 2 * KC vector
+ * loads in flight per thread; then a pack at a time the two are widened (the packs at the
+ * segment's ends element by element under the bound, as tile_convert), h formed, rounded,
+ * stored (store_vec) and held. KC == NPACK for the warp tiers (255 registers) and the
+ * scalar variant (NPACK / 4 spilled LayerNorm's 16-bit split_stats on sm_100); the vector
+ * block tiers (128 registers at 512 threads) take KC == NPACK / 4 (at least 1): with
+ * NPACK / 2 the LayerNorm f32 and bf16/f32 block kernels spilled on sm_90 (20 and 32
+ * bytes), with NPACK / 4 they use 120 registers.
  */
-template <Norm N, typename T, typename P, int VEC, int NPACK, class Team>
+template <typename T, typename P, int VEC, int NPACK, int KC>
+__device__ __forceinline__ void load_residual(const WnLayerNormFwdArgs& a, int64_t off,
+                                              const P* bias, const TileGeom& g,
+                                              float (&v)[NPACK][VEC]) {
+    static_assert(KC >= 1 && NPACK % KC == 0, "whole groups of packs");
+    const T* xp = reinterpret_cast<const T*>(a.x) + off;
+    const T* res = reinterpret_cast<const T*>(a.residual) + off;
+    T* hp = reinterpret_cast<T*>(a.h) + off;
+#pragma unroll
+    for (int k0 = 0; k0 < NPACK; k0 += KC) {
+        Pack<T, VEC> rx[KC], rr[KC];
+#pragma unroll
+        for (int j = 0; j < KC; ++j) {
+            if (full_pack<VEC>(g, k0 + j)) {
+                rx[j] = load_pack<T, VEC>(xp + g.lo<VEC>(k0 + j));
+                rr[j] = load_pack<T, VEC>(res + g.lo<VEC>(k0 + j));
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < KC; ++j) {
+            const int k = k0 + j;
+            const int64_t lo = g.lo<VEC>(k);
+            if (lo >= g.n) {
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) v[k][i] = 0.0f;
+                continue;
+            }
+            const bool full = full_pack<VEC>(g, k);
+            float b[VEC];
+            if (bias != nullptr) param_load<P, VEC>(bias, lo, g.n, b, 0.0f);
+            Pack<T, VEC> pack;
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) {
+                const bool in = full || in_seg(lo + i, g.n);
+                float h;
+                if (full) {
+                    h = to_float(rx[j].v[i]) + to_float(rr[j].v[i]);
+                } else {
+                    h = in ? to_float(xp[lo + i]) + to_float(res[lo + i]) : 0.0f;
+                }
+                if (bias != nullptr) h += b[i];
+                pack.v[i] = from_float<T>(h);
+                v[k][i] = in ? to_float(pack.v[i]) : 0.0f;
+            }
+            if (full) {
+                store_vec<T, VEC>(hp + lo, pack);
+            } else {
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) {
+                    if (in_seg(lo + i, g.n)) hp[lo + i] = pack.v[i];
+                }
+            }
+        }
+    }
+}
+
+/** True for the subwarp / warp tiers' team. */
+template <class Team>
+constexpr bool kIsGroupTeam = false;
+template <>
+constexpr bool kIsGroupTeam<GroupTeam> = true;
+
+/** load_residual's packs per load group for a team (see there). */
+template <class Team, int VEC, int NPACK>
+constexpr int kResGroup =
+    !kIsBlockTeam<Team> || VEC == 1 ? NPACK : (NPACK % 4 == 0 ? NPACK / 4 : 1);
+
+/**
+ * How a forward body gets its row: kPlain reads x; kFused forms h = x + residual (+ bias)
+ * (load_residual; the `..._res_<tier>_vec` entry points); kRuntime chooses by a.residual at
+ * run time (the plain scalar entry points, which thereby serve the fused residual add for
+ * views whose addresses are not congruent mod the access width: one entry point instead of
+ * two for that rare path; the vector variants keep their own, as a runtime branch cost the
+ * plain vector kernels registers and issue slots in the performance model's reading; the
+ * scalar split_stats keeps a fused entry point too, as its runtime branch spilled on sm_100).
+ */
+enum ResMode : int { kPlain = 0, kFused = 1, kRuntime = 2 };
+
+/** Fills `v` with the row segment at element offset `off`: x, or h (load_residual). */
+template <int kRes, class Team, typename T, typename P, int VEC, int NPACK>
+__device__ __forceinline__ void fwd_load(const WnLayerNormFwdArgs& a, int64_t off,
+                                         const P* bias, const TileGeom& g,
+                                         float (&v)[NPACK][VEC]) {
+    constexpr int KC = kResGroup<Team, VEC, NPACK>;
+    if constexpr (kRes == kFused) {
+        load_residual<T, P, VEC, NPACK, KC>(a, off, bias, g, v);
+    } else if constexpr (kRes == kRuntime) {
+        if (a.residual != 0) {  // uniform
+            load_residual<T, P, VEC, NPACK, KC>(a, off, bias, g, v);
+        } else {
+            tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, v);
+        }
+    } else {
+        tile_load<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, v);
+    }
+}
+
+/**
+ * One full row held by a team: statistics, saved mean/rstd (when given), normalized output
+ * (of h = x + residual (+ bias), stored first, when a.residual is set).
+ */
+template <Norm N, typename T, typename P, int VEC, int NPACK, int kRes, class Team>
 __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row, bool active,
                                         const Team& team, int t, int team_size) {
     const int64_t off = row * a.cols;
     const T* xr = reinterpret_cast<const T*>(a.x) + off;
     const TileGeom g{active ? a.cols : 0, head_offset<T, VEC>(xr), t, team_size};
     float v[NPACK][VEC];
-    tile_load<T, VEC, NPACK>(xr, g, v);
+    fwd_load<kRes, Team, T, P, VEC, NPACK>(a, off, reinterpret_cast<const P*>(a.bias), g, v);
     constexpr bool kExact = kExactOut<T>;
     const TileStats st =
         tile_stats<N, kExact, VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
@@ -457,8 +599,11 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
     tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.y) + off, g, v);
 }
 
-/** subwarp / warp tiers: groups of a.group lanes per row, grid-stride over rows. */
-template <Norm N, typename T, typename P, int VEC, int NPACK>
+/**
+ * subwarp / warp tiers: groups of a.group lanes per row, grid-stride over rows. kRes: the
+ * fused residual add's variant (entry points `..._res_<tier>_...`).
+ */
+template <Norm N, typename T, typename P, int VEC, int NPACK, int kRes = kPlain>
 __device__ __forceinline__ void fwd_warp(const WnLayerNormFwdArgs& a) {
     const int g = static_cast<int>(a.group);
     const int lane = threadIdx.x & 31;
@@ -469,17 +614,17 @@ __device__ __forceinline__ void fwd_warp(const WnLayerNormFwdArgs& a) {
     for (int64_t base = blockIdx.x * per_block + (threadIdx.x >> 5) * per_warp; base < a.rows;
          base += static_cast<int64_t>(gridDim.x) * per_block) {
         const int64_t row = base + lane / g;
-        fwd_row<N, T, P, VEC, NPACK>(a, row, row < a.rows, team, lane & (g - 1), g);
+        fwd_row<N, T, P, VEC, NPACK, kRes>(a, row, row < a.rows, team, lane & (g - 1), g);
     }
 }
 
-/** block tier: one row per block, grid-stride over rows. */
-template <Norm N, typename T, typename P, int VEC, int NPACK>
+/** block tier: one row per block, grid-stride over rows (kRes: as fwd_warp). */
+template <Norm N, typename T, typename P, int VEC, int NPACK, int kRes = kPlain>
 __device__ __forceinline__ void fwd_block(const WnLayerNormFwdArgs& a) {
     __shared__ float scratch[64];
     const BlockTeam team{scratch};
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-        fwd_row<N, T, P, VEC, NPACK>(a, row, true, team, threadIdx.x, blockDim.x);
+        fwd_row<N, T, P, VEC, NPACK, kRes>(a, row, true, team, threadIdx.x, blockDim.x);
     }
 }
 
@@ -492,21 +637,26 @@ __device__ __forceinline__ int64_t chunk_len(int64_t c, int64_t chunk, int64_t c
 /**
  * split tier, pass 1: statistics of chunk blockIdx.y of each row (tile_stats), stored as the
  * float4 (mean hi, mean lo, m2 / D, its lo part): the chunk mean as an unevaluated pair, and the chunk's
- * share of the row variance (finite whenever the row variance is).
+ * share of the row variance (finite whenever the row variance is). kRes: the fused residual
+ * add's variant, which stores h (split_norm, the plain kernel, then normalizes it: the
+ * planner passes h as its x).
  */
-template <Norm N, typename T, typename P, int VEC, int NPACK>
+template <Norm N, typename T, typename P, int VEC, int NPACK, int kRes = kPlain>
 __device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
     __shared__ float scratch[64];
     const BlockTeam team{scratch};
     const int64_t c = blockIdx.y;
     const int64_t n = chunk_len(c, a.chunk, a.cols);
     float4* part = reinterpret_cast<float4*>(a.partials);
+    const P* bias = a.bias ? reinterpret_cast<const P*>(a.bias) + c * a.chunk : nullptr;
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-        const T* xs = reinterpret_cast<const T*>(a.x) + row * a.cols + c * a.chunk;
+        const int64_t off = row * a.cols + c * a.chunk;
+        const T* xs = reinterpret_cast<const T*>(a.x) + off;
         const TileGeom g{n, head_offset<T, VEC>(xs), static_cast<int>(threadIdx.x),
                          static_cast<int>(blockDim.x)};
         float v[NPACK][VEC];
-        tile_load<T, VEC, NPACK>(xs, g, v);
+        // Fused residual add: this pass stores h, split_norm reads it back.
+        fwd_load<kRes, BlockTeam, T, P, VEC, NPACK>(a, off, bias, g, v);
         const TileStats st =
             tile_stats<N, kExactOut<T>, VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
         if (threadIdx.x == 0) {
@@ -551,7 +701,10 @@ __device__ __forceinline__ void merge_chunks(const float4* part, int64_t splits,
     }
 }
 
-/** split tier, pass 2: merge the row's chunk statistics in a fixed order, normalize a chunk. */
+/**
+ * split tier, pass 2: merge the row's chunk statistics in a fixed order, normalize a chunk
+ * (of x; for the fused residual add the planner passes h, as split_stats stored it, as x).
+ */
 template <Norm N, typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
     const int64_t c = blockIdx.y;
@@ -667,6 +820,64 @@ __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)
 }
 
 /**
+ * Fused residual add, backward (a.dh set): adds the gradient arriving on h, at element offset
+ * `off`, to the segment's dx held in `v` (f32, before dx's one rounding). A pack at a time.
+ */
+template <typename T, int VEC, int NPACK>
+__device__ __forceinline__ void add_dh(const WnLayerNormBwdArgs& a, int64_t off,
+                                       const TileGeom& g, float (&v)[NPACK][VEC]) {
+    const T* dh = reinterpret_cast<const T*>(a.dh) + off;
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const int64_t lo = g.lo<VEC>(k);
+        if (lo >= g.n) continue;
+        float d[VEC];
+        pack_load<T, VEC>(dh, lo, g.n, d);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) v[k][i] += d[i];
+    }
+}
+
+/**
+ * Rounds and stores the segment's dx held in `v` at element offset `off` (tile_store), with
+ * the fused residual add's gradient arriving on h (a.dh set: a uniform branch) added in f32
+ * before the one rounding, a pack at a time: each dh pack is loaded just before its dx pack
+ * is stored, so that no dh tile is held (the 16-bit warp backward sits at its 128-register
+ * bound).
+ */
+template <typename T, int VEC, int NPACK>
+__device__ __forceinline__ void store_dx(const WnLayerNormBwdArgs& a, int64_t off,
+                                         const TileGeom& g, const float (&v)[NPACK][VEC]) {
+    T* dx = reinterpret_cast<T*>(a.dx) + off;
+    if (a.dh == 0) {
+        tile_store<T, VEC, NPACK>(dx, g, v);
+        return;
+    }
+    // dx's addresses from dh's plus one uniform byte distance (from the kernel parameters), so
+    // that the loop holds one pointer: with two the 16-bit warp backward spilled on sm_100.
+    const T* dh = reinterpret_cast<const T*>(a.dh) + off;
+    const int64_t dist = static_cast<int64_t>(a.dx) - static_cast<int64_t>(a.dh);
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const int64_t lo = g.lo<VEC>(k);
+        const T* hp = dh + lo;
+        T* xp = reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(hp) + dist);
+        if (lo >= 0 && lo + VEC <= g.n) {
+            const Pack<T, VEC> d = load_pack<T, VEC>(hp);
+            Pack<T, VEC> pack;
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) pack.v[i] = from_float<T>(v[k][i] + to_float(d.v[i]));
+            store_vec<T, VEC>(xp, pack);
+        } else {
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) {
+                if (in_seg(lo + i, g.n)) xp[i] = from_float<T>(v[k][i] + to_float(hp[i]));
+            }
+        }
+    }
+}
+
+/**
  * Head offset (elements after the previous VEC * sizeof(T)-byte boundary) of row `row` of x;
  * dy and dx share it (the planner requires the three congruent mod that width). Integer
  * arithmetic only,
@@ -707,7 +918,14 @@ __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row
     if (!active) return;
     const float inv_n = 1.0f / static_cast<float>(a.cols);
     bwd_dx<N, P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);
-    tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.dx) + base, g, x);
+    if constexpr (!kIsGroupTeam<Team>) {
+        // The block tier keeps the dh add apart from the store (store_dx's form spilled its
+        // f32-parameter kernels on sm_100; this one spills the 16-bit warp kernels there).
+        if (a.dh != 0) add_dh<T, VEC, NPACK>(a, base, g, x);  // uniform: fused residual add
+        tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.dx) + base, g, x);
+    } else {
+        store_dx<T, VEC, NPACK>(a, base, g, x);  // + dh: the fused residual add
+    }
 }
 
 /**
@@ -895,7 +1113,7 @@ __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
         const float mean = N == Norm::Layer ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
         const float rstd = reinterpret_cast<const float*>(a.rstd)[row];
         bwd_dx<N, P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);
-        tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.dx) + off, g, x);
+        store_dx<T, VEC, NPACK>(a, off, g, x);  // + dh: the fused residual add
     }
     store_partials<P, VEC, NPACK>(a, g, 0, 1, c * a.chunk, acc, smem);
 }
@@ -957,19 +1175,50 @@ constexpr int kPacks = ELEMS / VEC;
         warpnorm::ln::BODY<warpnorm::ln::Norm::NORM, T, P, VEC, NPACK>(a);                     \
     }
 
+/**
+ * A forward entry point of a body that takes a ResMode: warpnorm_<op>_fwd_<T>_<P>_<NAME>_<v>,
+ * NAME the tier (RES kPlain for vec, kRuntime for scalar) or res_<tier> (RES kFused).
+ */
+#define WN_LN_ENTRY_FWD(OP, NORM, TN, PN, NAME, VNAME, BOUND, BODY, T, P, VEC, NPACK, RES)      \
+    extern "C" __global__ void __launch_bounds__(BOUND, 1)                                     \
+        warpnorm_##OP##_fwd_##TN##_##PN##_##NAME##_##VNAME(const WnLayerNormFwdArgs a) {      \
+        warpnorm::ln::BODY<warpnorm::ln::Norm::NORM, T, P, VEC, NPACK, warpnorm::ln::RES>(a);  \
+    }
+
+/** The fused residual add's forward entry points (`res_<tier>`): the vector variant only. */
+#define WN_LN_RES_vec(OP, NORM, TN, PN, T, P, VEC, FE)                                         \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, res_subwarp, vec, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC, \
+                    1, kFused)                                                                 \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, res_warp, vec, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC,    \
+                    (warpnorm::ln::kPacks<VEC, FE>), kFused)                                   \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, res_block, vec, WN_LN_MAX_BLOCK, fwd_block, T, P, VEC,   \
+                    (warpnorm::ln::kPacks<VEC, FE>), kFused)                                   \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, res_split_stats, vec, WN_LN_MAX_BLOCK, fwd_split_stats,  \
+                    T, P, VEC, (warpnorm::ln::kPacks<VEC, FE>), kFused)
+/**
+ * The scalar variant's plain subwarp, warp and block kernels take the residual at run time
+ * (kRuntime); split_stats keeps its own fused entry point (with the runtime branch, the
+ * 16-bit LayerNorm split_stats spilled 8 bytes on sm_100).
+ */
+#define WN_LN_RES_scalar(OP, NORM, TN, PN, T, P, VEC, FE)                                      \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, res_split_stats, scalar, WN_LN_MAX_BLOCK,                \
+                    fwd_split_stats, T, P, VEC, (warpnorm::ln::kPacks<VEC, FE>), kFused)
+
 using WnLayerNormfwdArgs_ = WnLayerNormFwdArgs;
 using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
 
-#define WN_LN_VARIANTS(OP, NORM, TN, PN, T, P, VNAME, VEC, FE, BE)                             \
-    WN_LN_ENTRY(OP, NORM, fwd, TN, PN, subwarp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC, 1) \
-    WN_LN_ENTRY(OP, NORM, fwd, TN, PN, warp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC,    \
-                (warpnorm::ln::kPacks<VEC, FE>))                                               \
-    WN_LN_ENTRY(OP, NORM, fwd, TN, PN, block, VNAME, WN_LN_MAX_BLOCK, fwd_block, T, P, VEC,   \
-                (warpnorm::ln::kPacks<VEC, FE>))                                               \
-    WN_LN_ENTRY(OP, NORM, fwd, TN, PN, split_stats, VNAME, WN_LN_MAX_BLOCK, fwd_split_stats,  \
-                T, P, VEC, (warpnorm::ln::kPacks<VEC, FE>))                                    \
+#define WN_LN_VARIANTS(OP, NORM, TN, PN, T, P, VNAME, VEC, FE, BE, RES)                        \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, subwarp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC, 1, \
+                    RES)                                                                       \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, warp, VNAME, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC,      \
+                    (warpnorm::ln::kPacks<VEC, FE>), RES)                                      \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, block, VNAME, WN_LN_MAX_BLOCK, fwd_block, T, P, VEC,     \
+                    (warpnorm::ln::kPacks<VEC, FE>), RES)                                      \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, split_stats, VNAME, WN_LN_MAX_BLOCK, fwd_split_stats, T, \
+                    P, VEC, (warpnorm::ln::kPacks<VEC, FE>), kPlain)                           \
     WN_LN_ENTRY(OP, NORM, fwd, TN, PN, split_norm, VNAME, WN_LN_MAX_BLOCK, fwd_split_norm, T, \
                 P, VEC, (warpnorm::ln::kPacks<VEC, FE>))                                       \
+    WN_LN_RES_##VNAME(OP, NORM, TN, PN, T, P, VEC, FE)                                         \
     WN_LN_ENTRY(OP, NORM, bwd, TN, PN, subwarp, VNAME, WN_LN_BWD_WARP_BLOCK, bwd_warp, T, P,  \
                 VEC, 1)                                                                        \
     WN_LN_ENTRY(OP, NORM, bwd, TN, PN, warp, VNAME, WN_LN_BWD_WARP_BLOCK, bwd_warp, T, P, VEC, \
@@ -991,9 +1240,9 @@ using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
 
 #define WN_LN_DTYPE_PAIR(OP, NORM, TN, PN, T, P)                                               \
     WN_LN_VARIANTS(OP, NORM, TN, PN, T, P, vec, (warpnorm::ln::kPairVec<T, P>),                \
-                   WN_LN_FWD_THREAD_ELEMS, WN_LN_BWD_ELEMS_VEC)                                \
+                   WN_LN_FWD_THREAD_ELEMS, WN_LN_BWD_ELEMS_VEC, kPlain)                        \
     WN_LN_VARIANTS(OP, NORM, TN, PN, T, P, scalar, 1, WN_LN_FWD_THREAD_ELEMS_SCALAR,           \
-                   WN_LN_BWD_THREAD_ELEMS_SCALAR)
+                   WN_LN_BWD_THREAD_ELEMS_SCALAR, kRuntime)
 
 /** Every dtype pair of one op (layer_norm / Layer, rms_norm / Rms). */
 #define WN_LN_ALL_PAIRS(OP, NORM)                                                              \

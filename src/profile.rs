@@ -58,6 +58,14 @@ pub(crate) enum Op {
     RmsNormModuleForward,
     /// `RmsNorm::backward` (module).
     RmsNormModuleBackward,
+    /// Functional `layer_norm::forward_residual` (the fused residual add).
+    LayerNormForwardResidual,
+    /// Functional `layer_norm::backward_residual`.
+    LayerNormBackwardResidual,
+    /// Functional `rms_norm::forward_residual`.
+    RmsNormForwardResidual,
+    /// Functional `rms_norm::backward_residual`.
+    RmsNormBackwardResidual,
 }
 
 impl Op {
@@ -76,6 +84,10 @@ impl Op {
             Op::RmsNormBackward => "rms_norm.backward",
             Op::RmsNormModuleForward => "RmsNorm.forward",
             Op::RmsNormModuleBackward => "RmsNorm.backward",
+            Op::LayerNormForwardResidual => "layer_norm.forward_residual",
+            Op::LayerNormBackwardResidual => "layer_norm.backward_residual",
+            Op::RmsNormForwardResidual => "rms_norm.forward_residual",
+            Op::RmsNormBackwardResidual => "rms_norm.backward_residual",
         }
     }
 
@@ -85,12 +97,12 @@ impl Op {
     #[cfg_attr(not(feature = "nvtx"), allow(dead_code))]
     const fn argb(self) -> u32 {
         match self {
-            Op::LayerNormForward => 0xff4a90d9,
-            Op::LayerNormBackward => 0xff1f5f9f,
+            Op::LayerNormForward | Op::LayerNormForwardResidual => 0xff4a90d9,
+            Op::LayerNormBackward | Op::LayerNormBackwardResidual => 0xff1f5f9f,
             Op::BatchNormForward => 0xff5cb85c,
             Op::BatchNormBackward => 0xff2e7d32,
-            Op::RmsNormForward => 0xffe69a28,
-            Op::RmsNormBackward => 0xffa86400,
+            Op::RmsNormForward | Op::RmsNormForwardResidual => 0xffe69a28,
+            Op::RmsNormBackward | Op::RmsNormBackwardResidual => 0xffa86400,
             Op::LayerNormModuleForward
             | Op::LayerNormModuleBackward
             | Op::BatchNormModuleForward
@@ -211,6 +223,10 @@ fn span<D: Describe + ?Sized>(name: &Name<'_, D>) -> tracing::Span {
         RmsNormBackward => "rms_norm.backward",
         RmsNormModuleForward => "RmsNorm.forward",
         RmsNormModuleBackward => "RmsNorm.backward",
+        LayerNormForwardResidual => "layer_norm.forward_residual",
+        LayerNormBackwardResidual => "layer_norm.backward_residual",
+        RmsNormForwardResidual => "rms_norm.forward_residual",
+        RmsNormBackwardResidual => "rms_norm.backward_residual",
     }
 }
 

@@ -55,6 +55,19 @@ typedef struct WnLayerNormFwdArgs {
     float eps;
     /** Warp tiers: lanes per row (a power of two <= 32); 0 otherwise. */
     uint32_t group;
+    /**
+     * Fused residual add (the `..._res_<tier>_...` entry points; 0 for the others):
+     * residual, activation dtype, rows * cols. Those kernels form h = (x + residual) + bias in
+     * f32, round it once to the activation dtype, store it to `h` and normalize the stored h.
+     */
+    wn_devptr residual;
+    /** Fused residual add: bias added to h, parameter dtype, cols elements, or 0 (none). */
+    wn_devptr bias;
+    /**
+     * Fused residual add: h (written), activation dtype, rows * cols; set exactly when
+     * `residual` is (the split tier's second pass, a plain kernel, gets h as its x).
+     */
+    wn_devptr h;
 } WnLayerNormFwdArgs;
 
 /**
@@ -101,6 +114,12 @@ typedef struct WnLayerNormBwdArgs {
     uint32_t group;
     /** Explicit padding. */
     uint32_t _pad;
+    /**
+     * Fused residual add: the gradient arriving on h, activation dtype, rows * cols, or 0
+     * (none). Added in f32 to the normalization's dx before its one rounding: dx is then the
+     * gradient of h (and of x and of the residual). `x` is h, as the forward stored it.
+     */
+    wn_devptr dh;
 } WnLayerNormBwdArgs;
 
 /**

@@ -1,5 +1,6 @@
 //! Every call into warpnorm's planning API, in this one file: the cases the model predicts
-//! (op x shape x dtype pair, planned for a device) and the DRAM bytes of each launch, which
+//! (op x shape x dtype pair, planned for a device; LayerNorm and RMSNorm also with the fused
+//! residual forward) and the DRAM bytes of each launch, which
 //! depend on the kernels' names and argument structs.
 //!
 //! Shapes: the benches' (benches/layer_norm.rs, benches/batch_norm.rs), the LayerNorm row
@@ -9,7 +10,7 @@
 
 use warpnorm::batch_norm::{self as bn, BatchNormDesc, Layout, Mode};
 use warpnorm::copy::plan_copy;
-use warpnorm::layer_norm::{self as ln, Affine, Direction, LayerNormDesc};
+use warpnorm::layer_norm::{self as ln, Affine, Direction, LayerNormDesc, ResidualPtrs};
 use warpnorm::rms_norm::{self as rms, RmsNormDesc};
 use warpnorm::{DType, DeviceProps, Launch, Plan};
 
@@ -34,6 +35,10 @@ pub enum Op {
     RmsFwd,
     /// RMSNorm backward (dx, dweight).
     RmsBwd,
+    /// LayerNorm forward with the fused residual add (h = x + residual + bias stored, y of h).
+    LnResFwd,
+    /// RMSNorm forward with the fused residual add (as [`Op::LnResFwd`], with a weight).
+    RmsResFwd,
 }
 
 impl Op {
@@ -49,24 +54,33 @@ impl Op {
             Op::Copy => "copy",
             Op::RmsFwd => "RMSNorm-fwd",
             Op::RmsBwd => "RMSNorm-bwd",
+            Op::LnResFwd => "LayerNorm-res-fwd",
+            Op::RmsResFwd => "RMSNorm-res-fwd",
         }
     }
 
-    /// Minimum DRAM bytes per element in units of the activation size (shared/KERNELS.md).
+    /// Minimum DRAM bytes per element in units of the activation size (shared/KERNELS.md;
+    /// the fused residual forward reads x and the residual and writes h and y, issue 17).
     pub fn min_bytes_factor(self) -> f64 {
         match self {
             Op::LnFwd | Op::RmsFwd | Op::BnEvalFwd | Op::BnEvalBwd | Op::Copy => 2.0,
             Op::LnBwd | Op::RmsBwd | Op::BnTrainFwd => 3.0,
+            Op::LnResFwd | Op::RmsResFwd => 4.0,
             Op::BnTrainBwd => 5.0,
         }
     }
 
     /// The budget (fraction of the copy roofline) issue 11 sets: 90% for LayerNorm forward and
     /// BatchNorm eval/apply passes, 85% for LayerNorm backward and BatchNorm training; RMSNorm
-    /// (issue 17) as LayerNorm.
+    /// and the fused residual forwards (issue 17) as the LayerNorm forward.
     pub fn budget(self) -> Option<f64> {
         match self {
-            Op::LnFwd | Op::RmsFwd | Op::BnEvalFwd | Op::BnEvalBwd => Some(0.90),
+            Op::LnFwd
+            | Op::RmsFwd
+            | Op::LnResFwd
+            | Op::RmsResFwd
+            | Op::BnEvalFwd
+            | Op::BnEvalBwd => Some(0.90),
             Op::LnBwd | Op::RmsBwd | Op::BnTrainFwd | Op::BnTrainBwd => Some(0.85),
             Op::Copy => None,
         }
@@ -188,6 +202,21 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
     if k.starts_with("warpnorm_copy") {
         return t(ns, ns);
     }
+    // Fused residual forward (`_res_`): x and the residual read, h written (and y with the
+    // statistics, except in split_stats, whose h the plain split_norm then reads as its x).
+    if k.starts_with("warpnorm_layer_norm_fwd") || k.starts_with("warpnorm_rms_norm_fwd") {
+        if k.contains("_res_split_stats") {
+            return t(2.0 * ns, ns);
+        }
+        if k.contains("_res_") {
+            let stats = if k.starts_with("warpnorm_layer_norm") {
+                8.0
+            } else {
+                4.0
+            };
+            return t(2.0 * ns, 2.0 * ns + stats * rows);
+        }
+    }
     if k.starts_with("warpnorm_layer_norm_fwd") {
         if k.contains("split_stats") {
             return t(ns, 0.0);
@@ -307,6 +336,12 @@ fn layer_norm(
         workspace: w,
         workspace_bytes: ws,
     };
+    // The fused residual forward: h = x + residual (no bias), h written to its own buffer.
+    let res = ResidualPtrs {
+        residual: a.next(),
+        bias: None,
+        h: a.next(),
+    };
     let shape = format!("{rows}x{cols}");
     let n = (rows * cols) as u64;
     let s = t.size() as u64;
@@ -322,10 +357,18 @@ fn layer_norm(
         )?,
         case(
             Op::LnBwd,
-            shape,
+            shape.clone(),
             dt(t, p),
             (n, s),
             ln::plan_backward(&desc, &bp, props).map_err(e)?,
+            (rf, cf),
+        )?,
+        case(
+            Op::LnResFwd,
+            shape,
+            dt(t, p),
+            (n, s),
+            ln::plan_forward_residual(&desc, &fp, &res, props).map_err(e)?,
             (rf, cf),
         )?,
     ])
@@ -366,6 +409,12 @@ fn rms_norm(
         workspace: w,
         workspace_bytes: ws,
     };
+    // The fused residual forward: h = x + residual (no bias), h written to its own buffer.
+    let res = ResidualPtrs {
+        residual: a.next(),
+        bias: None,
+        h: a.next(),
+    };
     let shape = format!("{rows}x{cols}");
     let n = (rows * cols) as u64;
     let s = t.size() as u64;
@@ -381,10 +430,18 @@ fn rms_norm(
         )?,
         case(
             Op::RmsBwd,
-            shape,
+            shape.clone(),
             dt(t, p),
             (n, s),
             rms::plan_backward(&desc, &bp, props).map_err(e)?,
+            (rf, cf),
+        )?,
+        case(
+            Op::RmsResFwd,
+            shape,
+            dt(t, p),
+            (n, s),
+            rms::plan_forward_residual(&desc, &fp, &res, props).map_err(e)?,
             (rf, cf),
         )?,
     ])

@@ -66,10 +66,16 @@ pub struct WnLayerNormFwdArgs {
     pub eps: f32,
     #[doc = " Warp tiers: lanes per row (a power of two <= 32); 0 otherwise."]
     pub group: u32,
+    #[doc = " Fused residual add (the `..._res_<tier>_...` entry points; 0 for the others):\n residual, activation dtype, rows * cols. Those kernels form h = (x + residual) + bias in\n f32, round it once to the activation dtype, store it to `h` and normalize the stored h."]
+    pub residual: wn_devptr,
+    #[doc = " Fused residual add: bias added to h, parameter dtype, cols elements, or 0 (none)."]
+    pub bias: wn_devptr,
+    #[doc = " Fused residual add: h (written), activation dtype, rows * cols; set exactly when\n `residual` is (the split tier's second pass, a plain kernel, gets h as its x)."]
+    pub h: wn_devptr,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of WnLayerNormFwdArgs"][::core::mem::size_of::<WnLayerNormFwdArgs>() - 96usize];
+    ["Size of WnLayerNormFwdArgs"][::core::mem::size_of::<WnLayerNormFwdArgs>() - 120usize];
     ["Alignment of WnLayerNormFwdArgs"][::core::mem::align_of::<WnLayerNormFwdArgs>() - 8usize];
     ["Offset of field: WnLayerNormFwdArgs::x"]
         [::core::mem::offset_of!(WnLayerNormFwdArgs, x) - 0usize];
@@ -97,6 +103,12 @@ const _: () = {
         [::core::mem::offset_of!(WnLayerNormFwdArgs, eps) - 88usize];
     ["Offset of field: WnLayerNormFwdArgs::group"]
         [::core::mem::offset_of!(WnLayerNormFwdArgs, group) - 92usize];
+    ["Offset of field: WnLayerNormFwdArgs::residual"]
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, residual) - 96usize];
+    ["Offset of field: WnLayerNormFwdArgs::bias"]
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, bias) - 104usize];
+    ["Offset of field: WnLayerNormFwdArgs::h"]
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, h) - 112usize];
 };
 #[doc = " LayerNorm backward: dx from x, dy and the saved statistics; per-block f32 partial sums of\n dgamma / dbeta (reduced by the finalize kernel). Fields a tier does not use are 0."]
 #[repr(C)]
@@ -138,10 +150,12 @@ pub struct WnLayerNormBwdArgs {
     pub group: u32,
     #[doc = " Explicit padding."]
     pub _pad: u32,
+    #[doc = " Fused residual add: the gradient arriving on h, activation dtype, rows * cols, or 0\n (none). Added in f32 to the normalization's dx before its one rounding: dx is then the\n gradient of h (and of x and of the residual). `x` is h, as the forward stored it."]
+    pub dh: wn_devptr,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of WnLayerNormBwdArgs"][::core::mem::size_of::<WnLayerNormBwdArgs>() - 136usize];
+    ["Size of WnLayerNormBwdArgs"][::core::mem::size_of::<WnLayerNormBwdArgs>() - 144usize];
     ["Alignment of WnLayerNormBwdArgs"][::core::mem::align_of::<WnLayerNormBwdArgs>() - 8usize];
     ["Offset of field: WnLayerNormBwdArgs::x"]
         [::core::mem::offset_of!(WnLayerNormBwdArgs, x) - 0usize];
@@ -179,6 +193,8 @@ const _: () = {
         [::core::mem::offset_of!(WnLayerNormBwdArgs, group) - 128usize];
     ["Offset of field: WnLayerNormBwdArgs::_pad"]
         [::core::mem::offset_of!(WnLayerNormBwdArgs, _pad) - 132usize];
+    ["Offset of field: WnLayerNormBwdArgs::dh"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, dh) - 136usize];
 };
 #[doc = " dgamma(c) = sum over p of dgamma_part(p * part_stride + c) (likewise dbeta), summed in a fixed\n order and rounded once to the parameter dtype. part_rows == 0 writes zeros."]
 #[repr(C)]

@@ -10,6 +10,11 @@
 //! - Backward uses the saved (f32) mean and rstd, like the kernels and PyTorch:
 //!   dx = rstd * (g*dy - mean(g*dy) - xhat * mean(g*dy*xhat)), dgamma = sum dy * xhat,
 //!   dbeta = sum dy, each rounded once.
+//! - Fused residual add ([`forward_residual`], [`backward_residual`]; the rules are
+//!   [`super::residual`]'s): h = (x + residual) + bias in f32 arithmetic, rounded once to the
+//!   activation dtype, and y = LayerNorm(stored h); backward from h and the saved statistics,
+//!   dx = LayerNorm's dx + dh in f64, rounded once (it is also the residual's gradient), and
+//!   dbias = sum over rows of that unrounded dx.
 //!
 //! ```
 //! use warpnorm::cpu::layer_norm::{backward, forward};
@@ -24,6 +29,7 @@
 //! assert!((bwd.dx.iter().map(|v| *v as f64).sum::<f64>()).abs() < 1e-6);
 //! ```
 
+use super::residual::{add_dh, residual_add, Residual};
 use crate::check::check_element_types;
 use crate::layer_norm::LayerNormDesc;
 use crate::{Element, Error, Result};
@@ -152,6 +158,43 @@ pub fn forward<T: Element, P: Element>(
     Ok(out)
 }
 
+/// Forward of the fused residual add: h = (x + residual) + bias (f32 arithmetic, one rounding
+/// to T; `bias` in the parameter dtype, cols elements, optional) and the LayerNorm forward of
+/// the stored h. Returns h and the forward's results.
+pub fn forward_residual<T: Element, P: Element>(
+    desc: &LayerNormDesc,
+    x: &[T],
+    residual: &[T],
+    bias: Option<&[P]>,
+    gamma: Option<&[P]>,
+    beta: Option<&[P]>,
+) -> Result<(Vec<T>, ForwardOut<T>)> {
+    let (rows, cols) = check::<T, P>(desc)?;
+    let h = residual_add(rows, cols, x, residual, bias)?;
+    let out = forward(desc, &h, gamma, beta)?;
+    Ok((h, out))
+}
+
+/// Backward of the fused residual add from h (as [`forward_residual`] returned it) and the
+/// saved statistics: dx = LayerNorm's dx (before rounding) + dh, rounded once (the gradient
+/// of h, x and the residual alike); dgamma / dbeta as [`backward`]; `dbias` (when
+/// `has_bias`) the column sums of that dx in f64, rounded once to P.
+#[allow(clippy::too_many_arguments)]
+pub fn backward_residual<T: Element, P: Element>(
+    desc: &LayerNormDesc,
+    h: &[T],
+    dy: &[T],
+    dh: Option<&[T]>,
+    mean: &[f32],
+    rstd: &[f32],
+    gamma: Option<&[P]>,
+    has_bias: bool,
+) -> Result<Residual<T, P>> {
+    let (rows, cols) = check::<T, P>(desc)?;
+    let (dx, dgamma, dbeta) = backward_f64(desc, h, dy, mean, rstd, gamma)?;
+    add_dh(rows, cols, dx, dh, has_bias, dgamma, dbeta)
+}
+
 /// LayerNorm backward of `desc` from the saved statistics. Returns dx, and dgamma / dbeta
 /// when `desc.affine` has them (`gamma` given exactly when it has a weight).
 pub fn backward<T: Element, P: Element>(
@@ -162,6 +205,25 @@ pub fn backward<T: Element, P: Element>(
     rstd: &[f32],
     gamma: Option<&[P]>,
 ) -> Result<BackwardOut<T, P>> {
+    let (dx, dgamma, dbeta) = backward_f64(desc, x, dy, mean, rstd, gamma)?;
+    Ok(BackwardOut {
+        dx: dx.into_iter().map(T::from_f64).collect(),
+        dgamma,
+        dbeta,
+    })
+}
+
+/// dx of [`backward`] before its rounding, and the rounded dgamma / dbeta.
+type BackwardF64<P> = (Vec<f64>, Option<Vec<P>>, Option<Vec<P>>);
+
+fn backward_f64<T: Element, P: Element>(
+    desc: &LayerNormDesc,
+    x: &[T],
+    dy: &[T],
+    mean: &[f32],
+    rstd: &[f32],
+    gamma: Option<&[P]>,
+) -> Result<BackwardF64<P>> {
     let (rows, cols) = check::<T, P>(desc)?;
     let has_bias = desc.affine.has_bias();
     check_presence("gamma", gamma.is_some(), desc.affine.has_weight())?;
@@ -192,14 +254,14 @@ pub fn backward<T: Element, P: Element>(
         for (c, d) in dys.iter().enumerate() {
             let d = d.to_f64();
             let xh = xhat(c);
-            dx.push(T::from_f64((d * g(c) - c1 - xh * c2) * rs));
+            dx.push((d * g(c) - c1 - xh * c2) * rs);
             dg[c] += d * xh;
             db[c] += d;
         }
     }
-    Ok(BackwardOut {
+    Ok((
         dx,
-        dgamma: gamma.map(|_| dg.iter().map(|v| P::from_f64(*v)).collect()),
-        dbeta: has_bias.then(|| db.iter().map(|v| P::from_f64(*v)).collect()),
-    })
+        gamma.map(|_| dg.iter().map(|v| P::from_f64(*v)).collect()),
+        has_bias.then(|| db.iter().map(|v| P::from_f64(*v)).collect()),
+    ))
 }

@@ -3,4 +3,5 @@
 
 pub mod batch_norm;
 pub mod layer_norm;
+pub mod residual;
 pub mod rms_norm;

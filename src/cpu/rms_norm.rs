@@ -9,6 +9,11 @@
 //! - Backward uses the saved (f32) rstd, like the kernels and PyTorch: with g = dy * weight
 //!   and xhat = x * rstd, dx = rstd * (g - xhat * mean(g * xhat)) and
 //!   dweight = sum over rows of dy * xhat, each rounded once.
+//! - Fused residual add ([`forward_residual`], [`backward_residual`]; the rules are
+//!   [`super::residual`]'s): h = (x + residual) + bias in f32 arithmetic, rounded once to the
+//!   activation dtype, and y = RMSNorm(stored h); backward from h and the saved rstd,
+//!   dx = RMSNorm's dx + dh in f64, rounded once (also the residual's gradient), and
+//!   dbias = sum over rows of that unrounded dx.
 //!
 //! ```
 //! use warpnorm::cpu::rms_norm::{backward, forward};
@@ -23,6 +28,7 @@
 //! assert!((bwd.dx[2] - 0.4).abs() < 1e-7);
 //! ```
 
+use super::residual::{add_dh, residual_add, Residual};
 use crate::check::check_element_types;
 use crate::rms_norm::RmsNormDesc;
 use crate::{Element, Error, Result};
@@ -121,6 +127,40 @@ pub fn forward<T: Element, P: Element>(
     Ok(out)
 }
 
+/// Forward of the fused residual add: h = (x + residual) + bias (f32 arithmetic, one rounding
+/// to T; `bias` in the parameter dtype, cols elements, optional) and the RMSNorm forward of
+/// the stored h. Returns h and the forward's results.
+pub fn forward_residual<T: Element, P: Element>(
+    desc: &RmsNormDesc,
+    x: &[T],
+    residual: &[T],
+    bias: Option<&[P]>,
+    weight: Option<&[P]>,
+) -> Result<(Vec<T>, ForwardOut<T>)> {
+    let (rows, cols) = check::<T, P>(desc, weight)?;
+    let h = residual_add(rows, cols, x, residual, bias)?;
+    let out = forward(desc, &h, weight)?;
+    Ok((h, out))
+}
+
+/// Backward of the fused residual add from h (as [`forward_residual`] returned it) and the
+/// saved rstd: dx = RMSNorm's dx (before rounding) + dh, rounded once (the gradient of h, x
+/// and the residual alike); dweight as [`backward`] (in `dgamma`); `dbias` (when `has_bias`)
+/// the column sums of that dx in f64, rounded once to P.
+pub fn backward_residual<T: Element, P: Element>(
+    desc: &RmsNormDesc,
+    h: &[T],
+    dy: &[T],
+    dh: Option<&[T]>,
+    rstd: &[f32],
+    weight: Option<&[P]>,
+    has_bias: bool,
+) -> Result<Residual<T, P>> {
+    let (rows, cols) = check::<T, P>(desc, weight)?;
+    let (dx, dweight) = backward_f64(desc, h, dy, rstd, weight)?;
+    add_dh(rows, cols, dx, dh, has_bias, dweight, None)
+}
+
 /// RMSNorm backward of `desc` from the saved rstd. Returns dx, and dweight when `desc.weight`
 /// (`weight` given exactly then).
 pub fn backward<T: Element, P: Element>(
@@ -130,6 +170,23 @@ pub fn backward<T: Element, P: Element>(
     rstd: &[f32],
     weight: Option<&[P]>,
 ) -> Result<BackwardOut<T, P>> {
+    let (dx, dweight) = backward_f64(desc, x, dy, rstd, weight)?;
+    Ok(BackwardOut {
+        dx: dx.into_iter().map(T::from_f64).collect(),
+        dweight,
+    })
+}
+
+/// dx of [`backward`] before its rounding, and the rounded dweight.
+type BackwardF64<P> = (Vec<f64>, Option<Vec<P>>);
+
+fn backward_f64<T: Element, P: Element>(
+    desc: &RmsNormDesc,
+    x: &[T],
+    dy: &[T],
+    rstd: &[f32],
+    weight: Option<&[P]>,
+) -> Result<BackwardF64<P>> {
     let (rows, cols) = check::<T, P>(desc, weight)?;
     let n = rows * cols;
     check_len("x", x.len(), n)?;
@@ -152,12 +209,12 @@ pub fn backward<T: Element, P: Element>(
         for (c, d) in dys.iter().enumerate() {
             let d = d.to_f64();
             let xh = xhat(c);
-            dx.push(T::from_f64((d * w(c) - xh * c2) * rs));
+            dx.push((d * w(c) - xh * c2) * rs);
             dw[c] += d * xh;
         }
     }
-    Ok(BackwardOut {
+    Ok((
         dx,
-        dweight: weight.map(|_| dw.iter().map(|v| P::from_f64(*v)).collect()),
-    })
+        weight.map(|_| dw.iter().map(|v| P::from_f64(*v)).collect()),
+    ))
 }

@@ -17,9 +17,11 @@ use crate::{Element, Result};
 
 use super::desc::{Problem, RmsNormDesc};
 use super::plan::{
-    plan_backward_checked, plan_forward_checked, workspace_bytes, BackwardPtrs, Direction,
-    ForwardPtrs,
+    plan_backward_checked, plan_backward_residual_checked, plan_forward_checked,
+    plan_forward_residual_checked, workspace_bytes, BackwardPtrs, Direction, ForwardPtrs,
+    ResidualPtrs,
 };
+pub use crate::layer_norm::ResidualIo;
 
 /// Workspace bytes [`forward`] needs for `desc` on the stream's device (0: pass `None`).
 pub fn forward_workspace_bytes(stream: &Arc<CudaStream>, desc: &RmsNormDesc) -> Result<usize> {
@@ -271,5 +273,111 @@ pub(crate) fn backward_checked<T: Element, P: Element>(
         workspace_bytes,
     };
     let plan = plan_backward_checked(problem, &ptrs, exec.props())?;
+    exec.execute(&plan)
+}
+
+/// The buffers of a [`forward_residual`] call: h = x + residual (+ bias), y = RMSNorm(h).
+pub struct ForwardResidualBuffers<'a, T, P> {
+    /// x, rows * cols.
+    pub x: CudaView<'a, T>,
+    /// The residual in and h out (rows * cols each), apart or h over the residual.
+    pub residual_h: ResidualIo<'a, T>,
+    /// A bias added to h (cols, parameter dtype). Its gradient is the column sum of dx,
+    /// which [`backward_residual`] does not form.
+    pub bias: Option<CudaView<'a, P>>,
+    /// y, rows * cols.
+    pub y: CudaViewMut<'a, T>,
+    /// The weight (cols), when the RMSNorm has one.
+    pub weight: Option<CudaView<'a, P>>,
+    /// Saved 1 / sqrt(mean(h^2) + eps) (rows f32), for [`backward_residual`]; `None` for
+    /// inference.
+    pub rstd: Option<CudaViewMut<'a, f32>>,
+    /// Workspace of [`forward_workspace_bytes`] bytes (`None` when that is 0).
+    pub workspace: Option<CudaViewMut<'a, u8>>,
+}
+
+/// The buffers of a [`backward_residual`] call.
+pub struct BackwardResidualBuffers<'a, T, P> {
+    /// h as [`forward_residual`] wrote it (the backward re-reads h, not x and the residual).
+    pub h: CudaView<'a, T>,
+    /// The gradient arriving on y, rows * cols.
+    pub dy: CudaView<'a, T>,
+    /// The gradient arriving on h (from later in the residual stream) in, and dx out: the
+    /// gradient of h, which is also that of x and of the residual. Apart or dx over it.
+    pub dh_dx: ResidualIo<'a, T>,
+    /// The forward's saved rstd (rows f32).
+    pub rstd: CudaView<'a, f32>,
+    /// The weight (cols), when the RMSNorm has one.
+    pub weight: Option<CudaView<'a, P>>,
+    /// dweight (cols), when the RMSNorm has a weight.
+    pub dweight: Option<CudaViewMut<'a, P>>,
+    /// Workspace of [`backward_workspace_bytes`] bytes (`None` when that is 0).
+    pub workspace: Option<CudaViewMut<'a, u8>>,
+}
+
+/// RMSNorm forward with the residual add fused in, on `stream`: h = x + residual (+ bias),
+/// formed in f32 and rounded once to `T`, is written, and y = RMSNorm(h) of that stored h
+/// (so y and rstd equal [`forward`] on h), reading x and the residual once and writing h and
+/// y once. The same tiers and workspace as [`forward`]; every check before the first launch.
+pub fn forward_residual<T: Element, P: Element>(
+    stream: &Arc<CudaStream>,
+    desc: &RmsNormDesc,
+    mut b: ForwardResidualBuffers<'_, T, P>,
+) -> Result<()> {
+    let problem = desc.check()?;
+    let mut exec = GpuExecutor::new(stream)?;
+    let _range = profile::range(Op::RmsNormForwardResidual, &problem);
+    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
+    let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
+    let mut io: InOut<'_, T> = b.residual_h.into();
+    let mut lend = Lender::new(exec.stream());
+    let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
+    let x = lend.input("x", &b.x, n)?;
+    let (residual, h) = lend.in_out(["residual", "h", "residual_h"], &mut io, n)?;
+    let ptrs = ForwardPtrs {
+        x,
+        y: lend.output("y", &mut b.y, n)?,
+        weight: lend.input_opt("weight", b.weight.as_ref(), cols)?,
+        rstd: lend.output_opt("rstd", b.rstd.as_mut(), rows)?,
+        workspace,
+        workspace_bytes,
+    };
+    let r = ResidualPtrs {
+        residual,
+        bias: lend.input_opt("bias", b.bias.as_ref(), cols)?,
+        h,
+    };
+    let plan = plan_forward_residual_checked(&problem, &ptrs, &r, exec.props())?;
+    exec.execute(&plan)
+}
+
+/// RMSNorm backward of [`forward_residual`] on `stream`: dx = RMSNorm's dx + dh, added in f32
+/// before dx's one rounding, in one pass over each row; dweight as [`backward`] on h (bitwise
+/// equal to it), deterministic.
+pub fn backward_residual<T: Element, P: Element>(
+    stream: &Arc<CudaStream>,
+    desc: &RmsNormDesc,
+    mut b: BackwardResidualBuffers<'_, T, P>,
+) -> Result<()> {
+    let problem = desc.check()?;
+    let mut exec = GpuExecutor::new(stream)?;
+    let _range = profile::range(Op::RmsNormBackwardResidual, &problem);
+    check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
+    let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
+    let mut io: InOut<'_, T> = b.dh_dx.into();
+    let mut lend = Lender::new(exec.stream());
+    let (workspace, workspace_bytes) = lend.workspace(b.workspace.as_mut())?;
+    let (dh, dx) = lend.in_out(["dh", "dx", "dh_dx"], &mut io, n)?;
+    let ptrs = BackwardPtrs {
+        x: lend.input("h", &b.h, n)?,
+        dy: lend.input("dy", &b.dy, n)?,
+        dx,
+        weight: lend.input_opt("weight", b.weight.as_ref(), cols)?,
+        rstd: lend.input("rstd", &b.rstd, rows)?,
+        dweight: lend.output_opt("dweight", b.dweight.as_mut(), cols)?,
+        workspace,
+        workspace_bytes,
+    };
+    let plan = plan_backward_residual_checked(&problem, &ptrs, Some(dh), exec.props())?;
     exec.execute(&plan)
 }

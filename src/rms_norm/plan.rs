@@ -6,8 +6,9 @@
 
 use crate::check::Buffers;
 use crate::device::DeviceProps;
+pub use crate::layer_norm::plan::ResidualPtrs;
 use crate::layer_norm::plan::{
-    self as ln, geometry_of, plan_backward_of, plan_forward_of, RowNorm,
+    self as ln, geometry_of, plan_backward_res_of, plan_forward_res_of, RowNorm,
 };
 pub use crate::plan::Direction;
 use crate::plan::Plan;
@@ -121,6 +122,41 @@ pub fn plan_forward_checked(
     p: &ForwardPtrs,
     props: &DeviceProps,
 ) -> Result<Plan> {
+    plan_forward_res(problem, p, None, props)
+}
+
+/// Validates a forward call with the fused residual add (h = x + residual (+ bias),
+/// y = RMSNorm(h)) and plans its launches: [`RmsNormDesc::check`], then
+/// [`plan_forward_residual_checked`].
+pub fn plan_forward_residual(
+    desc: &RmsNormDesc,
+    p: &ForwardPtrs,
+    r: &ResidualPtrs,
+    props: &DeviceProps,
+) -> Result<Plan> {
+    plan_forward_residual_checked(&desc.check()?, p, r, props)
+}
+
+/// Plans a forward call with the fused residual add of a checked description: the checks of
+/// [`plan_forward_checked`], plus the residual and h (activation elements) and the bias
+/// (parameter elements, `None` for none); h may be the residual or x in place, y may be x in
+/// place (not h). h is formed in f32 and rounded once to the activation dtype; y and rstd
+/// are those of the stored h. Same kernels, tiers and workspace as the plain forward.
+pub fn plan_forward_residual_checked(
+    problem: &Problem,
+    p: &ForwardPtrs,
+    r: &ResidualPtrs,
+    props: &DeviceProps,
+) -> Result<Plan> {
+    plan_forward_res(problem, p, Some(r), props)
+}
+
+fn plan_forward_res(
+    problem: &Problem,
+    p: &ForwardPtrs,
+    r: Option<&ResidualPtrs>,
+    props: &DeviceProps,
+) -> Result<Plan> {
     let desc = problem.desc();
     let n = problem.elements();
     let (rows, cols) = (desc.rows as u64, desc.cols as u64);
@@ -145,7 +181,7 @@ pub fn plan_forward_checked(
         workspace: p.workspace,
         workspace_bytes: p.workspace_bytes,
     };
-    plan_forward_of(RowNorm::Rms, problem.layer_norm(), &lp, props)
+    plan_forward_res_of(RowNorm::Rms, problem.layer_norm(), &lp, r, props)
 }
 
 /// Validates a backward call and plans its launches (dx, then the dweight finalize):
@@ -162,6 +198,39 @@ pub fn plan_backward(desc: &RmsNormDesc, p: &BackwardPtrs, props: &DeviceProps) 
 pub fn plan_backward_checked(
     problem: &Problem,
     p: &BackwardPtrs,
+    props: &DeviceProps,
+) -> Result<Plan> {
+    plan_backward_res(problem, p, None, props)
+}
+
+/// Validates a backward call of the fused residual add and plans its launches:
+/// [`RmsNormDesc::check`], then [`plan_backward_residual_checked`].
+pub fn plan_backward_residual(
+    desc: &RmsNormDesc,
+    p: &BackwardPtrs,
+    dh: Option<u64>,
+    props: &DeviceProps,
+) -> Result<Plan> {
+    plan_backward_residual_checked(&desc.check()?, p, dh, props)
+}
+
+/// Plans a backward call of the fused residual add of a checked description: `p.x` is h as
+/// the forward stored it, and `dh` (the gradient arriving on h, rows * cols activation
+/// elements, may be dx in place) is added in f32 to the normalization's dx before its one
+/// rounding: dx is the gradient of h, x and the residual alike.
+pub fn plan_backward_residual_checked(
+    problem: &Problem,
+    p: &BackwardPtrs,
+    dh: Option<u64>,
+    props: &DeviceProps,
+) -> Result<Plan> {
+    plan_backward_res(problem, p, dh, props)
+}
+
+fn plan_backward_res(
+    problem: &Problem,
+    p: &BackwardPtrs,
+    dh: Option<u64>,
     props: &DeviceProps,
 ) -> Result<Plan> {
     let desc = problem.desc();
@@ -193,5 +262,5 @@ pub fn plan_backward_checked(
         workspace: p.workspace,
         workspace_bytes: p.workspace_bytes,
     };
-    plan_backward_of(RowNorm::Rms, problem.layer_norm(), &lp, props)
+    plan_backward_res_of(RowNorm::Rms, problem.layer_norm(), &lp, dh, props)
 }

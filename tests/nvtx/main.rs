@@ -493,6 +493,38 @@ mod gpu {
             },
         )
         .unwrap();
+        let residual = up::<f16>(&s, n);
+        let mut h = zeros::<f16>(&s, n);
+        step("rms_norm forward_residual");
+        rms_norm::forward_residual(
+            &s,
+            &desc,
+            rms_norm::ForwardResidualBuffers {
+                x: x.as_view(),
+                residual_h: rms_norm::ResidualIo::Apart(residual.as_view(), h.as_view_mut()),
+                bias: None,
+                y: y.as_view_mut(),
+                weight: Some(weight.as_view()),
+                rstd: Some(rstd.as_view_mut()),
+                workspace: Some(ws.as_view_mut()),
+            },
+        )
+        .unwrap();
+        step("rms_norm backward_residual");
+        rms_norm::backward_residual(
+            &s,
+            &desc,
+            rms_norm::BackwardResidualBuffers {
+                h: h.as_view(),
+                dy: dy.as_view(),
+                dh_dx: rms_norm::ResidualIo::InPlace(dx.as_view_mut()),
+                rstd: rstd.as_view(),
+                weight: Some(weight.as_view()),
+                dweight: Some(dweight.as_view_mut()),
+                workspace: Some(ws.as_view_mut()),
+            },
+        )
+        .unwrap();
         let x = up::<f32>(&s, n);
         let dy = up::<f32>(&s, n);
         let mut rms = RmsNorm::<f32>::new(&s, &[cols], true, None).unwrap();
@@ -544,8 +576,10 @@ mod gpu {
                     "layer_norm.backward" => "ff1f5f9f",
                     "batch_norm.forward" => "ff5cb85c",
                     "batch_norm.backward" => "ff2e7d32",
-                    "rms_norm.forward" => "ffe69a28",
-                    "rms_norm.backward" => "ffa86400",
+                    "rms_norm.forward" | "rms_norm.forward_residual" => "ffe69a28",
+                    "rms_norm.backward" | "rms_norm.backward_residual" => "ffa86400",
+                    "layer_norm.forward_residual" => "ff4a90d9",
+                    "layer_norm.backward_residual" => "ff1f5f9f",
                     _ => "ff9e9e9e",
                 };
                 assert_eq!(f[3], format!("argb:{colour}"), "colour: {line}");
@@ -576,7 +610,9 @@ mod gpu {
                 // (The backward of an eval-mode BatchNorm is an affine map: the forward's
                 // apply kernel.)
                 let direction = match () {
-                    _ if inner.contains(".forward ") => "_fwd_",
+                    _ if inner.contains(".forward ") || inner.contains(".forward_residual ") => {
+                        "_fwd_"
+                    }
                     _ if inner.starts_with("batch_norm.backward eval ") => "_",
                     _ => "_bwd_",
                 };
@@ -844,6 +880,14 @@ mod gpu {
             (
                 "rms_norm backward",
                 vec![push("rms_norm.backward 4x256 f16/f32"), K, P],
+            ),
+            (
+                "rms_norm forward_residual",
+                vec![push("rms_norm.forward_residual 4x256 f16/f32"), K, P],
+            ),
+            (
+                "rms_norm backward_residual",
+                vec![push("rms_norm.backward_residual 4x256 f16/f32"), K, P],
             ),
             (
                 "RmsNorm forward",

@@ -7,6 +7,8 @@ mod cpu;
 mod fixtures;
 mod gpu;
 mod plan;
+mod residual;
+mod residual_gpu;
 mod sim;
 mod sim_huge;
 mod support;

@@ -133,6 +133,31 @@ pub struct BackwardPtrs {
     pub workspace_bytes: u64,
 }
 
+/// The in-place pairs of the fused residual add: LayerNorm's, plus `h == residual` and
+/// `h == x` (every tier reads a thread's x and residual elements before storing the same
+/// elements of h; the split tier's second pass reads h back) and `dx == dh` (read before dx is
+/// stored).
+const IN_PLACE_RESIDUAL: &[(&str, &str)] = &[
+    ("y", "x"),
+    ("dx", "dy"),
+    ("h", "residual"),
+    ("h", "x"),
+    ("dx", "dh"),
+];
+
+/// The extra device addresses of a forward with the fused residual add: h = x + residual
+/// (+ bias), y = norm(h). `h` is formed in f32 from x, the residual and the bias and rounded
+/// once to the activation dtype; y and the saved statistics are those of the stored h.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResidualPtrs {
+    /// The residual, rows * cols activation elements.
+    pub residual: u64,
+    /// A bias added to h, cols parameter elements, or `None`.
+    pub bias: Option<u64>,
+    /// h (written), rows * cols activation elements; may be the residual or x in place.
+    pub h: u64,
+}
+
 fn check_presence(what: &str, given: bool, expected: bool) -> Result<()> {
     if given != expected {
         let msg = if expected {
@@ -175,15 +200,61 @@ pub(crate) fn plan_forward_of(
     p: &ForwardPtrs,
     props: &DeviceProps,
 ) -> Result<Plan> {
+    plan_forward_res_of(op, problem, p, None, props)
+}
+
+/// Validates a forward call with the fused residual add (h = x + residual (+ bias),
+/// y = LayerNorm(h)) and plans its launches: [`LayerNormDesc::check`], then
+/// [`plan_forward_residual_checked`].
+pub fn plan_forward_residual(
+    desc: &LayerNormDesc,
+    p: &ForwardPtrs,
+    r: &ResidualPtrs,
+    props: &DeviceProps,
+) -> Result<Plan> {
+    plan_forward_residual_checked(&desc.check()?, p, r, props)
+}
+
+/// Plans a forward call with the fused residual add of a checked description: the checks of
+/// [`plan_forward_checked`], plus the residual and h (activation elements) and the bias
+/// (parameter elements); h may be the residual or x in place, y may be x in place (not h).
+/// The launches are those of the plain forward (same kernels, tiers and workspace), with the
+/// residual, bias and h in their arguments.
+pub fn plan_forward_residual_checked(
+    problem: &Problem,
+    p: &ForwardPtrs,
+    r: &ResidualPtrs,
+    props: &DeviceProps,
+) -> Result<Plan> {
+    plan_forward_res_of(RowNorm::Layer, problem, p, Some(r), props)
+}
+
+/// [`plan_forward_of`] with the fused residual add when `r` is given.
+pub(crate) fn plan_forward_res_of(
+    op: RowNorm,
+    problem: &Problem,
+    p: &ForwardPtrs,
+    r: Option<&ResidualPtrs>,
+    props: &DeviceProps,
+) -> Result<Plan> {
     let desc = problem.desc();
     let n = problem.elements();
     let (rows, cols) = (desc.rows as u64, desc.cols as u64);
     let (s, ps) = (desc.dtype.size() as u64, desc.param_dtype.size() as u64);
     check_presence("gamma", p.gamma.is_some(), desc.affine.has_weight())?;
     check_presence("beta", p.beta.is_some(), desc.affine.has_bias())?;
-    let mut bufs = Buffers::new(IN_PLACE);
+    let mut bufs = Buffers::new(if r.is_some() {
+        IN_PLACE_RESIDUAL
+    } else {
+        IN_PLACE
+    });
     bufs.input("x", p.x, n, s)?;
     bufs.output("y", p.y, n, s)?;
+    if let Some(r) = r {
+        bufs.input("residual", r.residual, n, s)?;
+        bufs.input_opt("bias", r.bias, cols, ps)?;
+        bufs.output("h", r.h, n, s)?;
+    }
     bufs.input_opt("gamma", p.gamma, cols, ps)?;
     bufs.input_opt("beta", p.beta, cols, ps)?;
     bufs.output_opt("mean", p.mean, rows, 4)?;
@@ -195,9 +266,11 @@ pub(crate) fn plan_forward_of(
     if rows == 0 {
         return Ok(Plan::empty());
     }
-    // Vector variant: x and y congruent mod the access width (heads are predicated).
+    // Vector variant: x and y (and the residual and h) congruent mod the access width (heads
+    // are predicated).
     let a = access_bytes(desc.dtype, desc.param_dtype);
-    let vec = p.x % a == p.y % a;
+    let vec =
+        p.x % a == p.y % a && r.is_none_or(|r| p.x % a == r.residual % a && p.x % a == r.h % a);
     let rows_aligned = p.x.is_multiple_of(a) && (cols * s).is_multiple_of(a);
     let geo = geometry_of(op, desc, Direction::Forward, vec, rows_aligned, props)?;
     check_workspace_for(
@@ -223,6 +296,19 @@ pub(crate) fn plan_forward_of(
         splits: 1,
         eps: desc.eps,
         group: 0,
+        residual: r.map_or(0, |r| r.residual),
+        bias: r.and_then(|r| r.bias).unwrap_or(0),
+        h: r.map_or(0, |r| r.h),
+    };
+    // The fused residual add's forward kernels: `..._res_<tier>_vec` and
+    // `..._res_split_stats_scalar`; the plain scalar subwarp, warp and block kernels take the
+    // residual at run time (`args.residual` set).
+    let res_tier = |tier: &str| {
+        if r.is_some() && (vec || tier == "split_stats") {
+            format!("res_{tier}")
+        } else {
+            tier.to_string()
+        }
     };
     let block = [geo.threads, 1, 1];
     let mut plan = Plan::empty();
@@ -233,7 +319,7 @@ pub(crate) fn plan_forward_of(
                 Tier::Warp => 32,
                 _ => 0,
             };
-            let name = kernel(op, "fwd", desc, geo.tier.name(), vec);
+            let name = kernel(op, "fwd", desc, &res_tier(geo.tier.name()), vec);
             let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
             plan.push(Launch::new(name, grid, block, 0, &args));
         }
@@ -242,13 +328,23 @@ pub(crate) fn plan_forward_of(
             args.chunk = chunk as i64;
             args.splits = splits as i64;
             for pass in ["split_stats", "split_norm"] {
-                let name = kernel(op, "fwd", desc, pass, vec);
+                let mut a = args;
+                let tier = if pass == "split_stats" {
+                    res_tier(pass)
+                } else {
+                    // The plain pass 2 normalizes h, as the fused split_stats stored it.
+                    if let Some(r) = r {
+                        (a.x, a.residual, a.bias, a.h) = (r.h, 0, 0, 0);
+                    }
+                    pass.to_string()
+                };
+                let name = kernel(op, "fwd", desc, &tier, vec);
                 let grid = [
                     grid_dim(geo.grid_x, &name)?,
                     grid_dim(geo.grid_y, &name)?,
                     1,
                 ];
-                plan.push(Launch::new(name, grid, block, 0, &args));
+                plan.push(Launch::new(name, grid, block, 0, &a));
             }
         }
     }
@@ -283,6 +379,42 @@ pub(crate) fn plan_backward_of(
     p: &BackwardPtrs,
     props: &DeviceProps,
 ) -> Result<Plan> {
+    plan_backward_res_of(op, problem, p, None, props)
+}
+
+/// Validates a backward call of the fused residual add and plans its launches:
+/// [`LayerNormDesc::check`], then [`plan_backward_residual_checked`].
+pub fn plan_backward_residual(
+    desc: &LayerNormDesc,
+    p: &BackwardPtrs,
+    dh: Option<u64>,
+    props: &DeviceProps,
+) -> Result<Plan> {
+    plan_backward_residual_checked(&desc.check()?, p, dh, props)
+}
+
+/// Plans a backward call of the fused residual add of a checked description: `p.x` is h as
+/// the forward stored it (the backward re-reads h, not x and the residual), and `dh`, the
+/// gradient arriving on h (rows * cols activation elements, may be dx in place), is added in
+/// f32 to the normalization's dx before its one rounding, so that dx is the gradient of h,
+/// of x and of the residual alike. Without `dh` it is the plain backward on h.
+pub fn plan_backward_residual_checked(
+    problem: &Problem,
+    p: &BackwardPtrs,
+    dh: Option<u64>,
+    props: &DeviceProps,
+) -> Result<Plan> {
+    plan_backward_res_of(RowNorm::Layer, problem, p, dh, props)
+}
+
+/// [`plan_backward_of`] adding `dh` into dx when given.
+pub(crate) fn plan_backward_res_of(
+    op: RowNorm,
+    problem: &Problem,
+    p: &BackwardPtrs,
+    dh: Option<u64>,
+    props: &DeviceProps,
+) -> Result<Plan> {
     let desc = problem.desc();
     let n = problem.elements();
     let (rows, cols) = (desc.rows as u64, desc.cols as u64);
@@ -290,10 +422,15 @@ pub(crate) fn plan_backward_of(
     check_presence("gamma", p.gamma.is_some(), desc.affine.has_weight())?;
     check_presence("dgamma", p.dgamma.is_some(), desc.affine.has_weight())?;
     check_presence("dbeta", p.dbeta.is_some(), desc.affine.has_bias())?;
-    let mut bufs = Buffers::new(IN_PLACE);
+    let mut bufs = Buffers::new(if dh.is_some() {
+        IN_PLACE_RESIDUAL
+    } else {
+        IN_PLACE
+    });
     bufs.input("x", p.x, n, s)?;
     bufs.input("dy", p.dy, n, s)?;
     bufs.output("dx", p.dx, n, s)?;
+    bufs.input_opt("dh", dh, n, s)?;
     bufs.input_opt("gamma", p.gamma, cols, ps)?;
     if op == RowNorm::Layer {
         bufs.input("mean", p.mean, rows, 4)?;
@@ -349,7 +486,7 @@ pub(crate) fn plan_backward_of(
     }
     // Vector variant: x, dy, dx congruent mod the access width (heads are predicated).
     let a = access_bytes(desc.dtype, desc.param_dtype);
-    let vec = p.x % a == p.dy % a && p.x % a == p.dx % a;
+    let vec = p.x % a == p.dy % a && p.x % a == p.dx % a && dh.is_none_or(|h| p.x % a == h % a);
     let rows_aligned = p.x.is_multiple_of(a) && (cols * s).is_multiple_of(a);
     let geo = geometry_of(op, desc, Direction::Backward, vec, rows_aligned, props)?;
     check_workspace_for(
@@ -404,6 +541,7 @@ pub(crate) fn plan_backward_of(
         part_stride: stride as i64,
         group: 0,
         _pad: 0,
+        dh: dh.unwrap_or(0),
     };
     let block = [geo.threads, 1, 1];
     match geo.tier {

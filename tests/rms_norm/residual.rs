@@ -1,0 +1,818 @@
+//! The fused residual add of LayerNorm and RMSNorm (h = x + residual (+ bias), y = norm(h);
+//! backward dx = norm's dx + dh), both ops here:
+//! - the CPU reference (`warpnorm::cpu::residual` and the ops' `forward_residual` /
+//!   `backward_residual`) against hand-checked values and central finite differences of the
+//!   forward reference;
+//! - the kernels on ptxsim (memcheck, racecheck, initcheck on) for every tier and dtype pair:
+//!   h bitwise equal to the reference's one-rounding h; y and the saved statistics bitwise
+//!   equal to the plain kernels' on that h (the fused op normalizes the stored h), every
+//!   fused entry point (`_res_`) run; dx with dh
+//!   within the bound that follows from the plain dx's error; the parameter gradients bitwise
+//!   equal to the plain backward's; bitwise reruns; h written over the residual in place.
+
+use half::{bf16, f16};
+use testkit::sim::{skip_without_kernels, Sim};
+use testkit::Rng;
+use warpnorm::cpu::residual::residual_add;
+use warpnorm::layer_norm::{self as ln, Affine, LayerNormDesc};
+use warpnorm::rms_norm::{self as rms, RmsNormDesc};
+use warpnorm::{cpu, DType, DeviceProps, Element, Executor, Plan};
+
+use crate::support::{tiny, to_f64, DTYPE_PAIRS, K_ROUND};
+
+// ---------------------------------------------------------------------------------------
+// CPU reference
+// ---------------------------------------------------------------------------------------
+
+/// One rounding of the f32 sum: f16 2048 + 1 + 1 (bias) is 2050, where PyTorch's unfused
+/// `x + residual + bias` (two f16 roundings, 2048 + 1 -> 2048 by ties-to-even) gives 2048;
+/// without a bias it is PyTorch's add (2048 + 1 -> 2048; 1 + 0.5 -> 1.5).
+#[test]
+fn cpu_residual_add_rounds_once() {
+    let h = |x: f32, r: f32, b: Option<f32>| {
+        let bias = b.map(|b| vec![b]);
+        residual_add::<f16, f32>(
+            1,
+            1,
+            &[f16::from_f32(x)],
+            &[f16::from_f32(r)],
+            bias.as_deref(),
+        )
+        .unwrap()[0]
+            .to_f32()
+    };
+    assert_eq!(h(2048.0, 1.0, Some(1.0)), 2050.0);
+    assert_eq!(h(2048.0, 1.0, None), 2048.0);
+    assert_eq!(h(1.0, 0.5, None), 1.5);
+    assert_eq!(h(1.0, 0.5, Some(0.25)), 1.75);
+    // bf16: 256 + 1 is a tie (spacing 2) -> 256; + 1.5 from an f32 bias -> 258.5 -> 258.
+    let hb = residual_add::<bf16, f32>(
+        1,
+        1,
+        &[bf16::from_f32(256.0)],
+        &[bf16::from_f32(1.0)],
+        Some(&[1.5]),
+    )
+    .unwrap();
+    assert_eq!(hb[0].to_f32(), 258.0);
+    // f32: (1 + 2^-24) + 2^-24 in f32 arithmetic, left to right: 1 + 2^-24 -> 1 (tie to
+    // even), then 1 again; two f32 roundings, as PyTorch's f32 adds.
+    let hf =
+        residual_add::<f32, f32>(1, 1, &[1.0], &[2f32.powi(-24)], Some(&[2f32.powi(-24)])).unwrap();
+    assert_eq!(hf[0], 1.0);
+    // Lengths are checked: an Error, not a panic.
+    assert!(residual_add::<f32, f32>(2, 2, &[0.0; 4], &[0.0; 3], None).is_err());
+    assert!(residual_add::<f32, f32>(2, 2, &[0.0; 4], &[0.0; 4], Some(&[0.0; 3])).is_err());
+}
+
+/// Hand-checked forward values: LayerNorm of h = [1, 2] + [0, 2] = [1, 4] (mean 2.5, var
+/// 2.25, eps 0: y = [-1, 1]); RMSNorm of h = [3, 0] + [0, 4] = [3, 4] (mean square 12.5).
+#[test]
+fn cpu_forward_residual_hand_values() {
+    let d = LayerNormDesc::from_rows(1, 2, DType::F32, DType::F32, Affine::None, 0.0).unwrap();
+    let (h, out) = cpu::layer_norm::forward_residual::<f32, f32>(
+        &d,
+        &[1.0, 2.0],
+        &[0.0, 2.0],
+        None,
+        None,
+        None,
+    )
+    .unwrap();
+    assert_eq!(h, [1.0, 4.0]);
+    assert_eq!(out.mean, [2.5]);
+    assert_eq!(out.rstd, [(1.0f64 / 1.5) as f32]);
+    assert_eq!(out.y, [-1.0, 1.0]);
+    let d = RmsNormDesc::from_rows(1, 2, DType::F32, DType::F32, false, Some(0.0)).unwrap();
+    let (h, out) =
+        cpu::rms_norm::forward_residual::<f32, f32>(&d, &[3.0, 0.0], &[0.0, 4.0], None, None)
+            .unwrap();
+    assert_eq!(h, [3.0, 4.0]);
+    let r = 1.0 / 12.5f64.sqrt();
+    assert_eq!(out.rstd, [r as f32]);
+    assert_eq!(out.y, [(3.0 * r) as f32, (4.0 * r) as f32]);
+    // With a bias [1, -4]: h = [4, 0], mean square 8.
+    let (h, out) = cpu::rms_norm::forward_residual::<f32, f32>(
+        &d,
+        &[3.0, 0.0],
+        &[0.0, 4.0],
+        Some(&[1.0, -4.0]),
+        None,
+    )
+    .unwrap();
+    assert_eq!(h, [4.0, 0.0]);
+    assert_eq!(out.y, [(4.0 / 8f64.sqrt()) as f32, 0.0]);
+}
+
+/// Hand-checked backward: the norm's dx plus dh (RMSNorm of [3, 4], dy = 0: dx = dh), and the
+/// bias gradient as the column sum of dx over rows.
+#[test]
+fn cpu_backward_residual_hand_values() {
+    let d = RmsNormDesc::from_rows(2, 2, DType::F32, DType::F32, false, Some(0.0)).unwrap();
+    let h = [3.0f32, 4.0, 3.0, 4.0];
+    let rstd = [0.2f32, 0.2];
+    let g = cpu::rms_norm::backward_residual::<f32, f32>(
+        &d,
+        &h,
+        &[0.0; 4],
+        Some(&[1.0, 2.0, 3.0, 4.0]),
+        &rstd,
+        None,
+        true,
+    )
+    .unwrap();
+    assert_eq!(g.dx, [1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(g.dbias, Some(vec![4.0, 6.0]));
+    assert_eq!(g.dbeta, None);
+    // Without dh it is the plain backward.
+    let dy = [1.0f32, 0.0, 0.0, 1.0];
+    let g = cpu::rms_norm::backward_residual::<f32, f32>(&d, &h, &dy, None, &rstd, None, false)
+        .unwrap();
+    let p = cpu::rms_norm::backward::<f32, f32>(&d, &h, &dy, &rstd, None).unwrap();
+    assert_eq!(g.dx, p.dx);
+    assert_eq!(g.dbias, None);
+    // LayerNorm: dy = 0 gives dx = dh and dbeta = 0.
+    let dl =
+        LayerNormDesc::from_rows(2, 2, DType::F32, DType::F32, Affine::WeightBias, 0.0).unwrap();
+    let g = cpu::layer_norm::backward_residual::<f32, f32>(
+        &dl,
+        &h,
+        &[0.0; 4],
+        Some(&[1.0, -2.0, 0.5, 8.0]),
+        &[3.5, 3.5],
+        &[2.0, 2.0],
+        Some(&[1.0, 1.0]),
+        true,
+    )
+    .unwrap();
+    assert_eq!(g.dx, [1.0, -2.0, 0.5, 8.0]);
+    assert_eq!(g.dbias, Some(vec![1.5, 6.0]));
+    assert_eq!(g.dbeta, Some(vec![0.0, 0.0]));
+    assert_eq!(g.dgamma, Some(vec![0.0, 0.0]));
+    // A dh of the wrong length is an Error.
+    assert!(cpu::rms_norm::backward_residual::<f32, f32>(
+        &d,
+        &h,
+        &dy,
+        Some(&[0.0; 3]),
+        &rstd,
+        None,
+        true
+    )
+    .is_err());
+}
+
+/// Dyadic values (multiples of 2^-10 in [-2, 2)): x +- 2^-10 and every h are exact in f32.
+fn dyadic(rng: &mut Rng, n: usize) -> Vec<f32> {
+    rng.vec::<f32>(n, -2.0, 2.0)
+        .into_iter()
+        .map(|v| (v * 1024.0).round() / 1024.0)
+        .collect()
+}
+
+/// Central finite differences of L = sum(y dy) + sum(h dh) through the forward references
+/// against the backward references' dx (= dL/dx = dL/dresidual) and dbias, for both ops.
+#[test]
+fn cpu_backward_residual_matches_finite_differences() {
+    let (rows, cols) = (3usize, 8usize);
+    let n = rows * cols;
+    let mut rng = Rng::new(17);
+    let x = dyadic(&mut rng, n);
+    let res = dyadic(&mut rng, n);
+    let bias = dyadic(&mut rng, cols);
+    let gamma: Vec<f32> = rng.vec(cols, 0.5, 1.5);
+    let beta: Vec<f32> = rng.vec(cols, -0.5, 0.5);
+    let dy: Vec<f32> = rng.vec(n, -1.0, 1.0);
+    let dh: Vec<f32> = rng.vec(n, -1.0, 1.0);
+    let e = 2f32.powi(-10);
+    let dot = |a: &[f32], b: &[f32]| {
+        a.iter()
+            .zip(b)
+            .map(|(u, v)| *u as f64 * *v as f64)
+            .sum::<f64>()
+    };
+    // LayerNorm (eps 0.1 keeps the curvature small).
+    let dl = LayerNormDesc::from_rows(rows, cols, DType::F32, DType::F32, Affine::WeightBias, 0.1)
+        .unwrap();
+    let loss_ln = |x: &[f32], b: &[f32]| {
+        let (h, o) = cpu::layer_norm::forward_residual::<f32, f32>(
+            &dl,
+            x,
+            &res,
+            Some(b),
+            Some(&gamma[..]),
+            Some(&beta[..]),
+        )
+        .unwrap();
+        dot(&o.y, &dy) + dot(&h, &dh)
+    };
+    let (h, o) = cpu::layer_norm::forward_residual::<f32, f32>(
+        &dl,
+        &x,
+        &res,
+        Some(&bias[..]),
+        Some(&gamma[..]),
+        Some(&beta[..]),
+    )
+    .unwrap();
+    let g = cpu::layer_norm::backward_residual::<f32, f32>(
+        &dl,
+        &h,
+        &dy,
+        Some(&dh[..]),
+        &o.mean,
+        &o.rstd,
+        Some(&gamma[..]),
+        true,
+    )
+    .unwrap();
+    // RMSNorm.
+    let dr = RmsNormDesc::from_rows(rows, cols, DType::F32, DType::F32, true, Some(0.1)).unwrap();
+    let loss_rms = |x: &[f32], b: &[f32]| {
+        let (h, o) =
+            cpu::rms_norm::forward_residual::<f32, f32>(&dr, x, &res, Some(b), Some(&gamma[..]))
+                .unwrap();
+        dot(&o.y, &dy) + dot(&h, &dh)
+    };
+    let (hr, or) = cpu::rms_norm::forward_residual::<f32, f32>(
+        &dr,
+        &x,
+        &res,
+        Some(&bias[..]),
+        Some(&gamma[..]),
+    )
+    .unwrap();
+    let gr = cpu::rms_norm::backward_residual::<f32, f32>(
+        &dr,
+        &hr,
+        &dy,
+        Some(&dh[..]),
+        &or.rstd,
+        Some(&gamma[..]),
+        true,
+    )
+    .unwrap();
+    let ed = e as f64;
+    for (name, loss, grad) in [
+        ("layer_norm", &loss_ln as &dyn Fn(&[f32], &[f32]) -> f64, &g),
+        ("rms_norm", &loss_rms, &gr),
+    ] {
+        for i in 0..n {
+            let (mut xp, mut xm) = (x.clone(), x.clone());
+            xp[i] += e;
+            xm[i] -= e;
+            let fd = (loss(&xp, &bias) - loss(&xm, &bias)) / (2.0 * ed);
+            let got = grad.dx[i] as f64;
+            assert!(
+                (fd - got).abs() <= 2e-3 * (1.0 + got.abs()),
+                "{name} dx[{i}]: fd {fd} got {got}"
+            );
+        }
+        let db = grad.dbias.as_ref().unwrap();
+        for c in 0..cols {
+            let (mut bp, mut bm) = (bias.clone(), bias.clone());
+            bp[c] += e;
+            bm[c] -= e;
+            let fd = (loss(&x, &bp) - loss(&x, &bm)) / (2.0 * ed);
+            let got = db[c] as f64;
+            assert!(
+                (fd - got).abs() <= 2e-3 * (1.0 + got.abs()),
+                "{name} dbias[{c}]: fd {fd} got {got}"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Kernels on ptxsim
+// ---------------------------------------------------------------------------------------
+
+/// The op of a case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Layer,
+    Rms,
+}
+
+/// One fused-residual case.
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    op: Op,
+    rows: usize,
+    cols: usize,
+    dtype: DType,
+    param_dtype: DType,
+    /// Element offset of x, the residual, dy and dh (1: misaligned inputs).
+    oin: usize,
+    /// Element offset of h, y and dx.
+    oout: usize,
+    bias: bool,
+    dh: bool,
+    seed: u64,
+}
+
+/// Everything read back from one run, widened to f64 (bitwise for f32; exact for 16-bit).
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Got {
+    h: Vec<f64>,
+    y: Vec<f64>,
+    mean: Vec<f64>,
+    rstd: Vec<f64>,
+    dx: Vec<f64>,
+    dgamma: Vec<f64>,
+    dbeta: Vec<f64>,
+    kernels: Vec<String>,
+}
+
+struct Inputs<T, P> {
+    x: Vec<T>,
+    res: Vec<T>,
+    dy: Vec<T>,
+    dh: Vec<T>,
+    gamma: Vec<P>,
+    beta: Vec<P>,
+    bias: Option<Vec<P>>,
+}
+
+fn inputs<T: Element, P: Element>(c: &Case) -> Inputs<T, P> {
+    let n = c.rows * c.cols;
+    let mut rng = Rng::new(c.seed);
+    Inputs {
+        x: rng.vec(n, -2.0, 2.0),
+        res: rng.vec(n, -2.0, 2.0),
+        dy: rng.vec(n, -1.0, 1.0),
+        dh: rng.vec(n, -1.0, 1.0),
+        gamma: rng.vec(c.cols, 0.5, 1.5),
+        beta: rng.vec(c.cols, -0.5, 0.5),
+        bias: c.bias.then(|| rng.vec(c.cols, -1.0, 1.0)),
+    }
+}
+
+fn ln_desc(c: &Case) -> LayerNormDesc {
+    LayerNormDesc::from_rows(
+        c.rows,
+        c.cols,
+        c.dtype,
+        c.param_dtype,
+        Affine::WeightBias,
+        1e-5,
+    )
+    .unwrap()
+}
+
+fn rms_desc(c: &Case) -> RmsNormDesc {
+    RmsNormDesc::from_rows(c.rows, c.cols, c.dtype, c.param_dtype, true, None).unwrap()
+}
+
+fn run(sim: &mut Sim, plan: &Plan, what: &str) -> Result<(), String> {
+    sim.execute(plan)
+        .map_err(|e| format!("{what}: {e}\n{plan}"))
+}
+
+/// Runs the fused forward and backward (`residual` given: fused; else the plain op on `x`),
+/// backward from the forward's own statistics. `h_in_place`: h written over the residual.
+fn run_op<T: Element + Default, P: Element + Default>(
+    sim: &mut Sim,
+    c: &Case,
+    x: &[T],
+    fused: Option<(&Inputs<T, P>, bool)>,
+    inp: &Inputs<T, P>,
+) -> Result<Got, String> {
+    let (m, d) = (c.rows, c.cols);
+    let n = m * d;
+    let props = DeviceProps::SIM;
+    let px = sim.upload(x, c.oin);
+    let pg = sim.upload(&inp.gamma, 0);
+    let pb = sim.upload(&inp.beta, 0);
+    let y = sim.alloc::<T>(n, c.oout);
+    let mean = sim.alloc::<f32>(m, 0);
+    let rstd = sim.alloc::<f32>(m, 0);
+    let (pres, ph, pbias) = match fused {
+        Some((f, in_place)) => {
+            let pr = sim.upload(&f.res, c.oin);
+            let ph = if in_place {
+                pr
+            } else {
+                sim.alloc::<T>(n, c.oout)
+            };
+            let pbias = f.bias.as_ref().map(|b| sim.upload(b, 0));
+            (Some(pr), Some(ph), pbias)
+        }
+        None => (None, None, None),
+    };
+    let r = pres.map(|residual| ln::ResidualPtrs {
+        residual,
+        bias: pbias,
+        h: ph.unwrap(),
+    });
+    let e = |e: warpnorm::Error| e.to_string();
+    let mut kernels = Vec::new();
+    let ws_f;
+    let fwd = match c.op {
+        Op::Layer => {
+            let desc = ln_desc(c);
+            ws_f = ln::workspace_bytes(&desc, ln::Direction::Forward, &props).map_err(e)?;
+            let w = sim.alloc::<f32>(ws_f.div_ceil(4), 0);
+            let p = ln::ForwardPtrs {
+                x: px,
+                y,
+                gamma: Some(pg),
+                beta: Some(pb),
+                mean: Some(mean),
+                rstd: Some(rstd),
+                workspace: w,
+                workspace_bytes: ws_f as u64,
+            };
+            match &r {
+                Some(r) => ln::plan_forward_residual(&desc, &p, r, &props),
+                None => ln::plan_forward(&desc, &p, &props),
+            }
+        }
+        Op::Rms => {
+            let desc = rms_desc(c);
+            ws_f = rms::workspace_bytes(&desc, rms::Direction::Forward, &props).map_err(e)?;
+            let w = sim.alloc::<f32>(ws_f.div_ceil(4), 0);
+            let p = rms::ForwardPtrs {
+                x: px,
+                y,
+                weight: Some(pg),
+                rstd: Some(rstd),
+                workspace: w,
+                workspace_bytes: ws_f as u64,
+            };
+            match &r {
+                Some(r) => rms::plan_forward_residual(&desc, &p, r, &props),
+                None => rms::plan_forward(&desc, &p, &props),
+            }
+        }
+    }
+    .map_err(|e| format!("plan forward: {e}"))?;
+    run(sim, &fwd, "forward")?;
+    kernels.extend(fwd.launches.iter().map(|l| l.kernel.clone()));
+    let h = match ph {
+        Some(ph) => to_f64(&sim.download::<T>(ph, n)),
+        None => Vec::new(),
+    };
+    // Backward re-reads h (or x for the plain op).
+    let pxb = ph.unwrap_or(px);
+    let pdy = sim.upload(&inp.dy, c.oin);
+    let pdh = fused.map(|_| sim.upload(&inp.dh, c.oin)).filter(|_| c.dh);
+    let dx = sim.alloc::<T>(n, c.oout);
+    let dg = sim.alloc::<P>(d, 0);
+    let db = sim.alloc::<P>(d, 0);
+    let bwd = match c.op {
+        Op::Layer => {
+            let desc = ln_desc(c);
+            let ws = ln::workspace_bytes(&desc, ln::Direction::Backward, &props).map_err(e)?;
+            let w = sim.alloc::<f32>(ws.div_ceil(4), 0);
+            let p = ln::BackwardPtrs {
+                x: pxb,
+                dy: pdy,
+                dx,
+                gamma: Some(pg),
+                mean,
+                rstd,
+                dgamma: Some(dg),
+                dbeta: Some(db),
+                workspace: w,
+                workspace_bytes: ws as u64,
+            };
+            ln::plan_backward_residual(&desc, &p, pdh, &props)
+        }
+        Op::Rms => {
+            let desc = rms_desc(c);
+            let ws = rms::workspace_bytes(&desc, rms::Direction::Backward, &props).map_err(e)?;
+            let w = sim.alloc::<f32>(ws.div_ceil(4), 0);
+            let p = rms::BackwardPtrs {
+                x: pxb,
+                dy: pdy,
+                dx,
+                weight: Some(pg),
+                rstd,
+                dweight: Some(dg),
+                workspace: w,
+                workspace_bytes: ws as u64,
+            };
+            rms::plan_backward_residual(&desc, &p, pdh, &props)
+        }
+    }
+    .map_err(|e| format!("plan backward: {e}"))?;
+    run(sim, &bwd, "backward")?;
+    kernels.extend(bwd.launches.iter().map(|l| l.kernel.clone()));
+    Ok(Got {
+        h,
+        y: to_f64(&sim.download::<T>(y, n)),
+        mean: if c.op == Op::Layer {
+            to_f64(&sim.download::<f32>(mean, m))
+        } else {
+            Vec::new()
+        },
+        rstd: to_f64(&sim.download::<f32>(rstd, m)),
+        dx: to_f64(&sim.download::<T>(dx, n)),
+        dgamma: to_f64(&sim.download::<P>(dg, d)),
+        dbeta: if c.op == Op::Layer {
+            to_f64(&sim.download::<P>(db, d))
+        } else {
+            Vec::new()
+        },
+        kernels,
+    })
+}
+
+/// Bitwise equality with NaN equal to NaN.
+fn same(what: &str, a: &[f64], b: &[f64]) -> Result<(), String> {
+    if a.len() != b.len() {
+        return Err(format!("{what}: {} vs {} values", a.len(), b.len()));
+    }
+    for (i, (u, v)) in a.iter().zip(b).enumerate() {
+        if u.to_bits() != v.to_bits() && !(u.is_nan() && v.is_nan()) {
+            return Err(format!("{what}[{i}]: {u} vs {v}"));
+        }
+    }
+    Ok(())
+}
+
+/// Runs one case on compute_`arch`; returns the kernels it ran.
+fn check_case<T: Element + Default, P: Element + Default>(
+    arch: u32,
+    c: &Case,
+) -> Result<Vec<String>, String> {
+    let inp: Inputs<T, P> = inputs(c);
+    let ctx = |e: String| format!("{c:?}: {e}");
+    let mut sim = Sim::new(arch);
+    let got = run_op::<T, P>(&mut sim, c, &inp.x, Some((&inp, false)), &inp).map_err(ctx)?;
+    // h: exactly the reference's one rounding.
+    let h_ref = residual_add::<T, P>(c.rows, c.cols, &inp.x, &inp.res, inp.bias.as_deref())
+        .map_err(|e| ctx(e.to_string()))?;
+    same("h", &got.h, &to_f64(&h_ref)).map_err(ctx)?;
+    // y and the statistics: those of the plain kernels on the stored h; the parameter
+    // gradients too (dh does not enter them). The plain backward runs on h without dh.
+    let mut sim2 = Sim::new(arch);
+    let plain = run_op::<T, P>(&mut sim2, c, &h_ref, None, &inp).map_err(ctx)?;
+    same("y", &got.y, &plain.y).map_err(ctx)?;
+    same("mean", &got.mean, &plain.mean).map_err(ctx)?;
+    same("rstd", &got.rstd, &plain.rstd).map_err(ctx)?;
+    same("dgamma", &got.dgamma, &plain.dgamma).map_err(ctx)?;
+    same("dbeta", &got.dbeta, &plain.dbeta).map_err(ctx)?;
+    // The same launches, the forward's first one the fused variant (`res_<tier>_vec`, and
+    // `res_split_stats_scalar`); the other scalar kernels take the residual at run time.
+    let unfused: Vec<String> = got
+        .kernels
+        .iter()
+        .map(|k| k.replace("_res_", "_"))
+        .collect();
+    let fused_name =
+        plain.kernels[0].ends_with("_vec") || plain.kernels[0].contains("_split_stats_");
+    if unfused != plain.kernels || got.kernels[0].contains("_res_") != fused_name {
+        return Err(ctx(format!(
+            "kernels {:?} vs plain {:?}",
+            got.kernels, plain.kernels
+        )));
+    }
+    // dx = round(D + dh), D the kernel's f32 dx, against the reference round(D64 + dh): with
+    // the plain run's error |round(D) - round(D64)|, |D - D64| <= that + u (|round(D)| +
+    // |round(D64)|), and each side's rounding adds u |result|.
+    let mean_f: Vec<f32> = got.mean.iter().map(|v| *v as f32).collect();
+    let rstd_f: Vec<f32> = got.rstd.iter().map(|v| *v as f32).collect();
+    let dh = c.dh.then_some(&inp.dh[..]);
+    let (rf, pf) = match c.op {
+        Op::Layer => {
+            let desc = ln_desc(c);
+            let f = |dh| {
+                cpu::layer_norm::backward_residual::<T, P>(
+                    &desc,
+                    &h_ref,
+                    &inp.dy,
+                    dh,
+                    &mean_f,
+                    &rstd_f,
+                    Some(&inp.gamma[..]),
+                    false,
+                )
+            };
+            (f(dh), f(None))
+        }
+        Op::Rms => {
+            let desc = rms_desc(c);
+            let f = |dh| {
+                cpu::rms_norm::backward_residual::<T, P>(
+                    &desc,
+                    &h_ref,
+                    &inp.dy,
+                    dh,
+                    &rstd_f,
+                    Some(&inp.gamma[..]),
+                    false,
+                )
+            };
+            (f(dh), f(None))
+        }
+    };
+    let (rf, pf) = (
+        rf.map_err(|e| ctx(e.to_string()))?,
+        pf.map_err(|e| ctx(e.to_string()))?,
+    );
+    let (r, p) = (to_f64(&rf.dx), to_f64(&pf.dx));
+    let u = c.dtype.unit_roundoff();
+    for i in 0..r.len() {
+        let tol = (plain.dx[i] - p[i]).abs()
+            + K_ROUND * u * (r[i].abs() + p[i].abs() + plain.dx[i].abs())
+            + 2.0 * tiny(c.dtype);
+        let err = (got.dx[i] - r[i]).abs();
+        if err.is_nan() || err > tol {
+            return Err(ctx(format!(
+                "dx[{i}]: got {} expected {} (plain got {} ref {}, tol {tol:e})",
+                got.dx[i], r[i], plain.dx[i], p[i]
+            )));
+        }
+    }
+    // Bitwise rerun, and h written over the residual in place: the same bits.
+    let mut sim3 = Sim::new(arch);
+    let again = run_op::<T, P>(&mut sim3, c, &inp.x, Some((&inp, true)), &inp).map_err(ctx)?;
+    if again != got {
+        return Err(ctx("the in-place rerun differs".into()));
+    }
+    Ok(got.kernels)
+}
+
+fn check_dyn(arch: u32, c: &Case) -> Result<Vec<String>, String> {
+    match (c.dtype, c.param_dtype) {
+        (DType::F32, DType::F32) => check_case::<f32, f32>(arch, c),
+        (DType::F16, DType::F16) => check_case::<f16, f16>(arch, c),
+        (DType::F16, DType::F32) => check_case::<f16, f32>(arch, c),
+        (DType::BF16, DType::BF16) => check_case::<bf16, bf16>(arch, c),
+        (DType::BF16, DType::F32) => check_case::<bf16, f32>(arch, c),
+        (t, p) => Err(format!("unsupported dtype pair {t}/{p}")),
+    }
+}
+
+/// (cols, rows) reaching every tier on `DeviceProps::SIM` (the RMSNorm sweep's
+/// representatives, rows capped at [`MAX_ELEMS`] elements): subwarp, warp, block, split,
+/// forward and backward.
+const SHAPES: [(usize, usize); 8] = [
+    (7, 64),
+    (64, 257),
+    (128, 3),
+    (512, 64),
+    (768, 257),
+    (2048, 16),
+    (12288, 3),
+    (65537, 1),
+];
+/// Largest simulated problem (elements).
+const MAX_ELEMS: usize = 1 << 14;
+
+/// Every tier and dtype pair of both ops, vector and scalar variants, with and without a
+/// bias and dh, on compute_80 (the PTX the sweeps run with the most shapes).
+#[test]
+fn sim_fused_residual_every_tier_and_dtype() {
+    if skip_without_kernels("fused residual sweep") {
+        return;
+    }
+    let arch = 80;
+    let mut ran = std::collections::BTreeSet::new();
+    let mut failures = Vec::new();
+    let mut k = 0u64;
+    for op in [Op::Layer, Op::Rms] {
+        for &(dtype, param_dtype) in &DTYPE_PAIRS {
+            for &(cols, rows) in &SHAPES {
+                for (oin, oout) in [(0, 0), (1, 0)] {
+                    k += 1;
+                    let c = Case {
+                        op,
+                        rows: rows.min((MAX_ELEMS / cols).max(1)),
+                        cols,
+                        dtype,
+                        param_dtype,
+                        oin,
+                        oout,
+                        bias: k.is_multiple_of(2),
+                        dh: !k.is_multiple_of(3),
+                        seed: k,
+                    };
+                    match check_dyn(arch, &c) {
+                        Ok(ks) => ran.extend(ks),
+                        Err(e) => failures.push(e),
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+    // Every fused entry point the build exports ran (each tier, dtype pair and variant of
+    // both ops), and every backward tier with dh.
+    let missing: Vec<&str> = warpnorm::kernels::all_entries()
+        .filter(|k| k.contains("_res_") && !ran.contains(*k))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "fused entry points never run: {missing:?}"
+    );
+    assert!(ran.iter().filter(|k| k.contains("_res_")).count() >= 50);
+    // The scalar variant's forward tiers that take the residual at run time ran too.
+    for tier in ["subwarp", "warp", "block"] {
+        for op in ["layer_norm", "rms_norm"] {
+            assert!(
+                ran.iter()
+                    .any(|k| k.starts_with(&format!("warpnorm_{op}_fwd_"))
+                        && k.ends_with(&format!("_{tier}_scalar"))),
+                "{op} fused residual forward never ran the scalar {tier} tier"
+            );
+        }
+    }
+    for tier in ["subwarp", "warp", "block", "split_sums", "split_dx"] {
+        for op in ["layer_norm", "rms_norm"] {
+            for v in ["vec", "scalar"] {
+                let hit = ran.iter().any(|k| {
+                    k.starts_with(&format!("warpnorm_{op}_bwd_"))
+                        && k.ends_with(&format!("_{tier}_{v}"))
+                });
+                assert!(hit, "no {op} backward {tier} {v} kernel ran: {ran:?}");
+            }
+        }
+    }
+}
+
+/// Bad calls are Errors before any launch: h overlapping y, a misaligned h, a null residual,
+/// a dh partly over dx; the documented in-place pairs (h over the residual or x, dx over dh)
+/// are accepted.
+#[test]
+fn plan_residual_rejects_bad_buffers() {
+    let props = DeviceProps::SIM;
+    let desc = RmsNormDesc::from_rows(4, 64, DType::F32, DType::F32, false, None).unwrap();
+    let base = 1u64 << 20;
+    let p = rms::ForwardPtrs {
+        x: base,
+        y: base + 4096,
+        weight: None,
+        rstd: None,
+        workspace: 0,
+        workspace_bytes: 0,
+    };
+    let good = ln::ResidualPtrs {
+        residual: base + 8192,
+        bias: None,
+        h: base + 12288,
+    };
+    assert!(rms::plan_forward_residual(&desc, &p, &good, &props).is_ok());
+    // h over the residual and over x: allowed in place.
+    assert!(rms::plan_forward_residual(
+        &desc,
+        &p,
+        &ln::ResidualPtrs {
+            h: good.residual,
+            ..good
+        },
+        &props
+    )
+    .is_ok());
+    assert!(
+        rms::plan_forward_residual(&desc, &p, &ln::ResidualPtrs { h: base, ..good }, &props)
+            .is_ok()
+    );
+    // h over y: both outputs.
+    assert!(
+        rms::plan_forward_residual(&desc, &p, &ln::ResidualPtrs { h: p.y, ..good }, &props)
+            .is_err()
+    );
+    // A misaligned h, a null residual.
+    assert!(rms::plan_forward_residual(
+        &desc,
+        &p,
+        &ln::ResidualPtrs {
+            h: good.h + 1,
+            ..good
+        },
+        &props
+    )
+    .is_err());
+    assert!(rms::plan_forward_residual(
+        &desc,
+        &p,
+        &ln::ResidualPtrs {
+            residual: 0,
+            ..good
+        },
+        &props
+    )
+    .is_err());
+    // dx over dh is the in-place pair; a misaligned dh partly over dx is refused.
+    let b = rms::BackwardPtrs {
+        x: base,
+        dy: base + 4096,
+        dx: base + 8192,
+        weight: None,
+        rstd: base + 16384,
+        dweight: None,
+        workspace: 0,
+        workspace_bytes: 0,
+    };
+    assert!(rms::plan_backward_residual(&desc, &b, Some(base + 12288), &props).is_ok());
+    assert!(rms::plan_backward_residual(&desc, &b, Some(b.dx), &props).is_ok());
+    assert!(rms::plan_backward_residual(&desc, &b, Some(b.dx + 2), &props).is_err());
+}
