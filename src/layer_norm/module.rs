@@ -12,7 +12,10 @@ use crate::{Element, Error, Result};
 
 use super::desc::Problem;
 use super::desc::{Affine, LayerNormDesc};
-use super::ops::{backward_checked, forward_checked, Backward, Forward};
+use super::ops::{
+    backward_checked, backward_residual_checked, forward_checked, forward_residual_checked,
+    Backward, BackwardResidualBuffers, Forward, ForwardResidualBuffers, ResidualIo,
+};
 use super::plan::{workspace_bytes_checked, Direction};
 use crate::device::DeviceProps;
 use crate::profile::{self, Op};
@@ -369,6 +372,78 @@ impl<P: Element> LayerNorm<P> {
         self.cached_workspace(&problem, Direction::Backward, exec.props())?;
         let call = backward_call(x, dy, saved, &self.gamma, grads, self.workspace.as_mut());
         backward_checked(&mut exec, &problem, call)
+    }
+
+    /// The fused residual add's forward into the caller's buffers (see
+    /// [`crate::layer_norm::forward_residual`]): h = x + residual (+ `bias`) into
+    /// `residual_h` (apart, or over the residual), y = LayerNorm(h) into `y`, and the
+    /// statistics into `saved` when given (`None` for inference). The workspace is the
+    /// module's, as in [`LayerNorm::forward_into`]. Asynchronous.
+    pub fn forward_residual_into<T: Element>(
+        &mut self,
+        x: &CudaView<'_, T>,
+        residual_h: ResidualIo<'_, T>,
+        bias: Option<&CudaView<'_, P>>,
+        x_shape: &[usize],
+        y: CudaViewMut<'_, T>,
+        saved: Option<&mut SavedStats>,
+    ) -> Result<()> {
+        let problem = self.desc::<T>(x_shape)?.check()?;
+        let _range = profile::range(Op::LayerNormModuleForward, &problem);
+        let stream = self.stream.clone();
+        let mut exec = GpuExecutor::new(&stream)?;
+        self.cached_workspace(&problem, Direction::Forward, exec.props())?;
+        let (mean, rstd) = match saved {
+            Some(s) => (Some(s.mean.as_view_mut()), Some(s.rstd.as_view_mut())),
+            None => (None, None),
+        };
+        let b = ForwardResidualBuffers {
+            x: x.slice(..),
+            residual_h,
+            bias: bias.map(|b| b.slice(..)),
+            y,
+            gamma: self.gamma.as_ref().map(|g| g.as_view()),
+            beta: self.beta.as_ref().map(|b| b.as_view()),
+            mean,
+            rstd,
+            workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
+        };
+        forward_residual_checked(&mut exec, &problem, b)
+    }
+
+    /// The fused residual add's backward into the caller's buffers (see
+    /// [`crate::layer_norm::backward_residual`]): from h as the forward wrote it, dy and the
+    /// forward's `saved` statistics, dx = LayerNorm's dx + dh into `dh_dx` (apart, or over
+    /// dh), and `dgamma` / `dbeta` (given exactly when the module has them). The workspace is
+    /// the module's. Asynchronous.
+    #[allow(clippy::too_many_arguments)]
+    pub fn backward_residual_into<T: Element>(
+        &mut self,
+        h: &CudaView<'_, T>,
+        dy: &CudaView<'_, T>,
+        dh_dx: ResidualIo<'_, T>,
+        x_shape: &[usize],
+        saved: &SavedStats,
+        dgamma: Option<CudaViewMut<'_, P>>,
+        dbeta: Option<CudaViewMut<'_, P>>,
+    ) -> Result<()> {
+        let problem = self.desc::<T>(x_shape)?.check()?;
+        let _range = profile::range(Op::LayerNormModuleBackward, &problem);
+        let stream = self.stream.clone();
+        let mut exec = GpuExecutor::new(&stream)?;
+        self.cached_workspace(&problem, Direction::Backward, exec.props())?;
+        let b = BackwardResidualBuffers {
+            h: h.slice(..),
+            dy: dy.slice(..),
+            dh_dx,
+            mean: saved.mean.as_view(),
+            rstd: saved.rstd.as_view(),
+            gamma: self.gamma.as_ref().map(|g| g.as_view()),
+            dgamma,
+            dbeta,
+            workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
+        };
+        backward_residual_checked(&mut exec, &problem, b)
     }
 }
 

@@ -378,11 +378,21 @@ pub struct BackwardResidualBuffers<'a, T, P> {
 pub fn forward_residual<T: Element, P: Element>(
     stream: &Arc<CudaStream>,
     desc: &LayerNormDesc,
-    mut b: ForwardResidualBuffers<'_, T, P>,
+    b: ForwardResidualBuffers<'_, T, P>,
 ) -> Result<()> {
     let problem = desc.check()?;
     let mut exec = GpuExecutor::new(stream)?;
-    let _range = profile::range(Op::LayerNormForwardResidual, &problem);
+    forward_residual_checked(&mut exec, &problem, b)
+}
+
+/// [`forward_residual`] of a checked description on `exec` (what the module types call).
+pub(crate) fn forward_residual_checked<T: Element, P: Element>(
+    exec: &mut GpuExecutor<'_>,
+    problem: &Problem,
+    mut b: ForwardResidualBuffers<'_, T, P>,
+) -> Result<()> {
+    let _range = profile::range(Op::LayerNormForwardResidual, problem);
+    let desc = problem.desc();
     check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
     let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
     let mut io: InOut<'_, T> = b.residual_h.into();
@@ -405,7 +415,7 @@ pub fn forward_residual<T: Element, P: Element>(
         bias: lend.input_opt("bias", b.bias.as_ref(), cols)?,
         h,
     };
-    let plan = plan_forward_residual_checked(&problem, &ptrs, &r, exec.props())?;
+    let plan = plan_forward_residual_checked(problem, &ptrs, &r, exec.props())?;
     exec.execute(&plan)
 }
 
@@ -415,11 +425,21 @@ pub fn forward_residual<T: Element, P: Element>(
 pub fn backward_residual<T: Element, P: Element>(
     stream: &Arc<CudaStream>,
     desc: &LayerNormDesc,
-    mut b: BackwardResidualBuffers<'_, T, P>,
+    b: BackwardResidualBuffers<'_, T, P>,
 ) -> Result<()> {
     let problem = desc.check()?;
     let mut exec = GpuExecutor::new(stream)?;
-    let _range = profile::range(Op::LayerNormBackwardResidual, &problem);
+    backward_residual_checked(&mut exec, &problem, b)
+}
+
+/// [`backward_residual`] of a checked description on `exec` (what the module types call).
+pub(crate) fn backward_residual_checked<T: Element, P: Element>(
+    exec: &mut GpuExecutor<'_>,
+    problem: &Problem,
+    mut b: BackwardResidualBuffers<'_, T, P>,
+) -> Result<()> {
+    let _range = profile::range(Op::LayerNormBackwardResidual, problem);
+    let desc = problem.desc();
     check_element_types(desc.dtype, desc.param_dtype, T::DTYPE, P::DTYPE)?;
     let (n, rows, cols) = (problem.elements(), desc.rows as u64, desc.cols as u64);
     let mut io: InOut<'_, T> = b.dh_dx.into();
@@ -438,6 +458,6 @@ pub fn backward_residual<T: Element, P: Element>(
         workspace,
         workspace_bytes,
     };
-    let plan = plan_backward_residual_checked(&problem, &ptrs, Some(dh), exec.props())?;
+    let plan = plan_backward_residual_checked(problem, &ptrs, Some(dh), exec.props())?;
     exec.execute(&plan)
 }

@@ -15,7 +15,10 @@ use crate::state::{ModuleKind, Parts, PartsMut};
 use crate::{Element, Error, Result};
 
 use super::desc::{Problem, RmsNormDesc, DEFAULT_EPS};
-use super::ops::{backward_checked, forward_checked, Backward, Forward};
+use super::ops::{
+    backward_checked, backward_residual_checked, forward_checked, forward_residual_checked,
+    Backward, BackwardResidualBuffers, Forward, ForwardResidualBuffers, ResidualIo,
+};
 use super::plan::{workspace_bytes_checked, Direction};
 
 /// What [`RmsNorm::forward`] returns.
@@ -342,6 +345,68 @@ impl<P: Element> RmsNorm<P> {
         self.cached_workspace(&problem, Direction::Backward, exec.props())?;
         let call = backward_call(x, dy, saved, &self.weight, grads, self.workspace.as_mut());
         backward_checked(&mut exec, &problem, call)
+    }
+
+    /// The fused residual add's forward into the caller's buffers (see
+    /// [`crate::rms_norm::forward_residual`]): h = x + residual (+ `bias`) into `residual_h`
+    /// (apart, or over the residual), y = RMSNorm(h) into `y`, and rstd into `saved` when
+    /// given (`None` for inference). The workspace is the module's, as in
+    /// [`RmsNorm::forward_into`]. Asynchronous.
+    pub fn forward_residual_into<T: Element>(
+        &mut self,
+        x: &CudaView<'_, T>,
+        residual_h: ResidualIo<'_, T>,
+        bias: Option<&CudaView<'_, P>>,
+        x_shape: &[usize],
+        y: CudaViewMut<'_, T>,
+        saved: Option<&mut SavedStats>,
+    ) -> Result<()> {
+        let problem = self.desc::<T>(x_shape)?.check()?;
+        let _range = profile::range(Op::RmsNormModuleForward, &problem);
+        let stream = self.stream.clone();
+        let mut exec = GpuExecutor::new(&stream)?;
+        self.cached_workspace(&problem, Direction::Forward, exec.props())?;
+        let b = ForwardResidualBuffers {
+            x: x.slice(..),
+            residual_h,
+            bias: bias.map(|b| b.slice(..)),
+            y,
+            weight: self.weight.as_ref().map(|w| w.as_view()),
+            rstd: saved.map(|s| s.rstd.as_view_mut()),
+            workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
+        };
+        forward_residual_checked(&mut exec, &problem, b)
+    }
+
+    /// The fused residual add's backward into the caller's buffers (see
+    /// [`crate::rms_norm::backward_residual`]): from h as the forward wrote it, dy and the
+    /// forward's `saved` rstd, dx = RMSNorm's dx + dh into `dh_dx` (apart, or over dh), and
+    /// `dweight` (given exactly when the module has a weight). The workspace is the module's.
+    /// Asynchronous.
+    pub fn backward_residual_into<T: Element>(
+        &mut self,
+        h: &CudaView<'_, T>,
+        dy: &CudaView<'_, T>,
+        dh_dx: ResidualIo<'_, T>,
+        x_shape: &[usize],
+        saved: &SavedStats,
+        dweight: Option<CudaViewMut<'_, P>>,
+    ) -> Result<()> {
+        let problem = self.desc::<T>(x_shape)?.check()?;
+        let _range = profile::range(Op::RmsNormModuleBackward, &problem);
+        let stream = self.stream.clone();
+        let mut exec = GpuExecutor::new(&stream)?;
+        self.cached_workspace(&problem, Direction::Backward, exec.props())?;
+        let b = BackwardResidualBuffers {
+            h: h.slice(..),
+            dy: dy.slice(..),
+            dh_dx,
+            rstd: saved.rstd.as_view(),
+            weight: self.weight.as_ref().map(|w| w.as_view()),
+            dweight,
+            workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
+        };
+        backward_residual_checked(&mut exec, &problem, b)
     }
 }
 

@@ -8,6 +8,8 @@
 //! - h over the residual and dx over dh in place give the same bits, and so does a rerun;
 //! - aligned views (the `res_<tier>_vec` kernels) and x and dy one element off (the scalar
 //!   kernels, which take the residual at run time);
+//! - the module types' `forward_residual_into` / `backward_residual_into` give the functional
+//!   ops' bits, call after call;
 //! - bad buffers rejected before any launch, nothing written.
 
 use std::sync::Arc;
@@ -16,8 +18,8 @@ use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 use half::{bf16, f16};
 use testkit::Rng;
 use warpnorm::cpu::residual::residual_add;
-use warpnorm::layer_norm::{self as ln, Affine, LayerNormDesc, ResidualIo};
-use warpnorm::rms_norm::{self as rms, RmsNormDesc};
+use warpnorm::layer_norm::{self as ln, Affine, LayerNorm, LayerNormDesc, ResidualIo};
+use warpnorm::rms_norm::{self as rms, RmsNorm, RmsNormDesc};
 use warpnorm::{DType, Element, Error};
 
 use crate::support::{to_f64, DTYPE_PAIRS};
@@ -492,4 +494,178 @@ fn fused_residual_bad_buffers_rejected() {
     );
     assert!(y.get(&s).iter().all(|&v| v == -7.0), "y was written");
     assert!(h.get(&s).iter().all(|&v| v == -7.0), "h was written");
+}
+
+/// The fused residual add through the module types' `_into` methods (parameters set to the
+/// case's, h over the residual and dx over dh when `in_place`), twice in a row on the same
+/// module (the second call reuses the cached workspace); returns the second call's outputs.
+fn run_module<T: Element, P: Element>(
+    s: &Arc<CudaStream>,
+    c: &Case,
+    inp: &Inputs<T, P>,
+    in_place: bool,
+) -> Result<Got, String> {
+    let (n, rows, cols, off) = (c.rows * c.cols, c.rows, c.cols, c.off);
+    let shape = [rows, cols];
+    let err = |e: Error| format!("{c:?} module in_place {in_place}: {e}");
+    let x = Buf::new(s, &inp.x, off);
+    let dy = Buf::new(s, &inp.dy, off);
+    let bias = inp.bias.as_ref().map(|b| Buf::new(s, b, 0));
+    let mut got = None;
+    match c.op {
+        Op::Layer => {
+            let mut m = LayerNorm::<P>::new(s, &[cols], Affine::WeightBias, 1e-5).map_err(err)?;
+            let (g, b) = m.params_mut();
+            s.memcpy_htod(&inp.gamma, &mut g.unwrap()).unwrap();
+            s.memcpy_htod(&inp.beta, &mut b.unwrap()).unwrap();
+            let mut saved = m.alloc_saved(&shape).map_err(err)?;
+            for _ in 0..2 {
+                let res = Buf::new(s, &inp.res, 0);
+                let mut rh = Buf::new(s, &inp.res, 0);
+                let mut h = Buf::<T>::out(s, n, 0);
+                let mut y = Buf::<T>::out(s, n, 0);
+                let mut dh = Buf::new(s, &inp.dh, 0);
+                let mut dx = Buf::<T>::out(s, n, 0);
+                let mut dgamma = Buf::<P>::out(s, cols, 0);
+                let mut dbeta = Buf::<P>::out(s, cols, 0);
+                let residual_h = if in_place {
+                    ResidualIo::InPlace(rh.view_mut())
+                } else {
+                    ResidualIo::Apart(res.view(), h.view_mut())
+                };
+                let bv = bias.as_ref().map(|b| b.view());
+                m.forward_residual_into(
+                    &x.view(),
+                    residual_h,
+                    bv.as_ref(),
+                    &shape,
+                    y.view_mut(),
+                    Some(&mut saved),
+                )
+                .map_err(err)?;
+                let hb = if in_place { &rh } else { &h };
+                let dh_dx = if in_place {
+                    ResidualIo::InPlace(dh.view_mut())
+                } else {
+                    ResidualIo::Apart(dh.view(), dx.view_mut())
+                };
+                m.backward_residual_into(
+                    &hb.view(),
+                    &dy.view(),
+                    dh_dx,
+                    &shape,
+                    &saved,
+                    Some(dgamma.view_mut()),
+                    Some(dbeta.view_mut()),
+                )
+                .map_err(err)?;
+                got = Some(Got {
+                    h: hb.get(s),
+                    y: y.get(s),
+                    mean: to_f64(&s.clone_dtoh(&saved.mean).unwrap()),
+                    rstd: to_f64(&s.clone_dtoh(&saved.rstd).unwrap()),
+                    dx: if in_place { dh.get(s) } else { dx.get(s) },
+                    dgamma: dgamma.get(s),
+                    dbeta: dbeta.get(s),
+                });
+            }
+        }
+        Op::Rms => {
+            let mut m = RmsNorm::<P>::new(s, &[cols], true, None).map_err(err)?;
+            s.memcpy_htod(&inp.gamma, &mut m.params_mut().unwrap())
+                .unwrap();
+            let mut saved = m.alloc_saved(&shape).map_err(err)?;
+            for _ in 0..2 {
+                let res = Buf::new(s, &inp.res, 0);
+                let mut rh = Buf::new(s, &inp.res, 0);
+                let mut h = Buf::<T>::out(s, n, 0);
+                let mut y = Buf::<T>::out(s, n, 0);
+                let mut dh = Buf::new(s, &inp.dh, 0);
+                let mut dx = Buf::<T>::out(s, n, 0);
+                let mut dweight = Buf::<P>::out(s, cols, 0);
+                let residual_h = if in_place {
+                    ResidualIo::InPlace(rh.view_mut())
+                } else {
+                    ResidualIo::Apart(res.view(), h.view_mut())
+                };
+                let bv = bias.as_ref().map(|b| b.view());
+                m.forward_residual_into(
+                    &x.view(),
+                    residual_h,
+                    bv.as_ref(),
+                    &shape,
+                    y.view_mut(),
+                    Some(&mut saved),
+                )
+                .map_err(err)?;
+                let hb = if in_place { &rh } else { &h };
+                let dh_dx = if in_place {
+                    ResidualIo::InPlace(dh.view_mut())
+                } else {
+                    ResidualIo::Apart(dh.view(), dx.view_mut())
+                };
+                m.backward_residual_into(
+                    &hb.view(),
+                    &dy.view(),
+                    dh_dx,
+                    &shape,
+                    &saved,
+                    Some(dweight.view_mut()),
+                )
+                .map_err(err)?;
+                got = Some(Got {
+                    h: hb.get(s),
+                    y: y.get(s),
+                    mean: Vec::new(),
+                    rstd: to_f64(&s.clone_dtoh(&saved.rstd).unwrap()),
+                    dx: if in_place { dh.get(s) } else { dx.get(s) },
+                    dgamma: dweight.get(s),
+                    dbeta: Vec::new(),
+                });
+            }
+        }
+    }
+    Ok(got.unwrap())
+}
+
+/// The module types' fused residual methods against the functional ops, bitwise: a block-
+/// tier and a split-tier shape (the split tier has a forward workspace), both ops, two dtype
+/// pairs, apart and in place.
+#[test]
+fn fused_residual_module_methods_on_gpu() {
+    let Some(s) = testkit::gpu::gpu_stream("fused_residual_module_methods_on_gpu") else {
+        return;
+    };
+    let mut failures = Vec::new();
+    let mut k = 100u64;
+    for op in [Op::Layer, Op::Rms] {
+        for (rows, cols) in [(3usize, 5000usize), (2, 40000)] {
+            for in_place in [false, true] {
+                k += 1;
+                let c = Case {
+                    op,
+                    rows,
+                    cols,
+                    off: (k % 2) as usize,
+                    bias: k % 3 != 1,
+                    seed: k,
+                };
+                let res = if k.is_multiple_of(2) {
+                    let inp = inputs::<bf16, f32>(&c, false);
+                    run(&s, &c, &inp, in_place, None)
+                        .and_then(|f| Ok((f, run_module(&s, &c, &inp, in_place)?)))
+                } else {
+                    let inp = inputs::<f32, f32>(&c, false);
+                    run(&s, &c, &inp, in_place, None)
+                        .and_then(|f| Ok((f, run_module(&s, &c, &inp, in_place)?)))
+                };
+                match res {
+                    Ok((f, m)) if f == m => {}
+                    Ok(_) => failures.push(format!("{c:?} in_place {in_place}: module differs")),
+                    Err(e) => failures.push(e),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
