@@ -39,6 +39,10 @@ pub enum Op {
     LnResFwd,
     /// RMSNorm forward with the fused residual add (as [`Op::LnResFwd`], with a weight).
     RmsResFwd,
+    /// LayerNorm backward of the fused residual add (h, dy and dh read, dx written).
+    LnResBwd,
+    /// RMSNorm backward of the fused residual add (as [`Op::LnResBwd`]).
+    RmsResBwd,
 }
 
 impl Op {
@@ -56,23 +60,27 @@ impl Op {
             Op::RmsBwd => "RMSNorm-bwd",
             Op::LnResFwd => "LayerNorm-res-fwd",
             Op::RmsResFwd => "RMSNorm-res-fwd",
+            Op::LnResBwd => "LayerNorm-res-bwd",
+            Op::RmsResBwd => "RMSNorm-res-bwd",
         }
     }
 
     /// Minimum DRAM bytes per element in units of the activation size (shared/KERNELS.md;
-    /// the fused residual forward reads x and the residual and writes h and y, issue 17).
+    /// the fused residual forward reads x and the residual and writes h and y, its backward
+    /// reads h, dy and dh and writes dx, issue 17).
     pub fn min_bytes_factor(self) -> f64 {
         match self {
             Op::LnFwd | Op::RmsFwd | Op::BnEvalFwd | Op::BnEvalBwd | Op::Copy => 2.0,
             Op::LnBwd | Op::RmsBwd | Op::BnTrainFwd => 3.0,
-            Op::LnResFwd | Op::RmsResFwd => 4.0,
+            Op::LnResFwd | Op::RmsResFwd | Op::LnResBwd | Op::RmsResBwd => 4.0,
             Op::BnTrainBwd => 5.0,
         }
     }
 
     /// The budget (fraction of the copy roofline) issue 11 sets: 90% for LayerNorm forward and
     /// BatchNorm eval/apply passes, 85% for LayerNorm backward and BatchNorm training; RMSNorm
-    /// and the fused residual forwards (issue 17) as the LayerNorm forward.
+    /// and the fused residual forwards (issue 17) as the LayerNorm forward, the fused residual
+    /// backwards as the LayerNorm backward.
     pub fn budget(self) -> Option<f64> {
         match self {
             Op::LnFwd
@@ -81,7 +89,12 @@ impl Op {
             | Op::RmsResFwd
             | Op::BnEvalFwd
             | Op::BnEvalBwd => Some(0.90),
-            Op::LnBwd | Op::RmsBwd | Op::BnTrainFwd | Op::BnTrainBwd => Some(0.85),
+            Op::LnBwd
+            | Op::RmsBwd
+            | Op::LnResBwd
+            | Op::RmsResBwd
+            | Op::BnTrainFwd
+            | Op::BnTrainBwd => Some(0.85),
             Op::Copy => None,
         }
     }
@@ -290,6 +303,27 @@ fn case(
     })
 }
 
+/// [`case`] for the backward of the fused residual add: its launches are the plain
+/// backward's (dh is a runtime argument), and each launch that writes dx also reads dh.
+fn res_bwd_case(
+    op: Op,
+    shape: String,
+    dtypes: String,
+    size: (u64, u64),
+    plan: Plan,
+    rc: (f64, f64),
+) -> Result<Case, String> {
+    let mut c = case(op, shape, dtypes, size, plan, rc)?;
+    let ns = (size.0 * size.1) as f64;
+    for (l, t) in c.plan.launches.iter().zip(c.traffic.iter_mut()) {
+        let k = l.kernel.as_str();
+        if k.contains("_bwd_") && !k.contains("finalize") && !k.contains("split_sums") {
+            t.read += ns;
+        }
+    }
+    Ok(c)
+}
+
 fn layer_norm(
     rows: usize,
     cols: usize,
@@ -342,6 +376,7 @@ fn layer_norm(
         bias: None,
         h: a.next(),
     };
+    let dh = a.next();
     let shape = format!("{rows}x{cols}");
     let n = (rows * cols) as u64;
     let s = t.size() as u64;
@@ -365,10 +400,25 @@ fn layer_norm(
         )?,
         case(
             Op::LnResFwd,
-            shape,
+            shape.clone(),
             dt(t, p),
             (n, s),
             ln::plan_forward_residual(&desc, &fp, &res, props).map_err(e)?,
+            (rf, cf),
+        )?,
+        // Its backward: x is h, dh read from its own buffer.
+        res_bwd_case(
+            Op::LnResBwd,
+            shape,
+            dt(t, p),
+            (n, s),
+            ln::plan_backward_residual(
+                &desc,
+                &ln::BackwardPtrs { x: res.h, ..bp },
+                Some(dh),
+                props,
+            )
+            .map_err(e)?,
             (rf, cf),
         )?,
     ])
@@ -415,6 +465,7 @@ fn rms_norm(
         bias: None,
         h: a.next(),
     };
+    let dh = a.next();
     let shape = format!("{rows}x{cols}");
     let n = (rows * cols) as u64;
     let s = t.size() as u64;
@@ -438,10 +489,25 @@ fn rms_norm(
         )?,
         case(
             Op::RmsResFwd,
-            shape,
+            shape.clone(),
             dt(t, p),
             (n, s),
             rms::plan_forward_residual(&desc, &fp, &res, props).map_err(e)?,
+            (rf, cf),
+        )?,
+        // Its backward: x is h, dh read from its own buffer.
+        res_bwd_case(
+            Op::RmsResBwd,
+            shape,
+            dt(t, p),
+            (n, s),
+            rms::plan_backward_residual(
+                &desc,
+                &rms::BackwardPtrs { x: res.h, ..bp },
+                Some(dh),
+                props,
+            )
+            .map_err(e)?,
             (rf, cf),
         )?,
     ])
