@@ -58,6 +58,10 @@
  * normalizes it. Backward is a runtime choice (a.dh 0: none; the model predicts the plain
  * backward unchanged): x = h, and dh is added to dx in f32 before dx's one rounding.
  * Bytes moved with it: fwd read x, residual + write h, y; bwd read h, dy, dh + write dx.
+ * The bias's gradient (dbias = column sums of dx) is two more launches: column_sum
+ * (`..._bwd_<T>_dbias`) reads the stored dx once more into f32 partial rows per row chunk,
+ * and the finalize sums them in chunk order (a third accumulator in the backward kernels
+ * would cost the 16-bit warp tier, at its register bound, spills).
  * Benchmark: `cargo bench --bench layer_norm`.
  * RMSNorm (cuda/rms_norm.cu) reuses every body here through the compile-time op ln::Norm:
  * with WN_LN_BODIES_ONLY defined this file defines the bodies and entry macros only.
@@ -1146,6 +1150,77 @@ __device__ __forceinline__ void finalize(const WnLayerNormFinalizeArgs& a) {
 }
 
 /**
+ * column_sum: the fused residual add's bias gradient, first pass (dbias = sum over rows of
+ * dx). Block (32, 8), grid (ceil(cols / (32 * V)), chunks), V = 16 / sizeof(T). Row lane y
+ * sums the chunk's rows y, y + 8, ... in row order, four rows' loads issued before any is
+ * added; column_merge then adds the 8 row lanes in lane order, and row lane 0 writes the
+ * chunk's partial row. The finalize kernel sums the partial rows in chunk order: no atomics,
+ * reruns are bitwise identical. Vector path (a.vec): lane x reads columns [V x, V x + V) of
+ * its block with one 16-byte load per row (src and cols * sizeof(T) 16-byte aligned); else
+ * lane x reads columns x, x + 32, ..., element by element (each warp access coalesced).
+ */
+template <typename T>
+__device__ __forceinline__ void column_sum(const WnLayerNormColSumArgs& a) {
+    constexpr int V = kVec<T>;
+    constexpr int kRows = WN_LN_COLSUM_ROWS;
+    constexpr int kLanes = WN_LN_COLSUM_LANES;
+    constexpr int kThreads = kLanes * kRows;
+    __shared__ float smem[kThreads * V];
+    const T* src = reinterpret_cast<const T*>(a.src);
+    const int64_t rows = a.rows, cols = a.cols;
+    const int64_t r0 = static_cast<int64_t>(blockIdx.y) * a.chunk_rows;
+    const int64_t r1 = min(r0 + a.chunk_rows, rows);
+    const int64_t base = static_cast<int64_t>(blockIdx.x) * kLanes * V;
+    const bool vec = a.vec != 0;
+    // Element i of this lane is column c0 + i * step.
+    const int64_t c0 = vec ? base + threadIdx.x * V : base + threadIdx.x;
+    const int64_t step = vec ? 1 : kLanes;
+    SumAcc<V> acc;
+    acc.init();
+    if (vec) {
+        if (c0 < cols) {  // cols is a multiple of V here: the whole pack is in the row
+            const T* p = src + (r0 + threadIdx.y) * cols + c0;
+            const int64_t stride = kRows * cols;
+            int64_t r = r0 + threadIdx.y;
+            for (; r + 3 * kRows < r1; r += 4 * kRows, p += 4 * stride) {
+                Pack<T, V> q[4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k) q[k] = load_pack<T, V>(p + k * stride);
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+#pragma unroll
+                    for (int i = 0; i < V; ++i) acc.v[i] += to_float(q[k].v[i]);
+            }
+            for (; r < r1; r += kRows, p += stride) {
+                const Pack<T, V> q = load_pack<T, V>(p);
+#pragma unroll
+                for (int i = 0; i < V; ++i) acc.v[i] += to_float(q.v[i]);
+            }
+        }
+    } else {
+        for (int64_t r = r0 + threadIdx.y; r < r1; r += kRows) {
+            const T* row = src + r * cols;
+            float v[V];
+#pragma unroll
+            for (int i = 0; i < V; ++i) {
+                const int64_t c = c0 + i * kLanes;
+                v[i] = c < cols ? to_float(row[c]) : 0.0f;
+            }
+#pragma unroll
+            for (int i = 0; i < V; ++i) acc.v[i] += v[i];
+        }
+    }
+    if (column_merge<kThreads>(acc, smem)) {
+        float* part = reinterpret_cast<float*>(a.part) + blockIdx.y * a.part_stride;
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+            const int64_t c = c0 + i * step;
+            if (c < cols) part[c] = acc.v[i];
+        }
+    }
+}
+
+/**
  * Elements per pack of the vector variants of a dtype pair: 16 / max(sizeof(T), sizeof(P)),
  * so that a pack's parameters are at most one 16-byte load per lane (f16/bf16 activations
  * with f32 parameters: 4 elements, an 8-byte activation and a 16-byte parameter access; a
@@ -1258,10 +1333,22 @@ using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
         warpnorm::ln::finalize<P>(a);                                                          \
     }
 
+/** The bias gradient's column sum of one activation dtype (see column_sum). */
+#define WN_LN_DBIAS(OP, TN, T)                                                                 \
+    extern "C" __global__ void __launch_bounds__(WN_LN_COLSUM_LANES * WN_LN_COLSUM_ROWS)       \
+        warpnorm_##OP##_bwd_##TN##_dbias(const WnLayerNormColSumArgs a) {                      \
+        warpnorm::ln::column_sum<T>(a);                                                        \
+    }
+
+/** The finalize kernels (one per parameter dtype) and the dbias column sums (one per
+ * activation dtype) of one op. */
 #define WN_LN_ALL_FINALIZE(OP)                                                                 \
     WN_LN_FINALIZE(OP, f32, float)                                                             \
     WN_LN_FINALIZE(OP, f16, __half)                                                            \
-    WN_LN_FINALIZE(OP, bf16, __nv_bfloat16)
+    WN_LN_FINALIZE(OP, bf16, __nv_bfloat16)                                                    \
+    WN_LN_DBIAS(OP, f32, float)                                                                \
+    WN_LN_DBIAS(OP, f16, __half)                                                               \
+    WN_LN_DBIAS(OP, bf16, __nv_bfloat16)
 
 #ifndef WN_LN_BODIES_ONLY
 WN_LN_ALL_PAIRS(layer_norm, Layer)

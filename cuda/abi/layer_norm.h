@@ -143,4 +143,40 @@ typedef struct WnLayerNormFinalizeArgs {
     int64_t part_stride;
 } WnLayerNormFinalizeArgs;
 
+/** The bias gradient's column sum (`warpnorm_<op>_bwd_<T>_dbias`): block (32, 8). */
+#define WN_LN_COLSUM_LANES 32
+#define WN_LN_COLSUM_ROWS 8
+
+/**
+ * The fused residual add's bias gradient, first pass: the f32 column sums of `src` (dx, the
+ * gradient of h, rows * cols activation elements) over chunks of `chunk_rows` rows, one
+ * partial row per chunk (blockIdx.y) at `part + chunk * part_stride`; the finalize kernel
+ * (WnLayerNormFinalizeArgs, dgamma_part = part) sums them into dbias in a fixed order. Block
+ * (WN_LN_COLSUM_LANES, WN_LN_COLSUM_ROWS): lane x sums 16 bytes' worth of columns (V = 16 /
+ * sizeof(T) elements), row lane y the chunk's rows y, y + 8, ...; grid.x covers the columns in
+ * blocks of 32 * V.
+ */
+typedef struct WnLayerNormColSumArgs {
+    /** dx, activation dtype, rows * cols. */
+    wn_devptr src;
+    /** f32 partial rows (written), chunks * part_stride, 16-byte aligned. */
+    wn_devptr part;
+    /** Number of rows (M). */
+    int64_t rows;
+    /** Elements per row (D). */
+    int64_t cols;
+    /** Rows per chunk (grid.y = ceil(rows / chunk_rows) chunks). */
+    int64_t chunk_rows;
+    /** Floats between partial rows (a multiple of 8, >= cols). */
+    int64_t part_stride;
+    /**
+     * 1: `src` and the row length are 16-byte aligned, each lane reads V consecutive columns
+     * with one 16-byte load per row; 0: lane x reads columns x, x + 32, ... of its block's
+     * 32 * V (element accesses, coalesced).
+     */
+    uint32_t vec;
+    /** Explicit padding. */
+    uint32_t _pad;
+} WnLayerNormColSumArgs;
+
 #endif

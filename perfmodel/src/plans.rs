@@ -43,6 +43,11 @@ pub enum Op {
     LnResBwd,
     /// RMSNorm backward of the fused residual add (as [`Op::LnResBwd`]).
     RmsResBwd,
+    /// [`Op::LnResBwd`] with the bias's gradient (dbias, the column sum of dx: two more
+    /// launches that read dx again).
+    LnResBwdBias,
+    /// [`Op::RmsResBwd`] with the bias's gradient.
+    RmsResBwdBias,
 }
 
 impl Op {
@@ -62,17 +67,26 @@ impl Op {
             Op::RmsResFwd => "RMSNorm-res-fwd",
             Op::LnResBwd => "LayerNorm-res-bwd",
             Op::RmsResBwd => "RMSNorm-res-bwd",
+            Op::LnResBwdBias => "LayerNorm-res-bwd-dbias",
+            Op::RmsResBwdBias => "RMSNorm-res-bwd-dbias",
         }
     }
 
     /// Minimum DRAM bytes per element in units of the activation size (shared/KERNELS.md;
     /// the fused residual forward reads x and the residual and writes h and y, its backward
-    /// reads h, dy and dh and writes dx, issue 17).
+    /// reads h, dy and dh and writes dx, issue 17; with the bias's gradient the minimum is the
+    /// same, since a pass that writes dx could sum it too - the planned two launches read dx
+    /// again).
     pub fn min_bytes_factor(self) -> f64 {
         match self {
             Op::LnFwd | Op::RmsFwd | Op::BnEvalFwd | Op::BnEvalBwd | Op::Copy => 2.0,
             Op::LnBwd | Op::RmsBwd | Op::BnTrainFwd => 3.0,
-            Op::LnResFwd | Op::RmsResFwd | Op::LnResBwd | Op::RmsResBwd => 4.0,
+            Op::LnResFwd
+            | Op::RmsResFwd
+            | Op::LnResBwd
+            | Op::RmsResBwd
+            | Op::LnResBwdBias
+            | Op::RmsResBwdBias => 4.0,
             Op::BnTrainBwd => 5.0,
         }
     }
@@ -93,6 +107,8 @@ impl Op {
             | Op::RmsBwd
             | Op::LnResBwd
             | Op::RmsResBwd
+            | Op::LnResBwdBias
+            | Op::RmsResBwdBias
             | Op::BnTrainFwd
             | Op::BnTrainBwd => Some(0.85),
             Op::Copy => None,
@@ -215,6 +231,10 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
     if k.starts_with("warpnorm_copy") {
         return t(ns, ns);
     }
+    // The bias gradient's column sum: dx read again, one f32 partial row per row chunk.
+    if k.ends_with("_dbias") {
+        return t(ns, l.grid[1] as f64 * cols * 4.0);
+    }
     // Fused residual forward (`_res_`): x and the residual read, h written (and y with the
     // statistics, except in split_stats, whose h the plain split_norm then reads as its x).
     if k.starts_with("warpnorm_layer_norm_fwd") || k.starts_with("warpnorm_rms_norm_fwd") {
@@ -317,7 +337,11 @@ fn res_bwd_case(
     let ns = (size.0 * size.1) as f64;
     for (l, t) in c.plan.launches.iter().zip(c.traffic.iter_mut()) {
         let k = l.kernel.as_str();
-        if k.contains("_bwd_") && !k.contains("finalize") && !k.contains("split_sums") {
+        if k.contains("_bwd_")
+            && !k.contains("finalize")
+            && !k.contains("split_sums")
+            && !k.ends_with("_dbias")
+        {
             t.read += ns;
         }
     }
@@ -336,8 +360,7 @@ fn layer_norm(
     let mut a = Addrs(1 << 40);
     let ws = ln::workspace_bytes(&desc, Direction::Forward, props)
         .map_err(e)?
-        .max(ln::workspace_bytes(&desc, Direction::Backward, props).map_err(e)?)
-        as u64;
+        .max(ln::workspace_bytes_residual(&desc, true, props).map_err(e)?) as u64;
     let (x, y, dy, dx) = (a.next(), a.next(), a.next(), a.next());
     let (g, b, m, r, dg, db, w) = (
         a.next(),
@@ -409,13 +432,34 @@ fn layer_norm(
         // Its backward: x is h, dh read from its own buffer.
         res_bwd_case(
             Op::LnResBwd,
+            shape.clone(),
+            dt(t, p),
+            (n, s),
+            ln::plan_backward_residual(
+                &desc,
+                &ln::BackwardPtrs { x: res.h, ..bp },
+                &ln::ResidualGrads {
+                    dh: Some(dh),
+                    dbias: None,
+                },
+                props,
+            )
+            .map_err(e)?,
+            (rf, cf),
+        )?,
+        // With the bias's gradient (the column sum of dx and its finalize after the backward).
+        res_bwd_case(
+            Op::LnResBwdBias,
             shape,
             dt(t, p),
             (n, s),
             ln::plan_backward_residual(
                 &desc,
                 &ln::BackwardPtrs { x: res.h, ..bp },
-                Some(dh),
+                &ln::ResidualGrads {
+                    dh: Some(dh),
+                    dbias: Some(a.next()),
+                },
                 props,
             )
             .map_err(e)?,
@@ -437,8 +481,7 @@ fn rms_norm(
     let mut a = Addrs(1 << 40);
     let ws = rms::workspace_bytes(&desc, Direction::Forward, props)
         .map_err(e)?
-        .max(rms::workspace_bytes(&desc, Direction::Backward, props).map_err(e)?)
-        as u64;
+        .max(rms::workspace_bytes_residual(&desc, true, props).map_err(e)?) as u64;
     let (x, y, dy, dx) = (a.next(), a.next(), a.next(), a.next());
     let (g, r, dg, w) = (a.next(), a.next(), a.next(), a.next());
     let fp = rms::ForwardPtrs {
@@ -498,13 +541,34 @@ fn rms_norm(
         // Its backward: x is h, dh read from its own buffer.
         res_bwd_case(
             Op::RmsResBwd,
+            shape.clone(),
+            dt(t, p),
+            (n, s),
+            rms::plan_backward_residual(
+                &desc,
+                &rms::BackwardPtrs { x: res.h, ..bp },
+                &rms::ResidualGrads {
+                    dh: Some(dh),
+                    dbias: None,
+                },
+                props,
+            )
+            .map_err(e)?,
+            (rf, cf),
+        )?,
+        // With the bias's gradient (the column sum of dx and its finalize after the backward).
+        res_bwd_case(
+            Op::RmsResBwdBias,
             shape,
             dt(t, p),
             (n, s),
             rms::plan_backward_residual(
                 &desc,
                 &rms::BackwardPtrs { x: res.h, ..bp },
-                Some(dh),
+                &rms::ResidualGrads {
+                    dh: Some(dh),
+                    dbias: Some(a.next()),
+                },
                 props,
             )
             .map_err(e)?,

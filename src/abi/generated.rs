@@ -14,6 +14,8 @@ pub const WN_LN_BWD_THREAD_ELEMS_SCALAR: u32 = 8;
 pub const WN_LN_BWD_THREAD_ELEMS_CC12: u32 = 8;
 pub const WN_LN_FINALIZE_COLS: u32 = 32;
 pub const WN_LN_FINALIZE_LANES: u32 = 8;
+pub const WN_LN_COLSUM_LANES: u32 = 32;
+pub const WN_LN_COLSUM_ROWS: u32 = 8;
 pub const WN_BN_BATCH_STATS: u32 = 1;
 pub const WN_BN_CUMULATIVE: u32 = 2;
 pub const WN_BN_FROZEN: u32 = 4;
@@ -235,6 +237,49 @@ const _: () = {
         [::core::mem::offset_of!(WnLayerNormFinalizeArgs, cols) - 40usize];
     ["Offset of field: WnLayerNormFinalizeArgs::part_stride"]
         [::core::mem::offset_of!(WnLayerNormFinalizeArgs, part_stride) - 48usize];
+};
+#[doc = " The fused residual add's bias gradient, first pass: the f32 column sums of `src` (dx, the\n gradient of h, rows * cols activation elements) over chunks of `chunk_rows` rows, one\n partial row per chunk (blockIdx.y) at `part + chunk * part_stride`; the finalize kernel\n (WnLayerNormFinalizeArgs, dgamma_part = part) sums them into dbias in a fixed order. Block\n (WN_LN_COLSUM_LANES, WN_LN_COLSUM_ROWS): lane x sums 16 bytes' worth of columns (V = 16 /\n sizeof(T) elements), row lane y the chunk's rows y, y + 8, ...; grid.x covers the columns in\n blocks of 32 * V."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnLayerNormColSumArgs {
+    #[doc = " dx, activation dtype, rows * cols."]
+    pub src: wn_devptr,
+    #[doc = " f32 partial rows (written), chunks * part_stride, 16-byte aligned."]
+    pub part: wn_devptr,
+    #[doc = " Number of rows (M)."]
+    pub rows: i64,
+    #[doc = " Elements per row (D)."]
+    pub cols: i64,
+    #[doc = " Rows per chunk (grid.y = ceil(rows / chunk_rows) chunks)."]
+    pub chunk_rows: i64,
+    #[doc = " Floats between partial rows (a multiple of 8, >= cols)."]
+    pub part_stride: i64,
+    #[doc = " 1: `src` and the row length are 16-byte aligned, each lane reads V consecutive columns\n with one 16-byte load per row; 0: lane x reads columns x, x + 32, ... of its block's\n 32 * V (element accesses, coalesced)."]
+    pub vec: u32,
+    #[doc = " Explicit padding."]
+    pub _pad: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnLayerNormColSumArgs"][::core::mem::size_of::<WnLayerNormColSumArgs>() - 56usize];
+    ["Alignment of WnLayerNormColSumArgs"]
+        [::core::mem::align_of::<WnLayerNormColSumArgs>() - 8usize];
+    ["Offset of field: WnLayerNormColSumArgs::src"]
+        [::core::mem::offset_of!(WnLayerNormColSumArgs, src) - 0usize];
+    ["Offset of field: WnLayerNormColSumArgs::part"]
+        [::core::mem::offset_of!(WnLayerNormColSumArgs, part) - 8usize];
+    ["Offset of field: WnLayerNormColSumArgs::rows"]
+        [::core::mem::offset_of!(WnLayerNormColSumArgs, rows) - 16usize];
+    ["Offset of field: WnLayerNormColSumArgs::cols"]
+        [::core::mem::offset_of!(WnLayerNormColSumArgs, cols) - 24usize];
+    ["Offset of field: WnLayerNormColSumArgs::chunk_rows"]
+        [::core::mem::offset_of!(WnLayerNormColSumArgs, chunk_rows) - 32usize];
+    ["Offset of field: WnLayerNormColSumArgs::part_stride"]
+        [::core::mem::offset_of!(WnLayerNormColSumArgs, part_stride) - 40usize];
+    ["Offset of field: WnLayerNormColSumArgs::vec"]
+        [::core::mem::offset_of!(WnLayerNormColSumArgs, vec) - 48usize];
+    ["Offset of field: WnLayerNormColSumArgs::_pad"]
+        [::core::mem::offset_of!(WnLayerNormColSumArgs, _pad) - 52usize];
 };
 #[doc = " Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).\n Grid (channel tiles, splits); split k covers reduction units k * chunk up to (k + 1) * chunk (exclusive)\n where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).\n The forward statistics read x and accumulate a compensated Welford partial (the mean as a\n (hi, lo) pair, cuda/common/welford.cuh). The backward sums read x, dy and the saved mean\n (C floats) and sum dy * (x - mean); the finalize applies the mean's lo part."]
 #[repr(C)]

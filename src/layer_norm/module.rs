@@ -16,7 +16,7 @@ use super::ops::{
     backward_checked, backward_residual_checked, forward_checked, forward_residual_checked,
     Backward, BackwardResidualBuffers, Forward, ForwardResidualBuffers, ResidualIo,
 };
-use super::plan::{workspace_bytes_checked, Direction};
+use super::plan::{workspace_bytes_checked, workspace_bytes_residual_checked, Direction};
 use crate::device::DeviceProps;
 use crate::profile::{self, Op};
 use crate::runtime::GpuExecutor;
@@ -293,6 +293,11 @@ impl<P: Element> LayerNorm<P> {
         props: &DeviceProps,
     ) -> Result<()> {
         let need = workspace_bytes_checked(problem, dir, props)?;
+        self.grow_workspace(need)
+    }
+
+    /// Grows the cached workspace to `need` bytes (nothing when it has enough).
+    fn grow_workspace(&mut self, need: usize) -> Result<()> {
         if need > 0 && self.workspace.as_ref().is_none_or(|w| w.len() < need) {
             self.workspace = self.workspace(need)?;
         }
@@ -414,8 +419,10 @@ impl<P: Element> LayerNorm<P> {
     /// The fused residual add's backward into the caller's buffers (see
     /// [`crate::layer_norm::backward_residual`]): from h as the forward wrote it, dy and the
     /// forward's `saved` statistics, dx = LayerNorm's dx + dh into `dh_dx` (apart, or over
-    /// dh), and `dgamma` / `dbeta` (given exactly when the module has them). The workspace is
-    /// the module's. Asynchronous.
+    /// dh), `dgamma` / `dbeta` (given exactly when the module has them), and the gradient of
+    /// the forward's bias into `dbias` when given (the column sum of dx). The workspace is the
+    /// module's, grown for the bias gradient's partial rows when `dbias` is given.
+    /// Asynchronous.
     #[allow(clippy::too_many_arguments)]
     pub fn backward_residual_into<T: Element>(
         &mut self,
@@ -426,12 +433,14 @@ impl<P: Element> LayerNorm<P> {
         saved: &SavedStats,
         dgamma: Option<CudaViewMut<'_, P>>,
         dbeta: Option<CudaViewMut<'_, P>>,
+        dbias: Option<CudaViewMut<'_, P>>,
     ) -> Result<()> {
         let problem = self.desc::<T>(x_shape)?.check()?;
         let _range = profile::range(Op::LayerNormModuleBackward, &problem);
         let stream = self.stream.clone();
         let mut exec = GpuExecutor::new(&stream)?;
-        self.cached_workspace(&problem, Direction::Backward, exec.props())?;
+        let need = workspace_bytes_residual_checked(&problem, dbias.is_some(), exec.props())?;
+        self.grow_workspace(need)?;
         let b = BackwardResidualBuffers {
             h: h.slice(..),
             dy: dy.slice(..),
@@ -441,6 +450,7 @@ impl<P: Element> LayerNorm<P> {
             gamma: self.gamma.as_ref().map(|g| g.as_view()),
             dgamma,
             dbeta,
+            dbias,
             workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
         };
         backward_residual_checked(&mut exec, &problem, b)

@@ -18,8 +18,8 @@ use crate::{Element, Result};
 use super::desc::{LayerNormDesc, Problem};
 use super::plan::{
     plan_backward_checked, plan_backward_residual_checked, plan_forward_checked,
-    plan_forward_residual_checked, workspace_bytes, BackwardPtrs, Direction, ForwardPtrs,
-    ResidualPtrs,
+    plan_forward_residual_checked, workspace_bytes, workspace_bytes_residual, BackwardPtrs,
+    Direction, ForwardPtrs, ResidualGrads, ResidualPtrs,
 };
 
 /// Workspace bytes [`forward`] needs for `desc` on the stream's device (0: pass `None`).
@@ -30,6 +30,17 @@ pub fn forward_workspace_bytes(stream: &Arc<CudaStream>, desc: &LayerNormDesc) -
 /// Workspace bytes [`backward`] needs for `desc` on the stream's device (0: pass `None`).
 pub fn backward_workspace_bytes(stream: &Arc<CudaStream>, desc: &LayerNormDesc) -> Result<usize> {
     workspace_bytes(desc, Direction::Backward, GpuExecutor::new(stream)?.props())
+}
+
+/// Workspace bytes [`backward_residual`] needs for `desc` on the stream's device: those of
+/// [`backward`], plus the bias gradient's partial rows when `dbias` is formed (0: pass
+/// `None`).
+pub fn backward_residual_workspace_bytes(
+    stream: &Arc<CudaStream>,
+    desc: &LayerNormDesc,
+    dbias: bool,
+) -> Result<usize> {
+    workspace_bytes_residual(desc, dbias, GpuExecutor::new(stream)?.props())
 }
 
 /// The buffers of a [`forward`] call: activations of `T`, parameters of `P` (f32, or `T`).
@@ -330,8 +341,8 @@ pub struct ForwardResidualBuffers<'a, T, P> {
     pub x: CudaView<'a, T>,
     /// The residual in and h out (rows * cols each), apart or h over the residual.
     pub residual_h: ResidualIo<'a, T>,
-    /// A bias added to h (cols, parameter dtype). Its gradient is the column sum of dx,
-    /// which [`backward_residual`] does not form.
+    /// A bias added to h (cols, parameter dtype). Its gradient, the column sum of dx, is
+    /// [`BackwardResidualBuffers::dbias`].
     pub bias: Option<CudaView<'a, P>>,
     /// y, rows * cols.
     pub y: CudaViewMut<'a, T>,
@@ -366,7 +377,12 @@ pub struct BackwardResidualBuffers<'a, T, P> {
     pub dgamma: Option<CudaViewMut<'a, P>>,
     /// dbeta (cols), when the LayerNorm has a bias.
     pub dbeta: Option<CudaViewMut<'a, P>>,
-    /// Workspace of [`backward_workspace_bytes`] bytes (`None` when that is 0).
+    /// The gradient of the forward's bias (cols, parameter dtype, written), or `None`: the
+    /// column sum over rows of dx, summed in f32 in a fixed order (deterministic) and rounded
+    /// once. Two more launches read dx again; the workspace grows by its partial rows.
+    pub dbias: Option<CudaViewMut<'a, P>>,
+    /// Workspace of [`backward_residual_workspace_bytes`] bytes (with `dbias` when it is
+    /// given; `None` when that is 0).
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 
@@ -458,6 +474,10 @@ pub(crate) fn backward_residual_checked<T: Element, P: Element>(
         workspace,
         workspace_bytes,
     };
-    let plan = plan_backward_residual_checked(problem, &ptrs, Some(dh), exec.props())?;
+    let g = ResidualGrads {
+        dh: Some(dh),
+        dbias: lend.output_opt("dbias", b.dbias.as_mut(), cols)?,
+    };
+    let plan = plan_backward_residual_checked(problem, &ptrs, &g, exec.props())?;
     exec.execute(&plan)
 }

@@ -41,13 +41,15 @@ pub mod plan;
 pub use desc::{Problem, RmsNormDesc, DEFAULT_EPS};
 pub use module::{ForwardOutput, GradientBuffers, Gradients, RmsNorm, SavedStats};
 pub use ops::{
-    backward, backward_in_place, backward_residual, backward_workspace_bytes, forward,
-    forward_in_place, forward_residual, forward_workspace_bytes, BackwardBuffers,
-    BackwardInPlaceBuffers, BackwardResidualBuffers, ForwardBuffers, ForwardInPlaceBuffers,
-    ForwardResidualBuffers, ResidualIo,
+    backward, backward_in_place, backward_residual, backward_residual_workspace_bytes,
+    backward_workspace_bytes, forward, forward_in_place, forward_residual, forward_workspace_bytes,
+    BackwardBuffers, BackwardInPlaceBuffers, BackwardResidualBuffers, ForwardBuffers,
+    ForwardInPlaceBuffers, ForwardResidualBuffers, ResidualIo,
 };
 pub use plan::{
     plan_backward, plan_backward_checked, plan_backward_residual, plan_backward_residual_checked,
     plan_forward, plan_forward_checked, plan_forward_residual, plan_forward_residual_checked,
-    workspace_bytes, workspace_bytes_checked, BackwardPtrs, Direction, ForwardPtrs, ResidualPtrs,
+    workspace_bytes, workspace_bytes_checked, workspace_bytes_residual,
+    workspace_bytes_residual_checked, BackwardPtrs, Direction, ForwardPtrs, ResidualGrads,
+    ResidualPtrs,
 };

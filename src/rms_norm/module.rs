@@ -19,7 +19,7 @@ use super::ops::{
     backward_checked, backward_residual_checked, forward_checked, forward_residual_checked,
     Backward, BackwardResidualBuffers, Forward, ForwardResidualBuffers, ResidualIo,
 };
-use super::plan::{workspace_bytes_checked, Direction};
+use super::plan::{workspace_bytes_checked, workspace_bytes_residual_checked, Direction};
 
 /// What [`RmsNorm::forward`] returns.
 pub struct ForwardOutput<T> {
@@ -268,6 +268,11 @@ impl<P: Element> RmsNorm<P> {
         props: &DeviceProps,
     ) -> Result<()> {
         let need = workspace_bytes_checked(problem, dir, props)?;
+        self.grow_workspace(need)
+    }
+
+    /// Grows the cached workspace to `need` bytes (nothing when it has enough).
+    fn grow_workspace(&mut self, need: usize) -> Result<()> {
         if need > 0 && self.workspace.as_ref().is_none_or(|w| w.len() < need) {
             self.workspace = self.workspace(need)?;
         }
@@ -381,8 +386,11 @@ impl<P: Element> RmsNorm<P> {
     /// The fused residual add's backward into the caller's buffers (see
     /// [`crate::rms_norm::backward_residual`]): from h as the forward wrote it, dy and the
     /// forward's `saved` rstd, dx = RMSNorm's dx + dh into `dh_dx` (apart, or over dh), and
-    /// `dweight` (given exactly when the module has a weight). The workspace is the module's.
+    /// `dweight` (given exactly when the module has a weight), and the gradient of the
+    /// forward's bias into `dbias` when given (the column sum of dx). The workspace is the
+    /// module's, grown for the bias gradient's partial rows when `dbias` is given.
     /// Asynchronous.
+    #[allow(clippy::too_many_arguments)]
     pub fn backward_residual_into<T: Element>(
         &mut self,
         h: &CudaView<'_, T>,
@@ -391,12 +399,14 @@ impl<P: Element> RmsNorm<P> {
         x_shape: &[usize],
         saved: &SavedStats,
         dweight: Option<CudaViewMut<'_, P>>,
+        dbias: Option<CudaViewMut<'_, P>>,
     ) -> Result<()> {
         let problem = self.desc::<T>(x_shape)?.check()?;
         let _range = profile::range(Op::RmsNormModuleBackward, &problem);
         let stream = self.stream.clone();
         let mut exec = GpuExecutor::new(&stream)?;
-        self.cached_workspace(&problem, Direction::Backward, exec.props())?;
+        let need = workspace_bytes_residual_checked(&problem, dbias.is_some(), exec.props())?;
+        self.grow_workspace(need)?;
         let b = BackwardResidualBuffers {
             h: h.slice(..),
             dy: dy.slice(..),
@@ -404,6 +414,7 @@ impl<P: Element> RmsNorm<P> {
             rstd: saved.rstd.as_view(),
             weight: self.weight.as_ref().map(|w| w.as_view()),
             dweight,
+            dbias,
             workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
         };
         backward_residual_checked(&mut exec, &problem, b)

@@ -6,10 +6,10 @@
 
 use crate::check::Buffers;
 use crate::device::DeviceProps;
-pub use crate::layer_norm::plan::ResidualPtrs;
 use crate::layer_norm::plan::{
     self as ln, geometry_of, plan_backward_res_of, plan_forward_res_of, RowNorm,
 };
+pub use crate::layer_norm::plan::{ResidualGrads, ResidualPtrs};
 pub use crate::plan::Direction;
 use crate::plan::Plan;
 use crate::{Error, Result};
@@ -31,6 +31,26 @@ pub fn workspace_bytes_checked(
     props: &DeviceProps,
 ) -> Result<usize> {
     ln::workspace_bytes_of(RowNorm::Rms, problem.layer_norm(), dir, props)
+}
+
+/// Workspace bytes a backward plan of the fused residual add for `desc` may need on `props`:
+/// [`workspace_bytes`] of the backward, plus the bias gradient's partial rows when `dbias`
+/// is formed. 0 when none.
+pub fn workspace_bytes_residual(
+    desc: &RmsNormDesc,
+    dbias: bool,
+    props: &DeviceProps,
+) -> Result<usize> {
+    workspace_bytes_residual_checked(&desc.check()?, dbias, props)
+}
+
+/// [`workspace_bytes_residual`] of a checked description.
+pub fn workspace_bytes_residual_checked(
+    problem: &Problem,
+    dbias: bool,
+    props: &DeviceProps,
+) -> Result<usize> {
+    ln::workspace_bytes_residual_of(RowNorm::Rms, problem.layer_norm(), dbias, props)
 }
 
 /// The tier and launch geometry a plan of `desc` uses (see [`crate::layer_norm::plan`]).
@@ -208,29 +228,31 @@ pub fn plan_backward_checked(
 pub fn plan_backward_residual(
     desc: &RmsNormDesc,
     p: &BackwardPtrs,
-    dh: Option<u64>,
+    g: &ResidualGrads,
     props: &DeviceProps,
 ) -> Result<Plan> {
-    plan_backward_residual_checked(&desc.check()?, p, dh, props)
+    plan_backward_residual_checked(&desc.check()?, p, g, props)
 }
 
 /// Plans a backward call of the fused residual add of a checked description: `p.x` is h as
-/// the forward stored it, and `dh` (the gradient arriving on h, rows * cols activation
+/// the forward stored it, and `g.dh` (the gradient arriving on h, rows * cols activation
 /// elements, may be dx in place) is added in f32 to the normalization's dx before its one
-/// rounding: dx is the gradient of h, x and the residual alike.
+/// rounding: dx is the gradient of h, x and the residual alike. With `g.dbias` the bias
+/// gradient is formed from dx too (two more launches; the workspace is then
+/// [`workspace_bytes_residual`] with `dbias`).
 pub fn plan_backward_residual_checked(
     problem: &Problem,
     p: &BackwardPtrs,
-    dh: Option<u64>,
+    g: &ResidualGrads,
     props: &DeviceProps,
 ) -> Result<Plan> {
-    plan_backward_res(problem, p, dh, props)
+    plan_backward_res(problem, p, Some(g), props)
 }
 
 fn plan_backward_res(
     problem: &Problem,
     p: &BackwardPtrs,
-    dh: Option<u64>,
+    g: Option<&ResidualGrads>,
     props: &DeviceProps,
 ) -> Result<Plan> {
     let desc = problem.desc();
@@ -262,5 +284,5 @@ fn plan_backward_res(
         workspace: p.workspace,
         workspace_bytes: p.workspace_bytes,
     };
-    plan_backward_res_of(RowNorm::Rms, problem.layer_norm(), &lp, dh, props)
+    plan_backward_res_of(RowNorm::Rms, problem.layer_norm(), &lp, g, props)
 }

@@ -521,6 +521,7 @@ mod gpu {
                 rstd: rstd.as_view(),
                 weight: Some(weight.as_view()),
                 dweight: Some(dweight.as_view_mut()),
+                dbias: None,
                 workspace: Some(ws.as_view_mut()),
             },
         )

@@ -8,7 +8,12 @@
 //!   equal to the plain kernels' on that h (the fused op normalizes the stored h), every
 //!   fused entry point (`_res_`) run; dx with dh
 //!   within the bound that follows from the plain dx's error; the parameter gradients bitwise
-//!   equal to the plain backward's; bitwise reruns; h written over the residual in place.
+//!   equal to the plain backward's; the bias gradient (`_dbias` column sum + finalize) equal
+//!   to the column sums of the stored dx within the f32 summation bound; bitwise reruns; h
+//!   written over the residual in place;
+//! - the bias gradient alone on compute_75 and compute_90, with one and many row chunks,
+//!   aligned and misaligned dx, and with no rows (zeros);
+//! - the planner's rejections (overlaps, misaligned buffers, a short workspace).
 
 use half::{bf16, f16};
 use testkit::sim::{skip_without_kernels, Sim};
@@ -321,6 +326,8 @@ struct Got {
     dx: Vec<f64>,
     dgamma: Vec<f64>,
     dbeta: Vec<f64>,
+    /// The bias gradient (fused runs with a bias only).
+    dbias: Vec<f64>,
     kernels: Vec<String>,
 }
 
@@ -460,10 +467,16 @@ fn run_op<T: Element + Default, P: Element + Default>(
     let dx = sim.alloc::<T>(n, c.oout);
     let dg = sim.alloc::<P>(d, 0);
     let db = sim.alloc::<P>(d, 0);
+    let with_dbias = pbias.is_some();
+    let pdbias = with_dbias.then(|| sim.alloc::<P>(d, 0));
+    let grads = ln::ResidualGrads {
+        dh: pdh,
+        dbias: pdbias,
+    };
     let bwd = match c.op {
         Op::Layer => {
             let desc = ln_desc(c);
-            let ws = ln::workspace_bytes(&desc, ln::Direction::Backward, &props).map_err(e)?;
+            let ws = ln::workspace_bytes_residual(&desc, with_dbias, &props).map_err(e)?;
             let w = sim.alloc::<f32>(ws.div_ceil(4), 0);
             let p = ln::BackwardPtrs {
                 x: pxb,
@@ -477,11 +490,11 @@ fn run_op<T: Element + Default, P: Element + Default>(
                 workspace: w,
                 workspace_bytes: ws as u64,
             };
-            ln::plan_backward_residual(&desc, &p, pdh, &props)
+            ln::plan_backward_residual(&desc, &p, &grads, &props)
         }
         Op::Rms => {
             let desc = rms_desc(c);
-            let ws = rms::workspace_bytes(&desc, rms::Direction::Backward, &props).map_err(e)?;
+            let ws = rms::workspace_bytes_residual(&desc, with_dbias, &props).map_err(e)?;
             let w = sim.alloc::<f32>(ws.div_ceil(4), 0);
             let p = rms::BackwardPtrs {
                 x: pxb,
@@ -493,7 +506,7 @@ fn run_op<T: Element + Default, P: Element + Default>(
                 workspace: w,
                 workspace_bytes: ws as u64,
             };
-            rms::plan_backward_residual(&desc, &p, pdh, &props)
+            rms::plan_backward_residual(&desc, &p, &grads, &props)
         }
     }
     .map_err(|e| format!("plan backward: {e}"))?;
@@ -515,8 +528,45 @@ fn run_op<T: Element + Default, P: Element + Default>(
         } else {
             Vec::new()
         },
+        dbias: pdbias.map_or(Vec::new(), |b| to_f64(&sim.download::<P>(b, d))),
         kernels,
     })
+}
+
+/// The bias gradient against the column sums (in f64) of the stored dx: the kernels sum the
+/// same values in f32, each through at most rows + 16 additions (a row lane's share of its
+/// chunk, the 8 row lanes, a finalize lane's share of the chunks, the 8 finalize lanes), so
+/// |error| <= gamma_(rows + 16) * sum |dx|, plus one rounding to the parameter dtype.
+pub(crate) fn check_dbias(
+    rows: usize,
+    cols: usize,
+    dx: &[f64],
+    dbias: &[f64],
+    param: DType,
+) -> Result<(), String> {
+    if dbias.len() != cols {
+        return Err(format!("dbias has {} values, expected {cols}", dbias.len()));
+    }
+    let u32_ = DType::F32.unit_roundoff();
+    let k = (rows + 16) as f64;
+    let gamma = k * u32_ / (1.0 - k * u32_);
+    for c in 0..cols {
+        let (mut sum, mut abs) = (0.0f64, 0.0f64);
+        for r in 0..rows {
+            sum += dx[r * cols + c];
+            abs += dx[r * cols + c].abs();
+        }
+        let f32_err = gamma * abs;
+        let tol = f32_err + param.unit_roundoff() * (sum.abs() + f32_err) + 1e-38;
+        let err = (dbias[c] - sum).abs();
+        if err.is_nan() || err > tol {
+            return Err(format!(
+                "dbias[{c}]: got {} column sum of dx {sum} (tol {tol:e})",
+                dbias[c]
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Bitwise equality with NaN equal to NaN.
@@ -554,10 +604,29 @@ fn check_case<T: Element + Default, P: Element + Default>(
     same("rstd", &got.rstd, &plain.rstd).map_err(ctx)?;
     same("dgamma", &got.dgamma, &plain.dgamma).map_err(ctx)?;
     same("dbeta", &got.dbeta, &plain.dbeta).map_err(ctx)?;
+    // The bias gradient: two more launches at the end (the column sum, then the finalize).
+    let mut fused_kernels = got.kernels.clone();
+    if c.bias {
+        check_dbias(c.rows, c.cols, &got.dx, &got.dbias, c.param_dtype).map_err(ctx)?;
+        let tail = fused_kernels.split_off(fused_kernels.len() - 2);
+        let op = if c.op == Op::Layer {
+            "layer_norm"
+        } else {
+            "rms_norm"
+        };
+        let want = [
+            format!("warpnorm_{op}_bwd_{}_dbias", c.dtype.name()),
+            format!("warpnorm_{op}_bwd_{}_finalize", c.param_dtype.name()),
+        ];
+        if tail != want {
+            return Err(ctx(format!("the plan ends {tail:?}, not {want:?}")));
+        }
+    } else if !got.dbias.is_empty() {
+        return Err(ctx("dbias read back without a bias".into()));
+    }
     // The same launches, the forward's first one the fused variant (`res_<tier>_vec`, and
     // `res_split_stats_scalar`); the other scalar kernels take the residual at run time.
-    let unfused: Vec<String> = got
-        .kernels
+    let unfused: Vec<String> = fused_kernels
         .iter()
         .map(|k| k.replace("_res_", "_"))
         .collect();
@@ -705,9 +774,9 @@ fn sim_fused_residual_every_tier_and_dtype() {
         failures.join("\n\n")
     );
     // Every fused entry point the build exports ran (each tier, dtype pair and variant of
-    // both ops), and every backward tier with dh.
+    // both ops, and the bias gradient's column sums), and every backward tier with dh.
     let missing: Vec<&str> = warpnorm::kernels::all_entries()
-        .filter(|k| k.contains("_res_") && !ran.contains(*k))
+        .filter(|k| (k.contains("_res_") || k.ends_with("_dbias")) && !ran.contains(*k))
         .collect();
     assert!(
         missing.is_empty(),
@@ -735,6 +804,14 @@ fn sim_fused_residual_every_tier_and_dtype() {
                 assert!(hit, "no {op} backward {tier} {v} kernel ran: {ran:?}");
             }
         }
+    }
+}
+
+/// The fused backward's extra buffers with dh alone.
+fn dh_only(dh: u64) -> ln::ResidualGrads {
+    ln::ResidualGrads {
+        dh: Some(dh),
+        dbias: None,
     }
 }
 
@@ -812,7 +889,221 @@ fn plan_residual_rejects_bad_buffers() {
         workspace: 0,
         workspace_bytes: 0,
     };
-    assert!(rms::plan_backward_residual(&desc, &b, Some(base + 12288), &props).is_ok());
-    assert!(rms::plan_backward_residual(&desc, &b, Some(b.dx), &props).is_ok());
-    assert!(rms::plan_backward_residual(&desc, &b, Some(b.dx + 2), &props).is_err());
+    assert!(rms::plan_backward_residual(&desc, &b, &dh_only(base + 12288), &props).is_ok());
+    assert!(rms::plan_backward_residual(&desc, &b, &dh_only(b.dx), &props).is_ok());
+    assert!(rms::plan_backward_residual(&desc, &b, &dh_only(b.dx + 2), &props).is_err());
+}
+
+/// The bias gradient on the other PTX targets the sweeps run (compute_75 and compute_90):
+/// both ops, every dtype pair, through the whole fused case (so dbias is checked against the
+/// column sums of the stored dx, and everything else as in the compute_80 sweep), with
+/// several row chunks and the vector column sum (64 columns, aligned dx), several chunks and
+/// the element-wise one (72 columns, dx one element off), and 7 columns (fewer than a pack).
+#[test]
+fn sim_dbias_compute_75_and_90() {
+    if skip_without_kernels("dbias on compute_75 and compute_90") {
+        return;
+    }
+    let shapes = [(64usize, 257usize, 0usize), (72, 130, 1), (7, 200, 0)];
+    let mut failures = Vec::new();
+    for arch in [75, 90] {
+        let mut ran = std::collections::BTreeSet::new();
+        let mut k = 1000u64;
+        for op in [Op::Layer, Op::Rms] {
+            for &(dtype, param_dtype) in &DTYPE_PAIRS {
+                k += 1;
+                let (cols, rows, oout) = shapes[(k % 3) as usize];
+                let c = Case {
+                    op,
+                    rows,
+                    cols,
+                    dtype,
+                    param_dtype,
+                    oin: 0,
+                    oout,
+                    bias: true,
+                    dh: true,
+                    seed: k,
+                };
+                let dg = ln::dbias_geometry(&ln_desc(&c), &DeviceProps::SIM);
+                if cols == 64 && dg.chunks < 2 {
+                    failures.push(format!("{c:?}: {dg:?} has one chunk"));
+                }
+                match check_dyn(arch, &c) {
+                    Ok(ks) => ran.extend(ks),
+                    Err(e) => failures.push(format!("compute_{arch}: {e}")),
+                }
+            }
+        }
+        let missing: Vec<&str> = warpnorm::kernels::all_entries()
+            .filter(|k| k.ends_with("_dbias") && !ran.contains(*k))
+            .collect();
+        if !missing.is_empty() {
+            failures.push(format!("compute_{arch}: never run: {missing:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// No rows: the bias gradient is zero (the finalize alone, with no partial rows), and so is
+/// the weight's, for both ops; nothing else is launched.
+#[test]
+fn sim_dbias_without_rows_is_zero() {
+    if skip_without_kernels("dbias without rows") {
+        return;
+    }
+    let props = DeviceProps::SIM;
+    let cols = 40usize;
+    for op in [Op::Layer, Op::Rms] {
+        let mut sim = Sim::new(80);
+        let sentinel = vec![7.0f32; cols];
+        let dg = sim.upload(&sentinel, 0);
+        let db = sim.upload(&sentinel, 0);
+        let dbias = sim.upload(&sentinel, 0);
+        let gamma = sim.upload(&vec![1.0f32; cols], 0);
+        let some = 1u64 << 16; // 0 elements: any aligned address
+        let g = ln::ResidualGrads {
+            dh: Some(some),
+            dbias: Some(dbias),
+        };
+        let plan = match op {
+            Op::Layer => {
+                let desc = LayerNormDesc::from_rows(
+                    0,
+                    cols,
+                    DType::F32,
+                    DType::F32,
+                    Affine::WeightBias,
+                    1e-5,
+                )
+                .unwrap();
+                assert_eq!(
+                    ln::workspace_bytes_residual(&desc, true, &props).unwrap(),
+                    0
+                );
+                let p = ln::BackwardPtrs {
+                    x: some,
+                    dy: some,
+                    dx: some,
+                    gamma: Some(gamma),
+                    mean: some,
+                    rstd: some,
+                    dgamma: Some(dg),
+                    dbeta: Some(db),
+                    workspace: 0,
+                    workspace_bytes: 0,
+                };
+                ln::plan_backward_residual(&desc, &p, &g, &props).unwrap()
+            }
+            Op::Rms => {
+                let desc =
+                    RmsNormDesc::from_rows(0, cols, DType::F32, DType::F32, true, None).unwrap();
+                let p = rms::BackwardPtrs {
+                    x: some,
+                    dy: some,
+                    dx: some,
+                    weight: Some(gamma),
+                    rstd: some,
+                    dweight: Some(dg),
+                    workspace: 0,
+                    workspace_bytes: 0,
+                };
+                rms::plan_backward_residual(&desc, &p, &g, &props).unwrap()
+            }
+        };
+        assert!(
+            plan.launches
+                .iter()
+                .all(|l| l.kernel.ends_with("_finalize")),
+            "{plan}"
+        );
+        sim.execute(&plan).unwrap();
+        assert_eq!(sim.download::<f32>(dbias, cols), vec![0.0; cols], "{op:?}");
+        assert_eq!(sim.download::<f32>(dg, cols), vec![0.0; cols], "{op:?}");
+        if op == Op::Layer {
+            assert_eq!(sim.download::<f32>(db, cols), vec![0.0; cols]);
+        }
+    }
+}
+
+/// The bias gradient's buffers and workspace are checked before any launch: dbias over dx or
+/// over dweight, a misaligned or short dbias, and a workspace too small for its partial rows
+/// (the error names the size `workspace_bytes_residual` returns); the same call with the
+/// full workspace plans, its last two launches the column sum and the finalize.
+#[test]
+fn plan_dbias_rejects_bad_buffers() {
+    let props = DeviceProps::H100;
+    let (rows, cols) = (4096usize, 1024usize);
+    let desc = RmsNormDesc::from_rows(rows, cols, DType::BF16, DType::F32, true, None).unwrap();
+    let plain = rms::workspace_bytes(&desc, rms::Direction::Backward, &props).unwrap();
+    let need = rms::workspace_bytes_residual(&desc, true, &props).unwrap();
+    assert_eq!(
+        rms::workspace_bytes_residual(&desc, false, &props).unwrap(),
+        plain
+    );
+    let dg = ln::dbias_geometry(
+        &LayerNormDesc::from_rows(rows, cols, DType::BF16, DType::F32, Affine::Weight, 1e-5)
+            .unwrap(),
+        &props,
+    );
+    assert!(dg.chunks > 1 && dg.chunk_rows >= ln::DBIAS_MIN_CHUNK_ROWS);
+    assert_eq!(need, plain + dg.workspace_bytes as usize);
+    let n = (rows * cols) as u64;
+    let base = 1u64 << 32;
+    let p = rms::BackwardPtrs {
+        x: base,
+        dy: base + 2 * n,
+        dx: base + 4 * n,
+        weight: Some(base + 6 * n),
+        rstd: base + 6 * n + 4096 * 4,
+        dweight: Some(base + 6 * n + 8 * 4096),
+        workspace: base + 8 * n,
+        workspace_bytes: need as u64,
+    };
+    let dbias = base + 6 * n + 16 * 4096;
+    let g = ln::ResidualGrads {
+        dh: Some(base + 10 * n),
+        dbias: Some(dbias),
+    };
+    let plan = rms::plan_backward_residual(&desc, &p, &g, &props).unwrap();
+    let names: Vec<&str> = plan.launches.iter().map(|l| l.kernel.as_str()).collect();
+    assert_eq!(
+        names[names.len() - 2..],
+        [
+            "warpnorm_rms_norm_bwd_bf16_dbias",
+            "warpnorm_rms_norm_bwd_f32_finalize"
+        ]
+    );
+    let rejected = |g: ln::ResidualGrads, p: rms::BackwardPtrs| {
+        rms::plan_backward_residual(&desc, &p, &g, &props).is_err()
+    };
+    // dbias over dx, over dweight, misaligned, partly past a buffer end is not ours to see;
+    // a null dbias.
+    for bad in [p.dx, p.dweight.unwrap(), dbias + 2, 0] {
+        assert!(
+            rejected(
+                ln::ResidualGrads {
+                    dbias: Some(bad),
+                    ..g
+                },
+                p
+            ),
+            "dbias at {bad:#x} accepted"
+        );
+    }
+    // A workspace large enough for the plain backward only.
+    let e = rms::plan_backward_residual(
+        &desc,
+        &rms::BackwardPtrs {
+            workspace_bytes: plain as u64,
+            ..p
+        },
+        &g,
+        &props,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, warpnorm::Error::Workspace { needed, given } if needed == need && given == plain),
+        "{e}"
+    );
 }

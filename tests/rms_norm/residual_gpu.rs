@@ -5,6 +5,8 @@
 //! - y and the saved statistics bitwise equal to the plain `forward` on that h;
 //! - dgamma / dbeta (dweight) bitwise equal to the plain `backward` on h, and dx within one
 //!   rounding of the plain dx + dh (bitwise equal to it when dh is zero);
+//! - with a bias, its gradient (`dbias`) equal to the column sums of the stored dx within
+//!   the f32 summation bound, the workspace sized by `backward_residual_workspace_bytes`;
 //! - h over the residual and dx over dh in place give the same bits, and so does a rerun;
 //! - aligned views (the `res_<tier>_vec` kernels) and x and dy one element off (the scalar
 //!   kernels, which take the residual at run time);
@@ -52,6 +54,7 @@ struct Got {
     dx: Vec<f64>,
     dgamma: Vec<f64>,
     dbeta: Vec<f64>,
+    dbias: Vec<f64>,
 }
 
 struct Inputs<T, P> {
@@ -141,6 +144,8 @@ fn run<T: Element, P: Element>(
     let mut dx = Buf::<T>::out(s, n, 0);
     let mut dgamma = Buf::<P>::out(s, cols, 0);
     let mut dbeta = Buf::<P>::out(s, cols, 0);
+    let mut dbias = Buf::<P>::out(s, cols, 0);
+    let with_dbias = inp.bias.is_some();
     let (dt, pt) = (T::DTYPE, P::DTYPE);
     match c.op {
         Op::Layer => {
@@ -148,7 +153,8 @@ fn run<T: Element, P: Element>(
                 LayerNormDesc::from_rows(rows, cols, dt, pt, Affine::WeightBias, 1e-5).unwrap();
             let fw = ln::forward_workspace_bytes(s, &desc).map_err(err)?;
             let bw = ln::backward_workspace_bytes(s, &desc).map_err(err)?;
-            let mut ws = s.alloc_zeros::<u8>(fw.max(bw).max(1)).unwrap();
+            let bwr = ln::backward_residual_workspace_bytes(s, &desc, with_dbias).map_err(err)?;
+            let mut ws = s.alloc_zeros::<u8>(fw.max(bw).max(bwr).max(1)).unwrap();
             if plain.is_some() {
                 ln::forward(
                     s,
@@ -220,7 +226,8 @@ fn run<T: Element, P: Element>(
                         gamma: Some(gamma.view()),
                         dgamma: Some(dgamma.view_mut()),
                         dbeta: Some(dbeta.view_mut()),
-                        workspace: ws_view(&mut ws, bw),
+                        dbias: with_dbias.then(|| dbias.view_mut()),
+                        workspace: ws_view(&mut ws, bwr),
                     },
                 )
                 .map_err(err)?;
@@ -230,7 +237,8 @@ fn run<T: Element, P: Element>(
             let desc = RmsNormDesc::from_rows(rows, cols, dt, pt, true, None).unwrap();
             let fw = rms::forward_workspace_bytes(s, &desc).map_err(err)?;
             let bw = rms::backward_workspace_bytes(s, &desc).map_err(err)?;
-            let mut ws = s.alloc_zeros::<u8>(fw.max(bw).max(1)).unwrap();
+            let bwr = rms::backward_residual_workspace_bytes(s, &desc, with_dbias).map_err(err)?;
+            let mut ws = s.alloc_zeros::<u8>(fw.max(bw).max(bwr).max(1)).unwrap();
             if plain.is_some() {
                 rms::forward(
                     s,
@@ -294,7 +302,8 @@ fn run<T: Element, P: Element>(
                         rstd: rstd.view(),
                         weight: Some(gamma.view()),
                         dweight: Some(dgamma.view_mut()),
-                        workspace: ws_view(&mut ws, bw),
+                        dbias: with_dbias.then(|| dbias.view_mut()),
+                        workspace: ws_view(&mut ws, bwr),
                     },
                 )
                 .map_err(err)?;
@@ -323,6 +332,11 @@ fn run<T: Element, P: Element>(
         dgamma: dgamma.get(s),
         dbeta: if c.op == Op::Layer {
             dbeta.get(s)
+        } else {
+            Vec::new()
+        },
+        dbias: if fused && with_dbias {
+            dbias.get(s)
         } else {
             Vec::new()
         },
@@ -372,6 +386,10 @@ fn check<T: Element, P: Element>(s: &Arc<CudaStream>, c: &Case) -> Result<(), St
                 "dx[{i}] {g}, plain dx + dh {want}, bound {bound}"
             )));
         }
+    }
+    // The bias gradient: the column sums of the stored dx.
+    if c.bias {
+        crate::residual::check_dbias(c.rows, c.cols, &got.dx, &got.dbias, P::DTYPE).map_err(ctx)?;
     }
     // In place, and a rerun: the same bits.
     let again = run(s, c, &inp, true, None).map_err(ctx)?;
@@ -528,6 +546,7 @@ fn run_module<T: Element, P: Element>(
                 let mut dx = Buf::<T>::out(s, n, 0);
                 let mut dgamma = Buf::<P>::out(s, cols, 0);
                 let mut dbeta = Buf::<P>::out(s, cols, 0);
+                let mut dbias = Buf::<P>::out(s, cols, 0);
                 let residual_h = if in_place {
                     ResidualIo::InPlace(rh.view_mut())
                 } else {
@@ -557,6 +576,7 @@ fn run_module<T: Element, P: Element>(
                     &saved,
                     Some(dgamma.view_mut()),
                     Some(dbeta.view_mut()),
+                    bias.as_ref().map(|_| dbias.view_mut()),
                 )
                 .map_err(err)?;
                 got = Some(Got {
@@ -567,6 +587,11 @@ fn run_module<T: Element, P: Element>(
                     dx: if in_place { dh.get(s) } else { dx.get(s) },
                     dgamma: dgamma.get(s),
                     dbeta: dbeta.get(s),
+                    dbias: if bias.is_some() {
+                        dbias.get(s)
+                    } else {
+                        Vec::new()
+                    },
                 });
             }
         }
@@ -583,6 +608,7 @@ fn run_module<T: Element, P: Element>(
                 let mut dh = Buf::new(s, &inp.dh, 0);
                 let mut dx = Buf::<T>::out(s, n, 0);
                 let mut dweight = Buf::<P>::out(s, cols, 0);
+                let mut dbias = Buf::<P>::out(s, cols, 0);
                 let residual_h = if in_place {
                     ResidualIo::InPlace(rh.view_mut())
                 } else {
@@ -611,6 +637,7 @@ fn run_module<T: Element, P: Element>(
                     &shape,
                     &saved,
                     Some(dweight.view_mut()),
+                    bias.as_ref().map(|_| dbias.view_mut()),
                 )
                 .map_err(err)?;
                 got = Some(Got {
@@ -621,6 +648,11 @@ fn run_module<T: Element, P: Element>(
                     dx: if in_place { dh.get(s) } else { dx.get(s) },
                     dgamma: dweight.get(s),
                     dbeta: Vec::new(),
+                    dbias: if bias.is_some() {
+                        dbias.get(s)
+                    } else {
+                        Vec::new()
+                    },
                 });
             }
         }

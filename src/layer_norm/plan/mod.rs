@@ -5,8 +5,8 @@
 //! [`crate::occupancy`]). The tiers, packs and grids: [`geometry`].
 
 use crate::abi::{
-    WnLayerNormBwdArgs, WnLayerNormFinalizeArgs, WnLayerNormFwdArgs, WN_LN_FINALIZE_COLS,
-    WN_LN_FINALIZE_LANES,
+    WnLayerNormBwdArgs, WnLayerNormColSumArgs, WnLayerNormFinalizeArgs, WnLayerNormFwdArgs,
+    WN_LN_COLSUM_LANES, WN_LN_COLSUM_ROWS, WN_LN_FINALIZE_COLS, WN_LN_FINALIZE_LANES,
 };
 use crate::check::{check_workspace, Buffers};
 use crate::device::DeviceProps;
@@ -29,7 +29,8 @@ pub use crate::check::WORKSPACE_ALIGN;
 crate::abi::abi_args!(
     WnLayerNormFwdArgs,
     WnLayerNormBwdArgs,
-    WnLayerNormFinalizeArgs
+    WnLayerNormFinalizeArgs,
+    WnLayerNormColSumArgs
 );
 
 /// Workspace bytes a plan for `desc` may need on `props` (the maximum over the aligned and
@@ -65,22 +66,109 @@ pub(crate) fn workspace_bytes_of(
     usize::try_from(max).map_err(|_| Error::Overflow(format!("workspace of {max} bytes")))
 }
 
-/// The workspace must hold what the chosen geometry uses; a shortfall is reported with the
-/// number [`workspace_bytes`] returns, which is what callers size it by.
-fn check_workspace_for(
+/// Workspace bytes a backward plan of the fused residual add for `desc` may need on `props`:
+/// [`workspace_bytes`] of the backward, plus the bias gradient's partial rows when `dbias`
+/// is formed ([`DbiasGeometry::workspace_bytes`]). 0 when none.
+pub fn workspace_bytes_residual(
+    desc: &LayerNormDesc,
+    dbias: bool,
+    props: &DeviceProps,
+) -> Result<usize> {
+    workspace_bytes_residual_checked(&desc.check()?, dbias, props)
+}
+
+/// [`workspace_bytes_residual`] of a checked description.
+pub fn workspace_bytes_residual_checked(
+    problem: &Problem,
+    dbias: bool,
+    props: &DeviceProps,
+) -> Result<usize> {
+    workspace_bytes_residual_of(RowNorm::Layer, problem, dbias, props)
+}
+
+/// [`workspace_bytes_residual_checked`] for the kernels of `op`.
+pub(crate) fn workspace_bytes_residual_of(
     op: RowNorm,
     problem: &Problem,
-    dir: Direction,
+    dbias: bool,
+    props: &DeviceProps,
+) -> Result<usize> {
+    let plain = workspace_bytes_of(op, problem, Direction::Backward, props)?;
+    let desc = problem.desc();
+    let extra = if dbias {
+        dbias_geometry(desc, props).workspace_bytes
+    } else {
+        0
+    };
+    usize::try_from(extra)
+        .ok()
+        .and_then(|e| plain.checked_add(e))
+        .ok_or_else(|| Error::Overflow(format!("workspace of {plain} + {extra} bytes")))
+}
+
+/// The bias gradient's column sum (`warpnorm_<op>_bwd_<T>_dbias`, then the finalize kernel):
+/// how the rows * cols gradient of h is cut into blocks and chunks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DbiasGeometry {
+    /// Blocks across the columns (32 lanes of 16 bytes each: 32 * V columns a block).
+    pub col_blocks: u64,
+    /// Row chunks (grid.y), one f32 partial row each.
+    pub chunks: u64,
+    /// Rows per chunk.
+    pub chunk_rows: u64,
+    /// Bytes of partial rows (chunks * part_stride f32, rounded up to 16); 0 without rows.
+    pub workspace_bytes: u64,
+}
+
+/// Blocks per SM the column sum aims at (it needs several in flight per SM to cover the
+/// memory latency with its one or four 16-byte loads per thread).
+const DBIAS_BLOCKS_PER_SM: u64 = 8;
+/// Fewest rows per chunk: each partial row costs 4 * cols bytes written and read again, at
+/// most 1/32 of the chunk's own bytes for 16-bit data at this size.
+pub const DBIAS_MIN_CHUNK_ROWS: u64 = 64;
+
+/// [`DbiasGeometry`] of a description on `props`: enough chunks for [`DBIAS_BLOCKS_PER_SM`]
+/// blocks per SM, none shorter than [`DBIAS_MIN_CHUNK_ROWS`] rows (one chunk for fewer rows).
+pub fn dbias_geometry(desc: &LayerNormDesc, props: &DeviceProps) -> DbiasGeometry {
+    let (rows, cols) = (desc.rows as u64, desc.cols as u64);
+    if rows == 0 || cols == 0 {
+        return DbiasGeometry {
+            col_blocks: 0,
+            chunks: 0,
+            chunk_rows: 0,
+            workspace_bytes: 0,
+        };
+    }
+    let v = 16 / desc.dtype.size() as u64;
+    let col_blocks = cols.div_ceil(u64::from(WN_LN_COLSUM_LANES) * v);
+    let want = u64::from(props.sm_count) * DBIAS_BLOCKS_PER_SM;
+    let chunks = want
+        .div_ceil(col_blocks)
+        .min(rows.div_ceil(DBIAS_MIN_CHUNK_ROWS))
+        .max(1);
+    let chunk_rows = rows.div_ceil(chunks);
+    let chunks = rows.div_ceil(chunk_rows);
+    DbiasGeometry {
+        col_blocks,
+        chunks,
+        chunk_rows,
+        workspace_bytes: round_up(chunks * part_stride(cols) * 4, WORKSPACE_ALIGN),
+    }
+}
+
+/// The workspace must hold what the chosen geometry uses (`used` bytes); a shortfall is
+/// reported with the number the workspace query returns (`needed`), which is what callers
+/// size it by.
+fn check_workspace_for(
     ptr: u64,
     given: u64,
-    geo: &Geometry,
-    props: &DeviceProps,
+    used: u64,
+    needed: impl FnOnce() -> Result<usize>,
 ) -> Result<()> {
-    if given < geo.workspace_bytes {
-        let needed = workspace_bytes_of(op, problem, dir, props)? as u64;
-        return check_workspace(ptr, given, needed);
+    if given < used {
+        return check_workspace(ptr, given, needed()? as u64);
     }
-    check_workspace(ptr, given, geo.workspace_bytes)
+    check_workspace(ptr, given, used)
 }
 
 /// The in-place pairs LayerNorm accepts: `y == x` forward, `dx == dy` backward (every kernel
@@ -273,15 +361,9 @@ pub(crate) fn plan_forward_res_of(
         p.x % a == p.y % a && r.is_none_or(|r| p.x % a == r.residual % a && p.x % a == r.h % a);
     let rows_aligned = p.x.is_multiple_of(a) && (cols * s).is_multiple_of(a);
     let geo = geometry_of(op, desc, Direction::Forward, vec, rows_aligned, props)?;
-    check_workspace_for(
-        op,
-        problem,
-        Direction::Forward,
-        p.workspace,
-        p.workspace_bytes,
-        &geo,
-        props,
-    )?;
+    check_workspace_for(p.workspace, p.workspace_bytes, geo.workspace_bytes, || {
+        workspace_bytes_of(op, problem, Direction::Forward, props)
+    })?;
     let mut args = WnLayerNormFwdArgs {
         x: p.x,
         y: p.y,
@@ -382,39 +464,137 @@ pub(crate) fn plan_backward_of(
     plan_backward_res_of(op, problem, p, None, props)
 }
 
+/// The extra device addresses of a backward with the fused residual add.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResidualGrads {
+    /// The gradient arriving on h (from later in the residual stream), rows * cols activation
+    /// elements, or `None`; may be dx in place.
+    pub dh: Option<u64>,
+    /// The bias gradient (written), cols parameter elements, or `None`: the column sum over
+    /// rows of dx (the gradient of h), summed in f32 in a fixed order and rounded once. Its
+    /// partial rows need [`workspace_bytes_residual`] with `dbias`.
+    pub dbias: Option<u64>,
+}
+
 /// Validates a backward call of the fused residual add and plans its launches:
 /// [`LayerNormDesc::check`], then [`plan_backward_residual_checked`].
 pub fn plan_backward_residual(
     desc: &LayerNormDesc,
     p: &BackwardPtrs,
-    dh: Option<u64>,
+    g: &ResidualGrads,
     props: &DeviceProps,
 ) -> Result<Plan> {
-    plan_backward_residual_checked(&desc.check()?, p, dh, props)
+    plan_backward_residual_checked(&desc.check()?, p, g, props)
 }
 
 /// Plans a backward call of the fused residual add of a checked description: `p.x` is h as
-/// the forward stored it (the backward re-reads h, not x and the residual), and `dh`, the
+/// the forward stored it (the backward re-reads h, not x and the residual), and `g.dh`, the
 /// gradient arriving on h (rows * cols activation elements, may be dx in place), is added in
 /// f32 to the normalization's dx before its one rounding, so that dx is the gradient of h,
-/// of x and of the residual alike. Without `dh` it is the plain backward on h.
+/// of x and of the residual alike. Without `dh` it is the plain backward on h. With
+/// `g.dbias`, two more launches form the bias gradient from the stored dx (the column sum
+/// into f32 partial rows after the backward's own workspace, then the finalize kernel); the
+/// workspace is then [`workspace_bytes_residual`] with `dbias`.
 pub fn plan_backward_residual_checked(
     problem: &Problem,
     p: &BackwardPtrs,
-    dh: Option<u64>,
+    g: &ResidualGrads,
     props: &DeviceProps,
 ) -> Result<Plan> {
-    plan_backward_res_of(RowNorm::Layer, problem, p, dh, props)
+    plan_backward_res_of(RowNorm::Layer, problem, p, Some(g), props)
 }
 
-/// [`plan_backward_of`] adding `dh` into dx when given.
+/// The finalize launch: each (partial rows, output) pair given is summed over `part_rows`
+/// partial rows into its output (parameter dtype); `part_rows == 0` writes zeros (the
+/// partial-row address then only says which outputs to write).
+fn push_finalize(
+    plan: &mut Plan,
+    op: RowNorm,
+    desc: &LayerNormDesc,
+    part_rows: u64,
+    first: (u64, u64),
+    second: Option<(u64, u64)>,
+) -> Result<()> {
+    let cols = desc.cols as u64;
+    let name = format!(
+        "warpnorm_{}_bwd_{}_finalize",
+        op.prefix(),
+        desc.param_dtype.name()
+    );
+    let (db_part, db) = second.unwrap_or((0, 0));
+    let args = WnLayerNormFinalizeArgs {
+        dgamma_part: first.0,
+        dbeta_part: db_part,
+        dgamma: first.1,
+        dbeta: db,
+        part_rows: part_rows as i64,
+        cols: cols as i64,
+        part_stride: part_stride(cols) as i64,
+    };
+    let grid = [
+        grid_dim(cols.div_ceil(u64::from(WN_LN_FINALIZE_COLS)), &name)?,
+        1,
+        1,
+    ];
+    let block = [WN_LN_FINALIZE_COLS, WN_LN_FINALIZE_LANES, 1];
+    plan.push(Launch::new(name, grid, block, 0, &args));
+    Ok(())
+}
+
+/// The bias gradient's launches: the column sum of dx into partial rows at `part`, then the
+/// finalize into `dbias` (rows == 0: the finalize alone, writing zeros).
+fn push_dbias(
+    plan: &mut Plan,
+    op: RowNorm,
+    desc: &LayerNormDesc,
+    dx: u64,
+    part: u64,
+    dbias: u64,
+    props: &DeviceProps,
+) -> Result<()> {
+    let (rows, cols) = (desc.rows as u64, desc.cols as u64);
+    if rows == 0 {
+        return push_finalize(plan, op, desc, 0, (1, dbias), None);
+    }
+    let dg = dbias_geometry(desc, props);
+    let name = format!("warpnorm_{}_bwd_{}_dbias", op.prefix(), desc.dtype.name());
+    let vec = dx.is_multiple_of(16) && (cols * desc.dtype.size() as u64).is_multiple_of(16);
+    let args = WnLayerNormColSumArgs {
+        src: dx,
+        part,
+        rows: rows as i64,
+        cols: cols as i64,
+        chunk_rows: dg.chunk_rows as i64,
+        part_stride: part_stride(cols) as i64,
+        vec: u32::from(vec),
+        _pad: 0,
+    };
+    let grid = [
+        grid_dim(dg.col_blocks, &name)?,
+        grid_dim(dg.chunks, &name)?,
+        1,
+    ];
+    plan.push(Launch::new(
+        name,
+        grid,
+        [WN_LN_COLSUM_LANES, WN_LN_COLSUM_ROWS, 1],
+        0,
+        &args,
+    ));
+    push_finalize(plan, op, desc, dg.chunks, (part, dbias), None)
+}
+
+/// [`plan_backward_of`] with the fused residual add's gradients when `g` is given: `dh`
+/// added into dx, `dbias` formed from dx.
 pub(crate) fn plan_backward_res_of(
     op: RowNorm,
     problem: &Problem,
     p: &BackwardPtrs,
-    dh: Option<u64>,
+    g: Option<&ResidualGrads>,
     props: &DeviceProps,
 ) -> Result<Plan> {
+    let dh = g.and_then(|g| g.dh);
+    let dbias = g.and_then(|g| g.dbias);
     let desc = problem.desc();
     let n = problem.elements();
     let (rows, cols) = (desc.rows as u64, desc.cols as u64);
@@ -422,7 +602,7 @@ pub(crate) fn plan_backward_res_of(
     check_presence("gamma", p.gamma.is_some(), desc.affine.has_weight())?;
     check_presence("dgamma", p.dgamma.is_some(), desc.affine.has_weight())?;
     check_presence("dbeta", p.dbeta.is_some(), desc.affine.has_bias())?;
-    let mut bufs = Buffers::new(if dh.is_some() {
+    let mut bufs = Buffers::new(if g.is_some() {
         IN_PLACE_RESIDUAL
     } else {
         IN_PLACE
@@ -431,6 +611,7 @@ pub(crate) fn plan_backward_res_of(
     bufs.input("dy", p.dy, n, s)?;
     bufs.output("dx", p.dx, n, s)?;
     bufs.input_opt("dh", dh, n, s)?;
+    bufs.output_opt("dbias", dbias, cols, ps)?;
     bufs.input_opt("gamma", p.gamma, cols, ps)?;
     if op == RowNorm::Layer {
         bufs.input("mean", p.mean, rows, 4)?;
@@ -448,39 +629,29 @@ pub(crate) fn plan_backward_res_of(
     if cols == 0 {
         return Ok(plan);
     }
+    // dgamma and dbeta from their partial rows (dbeta only with a weight: the affine
+    // kinds have no bias without a weight).
     let finalize = |plan: &mut Plan, part_rows: u64, dg: u64, db: u64| -> Result<()> {
         if !desc.affine.has_weight() {
             return Ok(());
         }
-        let name = format!(
-            "warpnorm_{}_bwd_{}_finalize",
-            op.prefix(),
-            desc.param_dtype.name()
-        );
-        let args = WnLayerNormFinalizeArgs {
-            dgamma_part: dg,
-            dbeta_part: db,
-            dgamma: p.dgamma.unwrap_or(0),
-            dbeta: p.dbeta.unwrap_or(0),
-            part_rows: part_rows as i64,
-            cols: cols as i64,
-            part_stride: part_stride(cols) as i64,
-        };
-        let grid = [
-            grid_dim(cols.div_ceil(WN_LN_FINALIZE_COLS as u64), &name)?,
-            1,
-            1,
-        ];
-        let block = [WN_LN_FINALIZE_COLS, WN_LN_FINALIZE_LANES, 1];
-        plan.push(Launch::new(name, grid, block, 0, &args));
-        Ok(())
+        let second = desc.affine.has_bias().then(|| (db, p.dbeta.unwrap_or(0)));
+        push_finalize(
+            plan,
+            op,
+            desc,
+            part_rows,
+            (dg, p.dgamma.unwrap_or(0)),
+            second,
+        )
     };
     if rows == 0 {
         // No rows: the finalize kernel writes zeros (dgamma_part/dbeta_part are only
         // non-null to say which outputs to write; nothing is read with 0 partial rows).
-        let dg = u64::from(desc.affine.has_weight());
-        let db = u64::from(desc.affine.has_bias());
-        finalize(&mut plan, 0, dg, db)?;
+        finalize(&mut plan, 0, 1, 1)?;
+        if let Some(dbias) = dbias {
+            push_dbias(&mut plan, op, desc, p.dx, 0, dbias, props)?;
+        }
         plan.check(props)?;
         return Ok(plan);
     }
@@ -489,14 +660,16 @@ pub(crate) fn plan_backward_res_of(
     let vec = p.x % a == p.dy % a && p.x % a == p.dx % a && dh.is_none_or(|h| p.x % a == h % a);
     let rows_aligned = p.x.is_multiple_of(a) && (cols * s).is_multiple_of(a);
     let geo = geometry_of(op, desc, Direction::Backward, vec, rows_aligned, props)?;
+    let dbias_bytes = if dbias.is_some() {
+        dbias_geometry(desc, props).workspace_bytes
+    } else {
+        0
+    };
     check_workspace_for(
-        op,
-        problem,
-        Direction::Backward,
         p.workspace,
         p.workspace_bytes,
-        &geo,
-        props,
+        geo.workspace_bytes + dbias_bytes,
+        || workspace_bytes_residual_of(op, problem, dbias.is_some(), props),
     )?;
     let stride = part_stride(cols);
     let part = round_up(geo.grid_x * stride * 4, WORKSPACE_ALIGN);
@@ -577,6 +750,11 @@ pub(crate) fn plan_backward_res_of(
     }
     if !direct {
         finalize(&mut plan, geo.grid_x, dgamma_part, dbeta_part)?;
+    }
+    if let Some(dbias) = dbias {
+        // The partial rows follow the backward's own workspace.
+        let part = p.workspace + geo.workspace_bytes;
+        push_dbias(&mut plan, op, desc, p.dx, part, dbias, props)?;
     }
     plan.check(props)?;
     Ok(plan)
