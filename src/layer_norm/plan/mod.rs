@@ -122,7 +122,7 @@ pub struct DbiasGeometry {
 
 /// Blocks per SM the column sum aims at (it needs several in flight per SM to cover the
 /// memory latency with its one or four 16-byte loads per thread).
-const DBIAS_BLOCKS_PER_SM: u64 = 8;
+pub const DBIAS_BLOCKS_PER_SM: u64 = 8;
 /// Fewest rows per chunk: each partial row costs 4 * cols bytes written and read again, at
 /// most 1/32 of the chunk's own bytes for 16-bit data at this size.
 pub const DBIAS_MIN_CHUNK_ROWS: u64 = 64;
