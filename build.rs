@@ -4,6 +4,9 @@
 //! `sim-ptx` feature (on for the crate's own tests, examples and benches) it also writes PTX
 //! for compute_75/80/90, which the table embeds for the simulator.
 //!
+//! nvcc's products are cached (`build/kernel_cache.rs`): another run of this script with the
+//! same inputs (clippy, rustdoc, another feature set) copies them instead of compiling again.
+//!
 //! Without nvcc (or under docs.rs) the crate still builds: the table is empty, one
 //! `cargo:warning` says why, and every GPU call returns `Error::KernelsNotBuilt`.
 //! `WARPNORM_REQUIRE_NVCC=1` turns a missing nvcc into a build error.
@@ -18,6 +21,9 @@ use std::process::Command;
 #[path = "build/archs.rs"]
 mod archs;
 use archs::ArchSource;
+#[path = "build/kernel_cache.rs"]
+mod kernel_cache;
+use kernel_cache::{KernelCache, KeyBuilder};
 
 /// Virtual architectures whose PTX is written to OUT_DIR for ptxsim (feature `sim-ptx`).
 const SIM_PTX_ARCHS: &[u32] = &[75, 80, 90];
@@ -79,7 +85,7 @@ fn main() {
             return;
         }
     };
-    match build_kernels(&nvcc, &cuda_dir, &out_dir) {
+    match build_kernels(&nvcc, &manifest_dir, &out_dir) {
         Ok(()) => {}
         Err(e) => panic!(
             "warpnorm: building the CUDA kernels with {} failed:\n{e}",
@@ -261,7 +267,7 @@ fn common_flags(cmd: &mut Command, cuda_dir: &Path) {
     }
 }
 
-/// Writes the simulator's PTX of `source` for `compute_<arch>` and returns its path and text.
+/// Writes the simulator's PTX of `source` for `compute_<arch>` to `<name>.compute_<arch>.ptx`.
 fn sim_ptx_of(
     nvcc: &Path,
     cuda_dir: &Path,
@@ -269,52 +275,150 @@ fn sim_ptx_of(
     source: &Path,
     name: &str,
     arch: u32,
-) -> Result<(u32, PathBuf, String), String> {
-    let path = out_dir.join(format!("{name}.compute_{arch}.ptx"));
+) -> Result<(), String> {
     let mut cmd = nvcc_command(nvcc);
     cmd.arg("-ptx").arg(format!("-arch=compute_{arch}"));
     common_flags(&mut cmd, cuda_dir);
-    cmd.arg(source).arg("-o").arg(&path);
-    run(cmd, &format!("nvcc -ptx {name}.cu for compute_{arch}"))?;
-    let text = fs::read_to_string(&path).map_err(|e| e.to_string())?;
-    Ok((arch, path, text))
+    cmd.arg(source)
+        .arg("-o")
+        .arg(out_dir.join(ptx_file(name, arch)));
+    run(cmd, &format!("nvcc -ptx {name}.cu for compute_{arch}")).map(|_| ())
 }
 
+fn ptx_file(name: &str, arch: u32) -> String {
+    format!("{name}.compute_{arch}.ptx")
+}
+
+/// The virtual architectures whose simulator PTX this run writes.
+fn sim_archs() -> Vec<u32> {
+    if sim_ptx() {
+        SIM_PTX_ARCHS.to_vec()
+    } else {
+        Vec::new()
+    }
+}
+
+/// Builds one family (`cuda/<name>.cu`): each of nvcc's products (the fatbin with its
+/// `ptxas -v` log, the simulator's PTX for each architecture) comes from the cache when it
+/// holds one for these inputs, and is compiled otherwise; all are checked (spills, entry
+/// points) either way.
 fn build_family(
     nvcc: &Path,
     cuda_dir: &Path,
     out_dir: &Path,
     source: &Path,
     archs: &[u32],
+    cache: Option<&KernelCache>,
 ) -> Result<FamilyOut, String> {
     let name = source
         .file_stem()
         .and_then(|s| s.to_str())
         .ok_or_else(|| format!("bad file name {}", source.display()))?
         .to_string();
-    // The simulator's PTX (one nvcc per virtual architecture) compiles while the fatbin does:
-    // each is a separate front-end run, and one after the other they were the longest path of
-    // the crate's own builds.
-    let (fat, sim) = std::thread::scope(|s| {
-        let jobs: Vec<_> = SIM_PTX_ARCHS
+    let sass = format!("{archs:?}");
+    let mut products = vec![(
+        Product::Fatbin,
+        format!("{name}.fatbin"),
+        vec![format!("{name}.fatbin"), format!("{name}.ptxas.log")],
+        vec![("sass archs", sass.as_bytes())],
+    )];
+    for a in sim_archs() {
+        products.push((
+            Product::Ptx(a),
+            format!("{name}.compute_{a}"),
+            vec![ptx_file(&name, a)],
+            Vec::new(),
+        ));
+    }
+    let mut missing = Vec::new();
+    let mut units = Vec::new();
+    for (product, unit_name, files, extra) in products {
+        let unit = cache.map(|c| c.unit(&unit_name, &extra));
+        let hit = matches!((cache, &unit), (Some(c), Some(u)) if c.restore(u, out_dir, &files));
+        if hit {
+            println!("warpnorm: {unit_name}: copied from the kernel cache");
+        } else {
+            println!("warpnorm: {unit_name}: compiled by nvcc");
+            missing.push(product);
+            units.extend(unit.map(|u| (u, files)));
+        }
+    }
+    compile(nvcc, cuda_dir, out_dir, source, &name, archs, &missing)?;
+    let family = check_family(out_dir, &name)?;
+    if let Some(c) = cache {
+        for (unit, files) in &units {
+            if let Err(e) = c.store(unit, out_dir, files) {
+                println!(
+                    "cargo:warning=warpnorm: could not store {name}.cu's kernels in the cache {}: {e}",
+                    c.root().display()
+                );
+            }
+        }
+    }
+    Ok(family)
+}
+
+/// One nvcc product of a family.
+#[derive(Clone, Copy)]
+enum Product {
+    /// `<name>.fatbin` and `<name>.ptxas.log`.
+    Fatbin,
+    /// `<name>.compute_<arch>.ptx`, for the simulator.
+    Ptx(u32),
+}
+
+/// Runs nvcc for the `products` of one family, all at once: each is a separate front-end run,
+/// and one after the other they were the longest path of the crate's own builds.
+fn compile(
+    nvcc: &Path,
+    cuda_dir: &Path,
+    out_dir: &Path,
+    source: &Path,
+    name: &str,
+    archs: &[u32],
+    products: &[Product],
+) -> Result<(), String> {
+    std::thread::scope(|s| {
+        let jobs: Vec<_> = products
             .iter()
-            .filter(|_| sim_ptx())
-            .map(|&a| {
-                let name = &name;
-                s.spawn(move || sim_ptx_of(nvcc, cuda_dir, out_dir, source, name, a))
+            .map(|&p| {
+                s.spawn(move || match p {
+                    Product::Fatbin => build_fatbin(nvcc, cuda_dir, out_dir, source, name, archs),
+                    Product::Ptx(a) => sim_ptx_of(nvcc, cuda_dir, out_dir, source, name, a),
+                })
             })
             .collect();
-        let fat = build_fatbin(nvcc, cuda_dir, out_dir, source, &name, archs);
-        let sim: Vec<Result<(u32, PathBuf, String), String>> = jobs
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("nvcc -ptx thread panicked".into()))
-            })
-            .collect();
-        (fat, sim)
-    });
-    let (fatbin, resources) = fat?;
+        jobs.into_iter().try_for_each(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err("nvcc thread panicked".into()))
+        })
+    })
+}
+
+/// Reads nvcc's products of one family from `out_dir`: fails on a register spill, or when the
+/// simulator's PTX does not export exactly the entry points ptxas compiled.
+fn check_family(out_dir: &Path, name: &str) -> Result<FamilyOut, String> {
+    let fatbin = out_dir.join(format!("{name}.fatbin"));
+    let log_path = out_dir.join(format!("{name}.ptxas.log"));
+    let ptxas_log = fs::read_to_string(&log_path)
+        .map_err(|e| format!("reading {}: {e}", log_path.display()))?;
+    let resources = parse_ptxas(&ptxas_log);
+    let spills: Vec<String> = resources
+        .iter()
+        .filter(|r| r.spill_stores > 0 || r.spill_loads > 0)
+        .map(|r| {
+            format!(
+                "  {} on sm_{}: {} bytes spill stores, {} bytes spill loads ({} registers)",
+                r.kernel, r.arch, r.spill_stores, r.spill_loads, r.registers
+            )
+        })
+        .collect();
+    if !spills.is_empty() {
+        return Err(format!(
+            "register spills in {name}.cu (warpnorm kernels must not spill):\n{}",
+            spills.join("\n")
+        ));
+    }
 
     // Entry points: those ptxas compiled (every entry, for every SASS arch).
     let entries: Vec<String> = resources
@@ -324,8 +428,10 @@ fn build_family(
         .into_iter()
         .collect();
     let mut ptx = Vec::new();
-    for job in sim {
-        let (a, path, text) = job?;
+    for a in sim_archs() {
+        let path = out_dir.join(ptx_file(name, a));
+        let text =
+            fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
         let in_ptx: BTreeSet<String> = entries_of(&text).into_iter().collect();
         if in_ptx.iter().ne(entries.iter()) {
             return Err(format!(
@@ -337,7 +443,7 @@ fn build_family(
         ptx.push((a, path));
     }
     Ok(FamilyOut {
-        name,
+        name: name.to_string(),
         fatbin,
         ptx,
         entries,
@@ -346,8 +452,7 @@ fn build_family(
 }
 
 /// Compiles `source` into `<name>.fatbin` (SASS for every arch plus PTX of the newest, every
-/// image compressed), checks `ptxas -v` for spills and returns the fatbin's path and the
-/// figures ptxas reported.
+/// image compressed) and writes what `ptxas -v` printed to `<name>.ptxas.log`.
 fn build_fatbin(
     nvcc: &Path,
     cuda_dir: &Path,
@@ -355,7 +460,7 @@ fn build_fatbin(
     source: &Path,
     name: &str,
     archs: &[u32],
-) -> Result<(PathBuf, Vec<Resources>), String> {
+) -> Result<(), String> {
     // SASS for every arch plus PTX of the newest, for forward compatibility.
     let fatbin = out_dir.join(format!("{name}.fatbin"));
     let mut cmd = nvcc_command(nvcc);
@@ -375,31 +480,57 @@ fn build_fatbin(
     ));
     cmd.arg(source).arg("-o").arg(&fatbin);
     let ptxas_log = run(cmd, &format!("nvcc -fatbin {name}.cu"))?;
-    fs::write(out_dir.join(format!("{name}.ptxas.log")), &ptxas_log).map_err(|e| e.to_string())?;
-    let resources = parse_ptxas(&ptxas_log);
-    let spills: Vec<String> = resources
-        .iter()
-        .filter(|r| r.spill_stores > 0 || r.spill_loads > 0)
-        .map(|r| {
-            format!(
-                "  {} on sm_{}: {} bytes spill stores, {} bytes spill loads ({} registers)",
-                r.kernel, r.arch, r.spill_stores, r.spill_loads, r.registers
-            )
-        })
-        .collect();
-    if !spills.is_empty() {
-        return Err(format!(
-            "register spills in {name}.cu (warpnorm kernels must not spill):\n{}",
-            spills.join("\n")
-        ));
-    }
-
-    Ok((fatbin, resources))
+    fs::write(out_dir.join(format!("{name}.ptxas.log")), &ptxas_log).map_err(|e| e.to_string())
 }
 
-fn build_kernels(nvcc: &Path, cuda_dir: &Path, out_dir: &Path) -> Result<(), String> {
+/// The inputs common to every product of every family (see `build/kernel_cache.rs`; a
+/// fatbin's architectures are added by [`build_family`]).
+fn cache_inputs(nvcc: &Path, manifest_dir: &Path) -> Result<KeyBuilder, String> {
+    let mut k = KeyBuilder::new();
+    let io = |e: std::io::Error| format!("hashing the kernel cache's inputs: {e}");
+    k.add_tree(&manifest_dir.join("cuda")).map_err(io)?;
+    k.add_tree(&manifest_dir.join("build")).map_err(io)?;
+    k.add(
+        "build.rs",
+        &fs::read(manifest_dir.join("build.rs")).map_err(io)?,
+    );
+    // The program and its arguments only: the command also carries a copy of this process's
+    // environment (OUT_DIR, the features, ...), which differs in every run. The variables that
+    // change nvcc's output are hashed below.
+    let cmd = nvcc_command(nvcc);
+    k.add("nvcc", cmd.get_program().as_encoded_bytes());
+    for arg in cmd.get_args() {
+        k.add("nvcc argument", arg.as_encoded_bytes());
+    }
+    let version = Command::new(nvcc)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("running nvcc --version: {e}"))?;
+    k.add("nvcc --version", &version.stdout);
+    for var in [
+        "WARPNORM_NVCC_FLAGS",
+        "NVCC_PREPEND_FLAGS",
+        "NVCC_APPEND_FLAGS",
+        "NVCC_CCBIN",
+        "CXX",
+    ] {
+        k.add(var, format!("{:?}", env::var_os(var)).as_bytes());
+    }
+    Ok(k)
+}
+
+fn build_kernels(nvcc: &Path, manifest_dir: &Path, out_dir: &Path) -> Result<(), String> {
+    let cuda_dir = &manifest_dir.join("cuda");
     let supported = supported_archs(nvcc)?;
     let (archs, archs_source) = selected_archs(&supported)?;
+    // Not a `rerun-if-env-changed` variable: where the cache is does not change the output.
+    let cache = match kernel_cache::cache_root(
+        env::var("WARPNORM_KERNEL_CACHE").ok().as_deref(),
+        out_dir,
+    ) {
+        Some(root) => Some(KernelCache::new(root, cache_inputs(nvcc, manifest_dir)?)),
+        None => None,
+    };
     for a in SIM_PTX_ARCHS.iter().filter(|_| sim_ptx()) {
         if !supported.contains(a) {
             return Err(format!(
@@ -417,7 +548,9 @@ fn build_kernels(nvcc: &Path, cuda_dir: &Path, out_dir: &Path) -> Result<(), Str
     let results: Vec<Result<FamilyOut, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = sources
             .iter()
-            .map(|src| s.spawn(|| build_family(nvcc, cuda_dir, out_dir, src, &archs)))
+            .map(|src| {
+                s.spawn(|| build_family(nvcc, cuda_dir, out_dir, src, &archs, cache.as_ref()))
+            })
             .collect();
         handles
             .into_iter()

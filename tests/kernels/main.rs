@@ -5,6 +5,7 @@
 //! state in the safetensors format (PyTorch's checkpoints in `fixtures/state/`).
 
 mod build_archs;
+mod build_cache;
 mod built;
 mod capture_gpu;
 mod copy_gpu;
