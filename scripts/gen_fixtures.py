@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Generate warpnorm's PyTorch oracle fixtures (LayerNorm, RMSNorm, BatchNorm; fwd and bwd).
 
+Also the fused residual add of LayerNorm and RMSNorm (layer_norm_residual, rms_norm_residual).
+
 Every case is one JSON file, fixtures/<op>/<case>.json. Tensors are stored bit-exactly as
 {"dtype", "shape", "layout", "hex"} (little-endian raw bytes in memory order), so NaN payloads and
 -0 survive. Each case carries its inputs, torch's results computed in the case's dtype ("torch")
@@ -27,6 +29,9 @@ import torch
 import torch.nn.functional as F
 
 FORMAT_VERSION = 1
+RESIDUAL_OPS = ("layer_norm_residual", "rms_norm_residual")
+# The subdirectories of fixtures/, in the manifest's order.
+OPS = ("layer_norm", "rms_norm", "batch_norm") + RESIDUAL_OPS
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 DTYPE_NAMES = {
@@ -471,6 +476,452 @@ def check_rms_norm_semantics(cases):
     assert by_name["f16_m5_d32"]["torch"]["rstd"]["dtype"] == "f32"
     assert by_name["f32_m0"]["torch"]["dweight"]["hex"] == "00" * 32
     assert all(map(math.isnan, dec(by_name["f32_d0"]["torch"]["rstd"])))
+
+
+# ----------------------------------------------------------------------------- fused residual add
+
+# warpnorm's fused residual add (h = x + residual (+ bias), y = norm(h); backward: dx = norm's
+# dx + dh, the gradient of x and of the residual; dbias) against torch's unfused reference:
+# h = x + residual (+ bias), y = F.layer_norm(h) / F.rms_norm(h), the gradient of
+# sum(y * dy) + sum(h * dh). Without dh the loss is sum(y * dy).
+
+
+def unfused_h(x, residual, bias):
+    """torch's unfused h, in x's dtype. `x + residual` adds in f32 and rounds once; with a bias
+    torch rounds again: `+ bias` in the activation dtype (16-bit bias), or promoted to f32 (f32
+    bias) and cast back."""
+    h = x + residual
+    if bias is not None:
+        h = (h + bias).to(x.dtype)
+    return h
+
+
+def one_rounding_h(x, residual, bias):
+    """The fused op's h: (x + residual) + bias in f32 arithmetic, rounded once to x's dtype."""
+    h = x.to(F32) + residual.to(F32)
+    if bias is not None:
+        h = h + bias.to(F32)
+    return h.to(x.dtype)
+
+
+def residual_backward(y, h, dy, dh):
+    if dh is None:
+        y.backward(dy)
+    else:
+        torch.autograd.backward([y, h], [dy, dh])
+
+
+def run_layer_norm_residual(x, residual, bias, ns, gamma, beta, eps, dy, dh):
+    xg, rg, bg, gg, btg = (leaf(t) for t in (x, residual, bias, gamma, beta))
+    h = unfused_h(xg, rg, bg)
+    y = F.layer_norm(h, ns, gg, btg, eps)
+    y_ref, mean, rstd = torch.ops.aten.native_layer_norm(h.detach(), ns, gamma, beta, eps)
+    assert same_bits(y, y_ref), "F.layer_norm and aten.native_layer_norm disagree"
+    residual_backward(y, h, dy, dh)
+    assert same_bits(xg.grad, rg.grad), "the gradients of x and of the residual differ"
+    return {
+        "h": enc(h),
+        "y": enc(y),
+        "mean": enc(mean),
+        "rstd": enc(rstd),
+        "dx": enc(xg.grad),
+        "dgamma": enc(grad(gg)),
+        "dbeta": enc(grad(btg)),
+        "dbias": enc(grad(bg)),
+    }
+
+
+def run_rms_norm_residual(x, residual, bias, ns, weight, eps, dy, dh):
+    xg, rg, bg, wg = (leaf(t) for t in (x, residual, bias, weight))
+    h = unfused_h(xg, rg, bg)
+    y = F.rms_norm(h, ns, wg, eps)
+    _, rstd = torch.ops.aten._fused_rms_norm(h.detach(), ns, weight, eps)
+    residual_backward(y, h, dy, dh)
+    assert same_bits(xg.grad, rg.grad), "the gradients of x and of the residual differ"
+    return {
+        "h": enc(h),
+        "y": enc(y),
+        "rstd": enc(rstd),
+        "dx": enc(xg.grad),
+        "dweight": enc(grad(wg)),
+        "dbias": enc(grad(bg)),
+    }
+
+
+def leaf_h(h):
+    """A float64 leaf holding `h` (an h rounded to the activation dtype, widened exactly)."""
+    return h.detach().to(F64).requires_grad_(True)
+
+
+def col_sums(dx, ns, bias):
+    """The bias gradient downstream of h: the sums of h's gradient over the leading dims."""
+    return None if bias is None else dx.sum(dim=tuple(range(dx.dim() - len(ns))))
+
+
+def run_layer_norm_at_h(h, ns, gamma, beta, eps, dy, dh, bias):
+    """torch's float64 LayerNorm of a given (rounded) h: everything downstream of h."""
+    hg, gg, btg = leaf_h(h), leaf(opt(gamma, F64)), leaf(opt(beta, F64))
+    y = F.layer_norm(hg, ns, gg, btg, eps)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(
+        hg.detach(), ns, opt(gamma, F64), opt(beta, F64), eps
+    )
+    residual_backward(y, hg, dy.to(F64), opt(dh, F64))
+    return {
+        "h": enc(hg),
+        "y": enc(y),
+        "mean": enc(mean),
+        "rstd": enc(rstd),
+        "dx": enc(hg.grad),
+        "dgamma": enc(grad(gg)),
+        "dbeta": enc(grad(btg)),
+        "dbias": enc(col_sums(hg.grad, ns, bias)),
+    }
+
+
+def run_rms_norm_at_h(h, ns, weight, eps, dy, dh, bias):
+    """torch's float64 RMSNorm of a given (rounded) h: everything downstream of h."""
+    hg, wg = leaf_h(h), leaf(opt(weight, F64))
+    y = F.rms_norm(hg, ns, wg, eps)
+    _, rstd = torch.ops.aten._fused_rms_norm(hg.detach(), ns, opt(weight, F64), eps)
+    residual_backward(y, hg, dy.to(F64), opt(dh, F64))
+    return {
+        "h": enc(hg),
+        "y": enc(y),
+        "rstd": enc(rstd),
+        "dx": enc(hg.grad),
+        "dweight": enc(grad(wg)),
+        "dbias": enc(col_sums(hg.grad, ns, bias)),
+    }
+
+
+def residual_grads(name, x, with_dh):
+    dy = randn(gen_for(name + "/dy"), x.shape, x.dtype)
+    dh = randn(gen_for(name + "/dh"), x.shape, x.dtype) if with_dh else None
+    return dy, dh
+
+
+def residual_rounding(x, residual, bias, desc):
+    """(h_one_rounding, torch_h_differs, description): where torch's h rounds twice (a bias
+    with 16-bit activations), the one-rounding h and how many elements of torch's h differ
+    from it; else (None, 0), torch's h being the one-rounding h bit for bit (asserted)."""
+    once = one_rounding_h(x, residual, bias)
+    torch_h = unfused_h(x, residual, bias)
+    if bias is None or x.dtype == F32:
+        assert same_bits(torch_h, once), "torch's h is not the one-rounding h"
+        return None, 0, desc
+    differs = int((torch_h.view(torch.int16) != once.view(torch.int16)).sum())
+    note = (
+        f"; torch's h rounds twice (x + residual, then + bias): {differs} of {x.numel()} "
+        "elements differ from one rounding"
+    )
+    return enc(once), differs, desc + note
+
+
+def ln_residual_case(name, desc, x, residual, bias, ns, gamma, beta, eps=1e-5, dh=True):
+    ns = list(ns)
+    dy, dh = residual_grads(name, x, dh)
+    res = run_layer_norm_residual(x, residual, bias, ns, gamma, beta, eps, dy, dh)
+    res64 = run_layer_norm_residual(
+        x.to(F64),
+        residual.to(F64),
+        opt(bias, F64),
+        ns,
+        opt(gamma, F64),
+        opt(beta, F64),
+        eps,
+        dy.to(F64),
+        opt(dh, F64),
+    )
+    once, differs, desc = residual_rounding(x, residual, bias, desc)
+
+    def at_h(h):
+        return run_layer_norm_at_h(h, ns, gamma, beta, eps, dy, dh, bias)
+
+    res_at_h = at_h(unfused_h(x, residual, bias))
+    res_at_once = None if once is None else at_h(one_rounding_h(x, residual, bias))
+    params = [t for t in (gamma, beta, bias) if t is not None]
+    assert all(p.dtype == params[0].dtype for p in params)
+    config = {
+        "normalized_shape": ns,
+        "eps": eps,
+        "elementwise_affine": gamma is not None,
+        "bias": beta is not None,
+        "residual_bias": bias is not None,
+        "x_dtype": dname(x),
+        "param_dtype": dname(params[0]) if params else None,
+    }
+    inputs = {
+        "x": enc(x),
+        "residual": enc(residual),
+        "bias": enc(bias),
+        "gamma": enc(gamma),
+        "beta": enc(beta),
+        "dy": enc(dy),
+        "dh": enc(dh),
+    }
+    case = {
+        "format_version": FORMAT_VERSION,
+        "op": "layer_norm_residual",
+        "name": name,
+        "description": desc,
+        "torch_version": torch.__version__,
+        "config": config,
+        "inputs": inputs,
+        "h_one_rounding": once,
+        "torch_h_differs": differs,
+        "torch": res,
+        "f64": res64,
+        "f64_at_h": res_at_h,
+        "f64_at_h_one_rounding": res_at_once,
+    }
+    return name, case
+
+
+def rms_residual_case(name, desc, x, residual, bias, ns, weight, eps=None, dh=True):
+    ns = list(ns)
+    dy, dh = residual_grads(name, x, dh)
+    res = run_rms_norm_residual(x, residual, bias, ns, weight, eps, dy, dh)
+    eps64 = RMS_DEFAULT_EPS if eps is None else eps
+    res64 = run_rms_norm_residual(
+        x.to(F64),
+        residual.to(F64),
+        opt(bias, F64),
+        ns,
+        opt(weight, F64),
+        eps64,
+        dy.to(F64),
+        opt(dh, F64),
+    )
+    once, differs, desc = residual_rounding(x, residual, bias, desc)
+
+    def at_h(h):
+        return run_rms_norm_at_h(h, ns, weight, eps64, dy, dh, bias)
+
+    res_at_h = at_h(unfused_h(x, residual, bias))
+    res_at_once = None if once is None else at_h(one_rounding_h(x, residual, bias))
+    params = [t for t in (weight, bias) if t is not None]
+    assert all(p.dtype == params[0].dtype for p in params)
+    config = {
+        "normalized_shape": ns,
+        "eps": eps,
+        "elementwise_affine": weight is not None,
+        "residual_bias": bias is not None,
+        "x_dtype": dname(x),
+        "param_dtype": dname(params[0]) if params else None,
+    }
+    inputs = {
+        "x": enc(x),
+        "residual": enc(residual),
+        "bias": enc(bias),
+        "weight": enc(weight),
+        "dy": enc(dy),
+        "dh": enc(dh),
+    }
+    case = {
+        "format_version": FORMAT_VERSION,
+        "op": "rms_norm_residual",
+        "name": name,
+        "description": desc,
+        "torch_version": torch.__version__,
+        "config": config,
+        "inputs": inputs,
+        "h_one_rounding": once,
+        "torch_h_differs": differs,
+        "torch": res,
+        "f64": res64,
+        "f64_at_h": res_at_h,
+        "f64_at_h_one_rounding": res_at_once,
+    }
+    return name, case
+
+
+def residual_random(
+    op,
+    name,
+    desc,
+    shape,
+    x_dtype,
+    p_dtype=None,
+    affine=True,
+    ln_bias=True,
+    bias=True,
+    dh=True,
+    eps=None,
+    offset=0.0,
+    outlier=False,
+):
+    """x and the residual N(0,1) (x around +offset, the residual around -0.99 offset: their
+    sum cancels all but 1% of it); `outlier`: one x of 100 and one residual of -60 per row.
+    Parameters in p_dtype (default x_dtype); ns = the last dim."""
+    gen = gen_for(name)
+    ns = shape[-1:]
+    x = randn(gen, shape, F64, offset=offset)
+    residual = randn(gen, shape, F64, offset=-0.99 * offset)
+    if outlier:
+        rows = x.reshape(-1, ns[0])
+        for r in range(rows.shape[0]):
+            rows[r, (7 * r + 1) % ns[0]] = 100.0
+            residual.reshape(-1, ns[0])[r, (5 * r + 3) % ns[0]] = -60.0
+    x, residual = x.to(x_dtype), residual.to(x_dtype)
+    pdt = p_dtype or x_dtype
+    b = randn(gen, ns, pdt, scale=0.5) if bias else None
+    if op == "layer_norm_residual":
+        gamma, beta = ln_params(gen, ns, pdt, affine, ln_bias)
+        return ln_residual_case(name, desc, x, residual, b, ns, gamma, beta, eps or 1e-5, dh)
+    w = randn(gen, ns, pdt, scale=0.5, offset=1.0) if affine else None
+    return rms_residual_case(name, desc, x, residual, b, ns, w, eps, dh)
+
+
+def residual_cases(op):
+    """The cases of `op` ("layer_norm_residual" or "rms_norm_residual")."""
+    cases = []
+
+    def add(name, desc, shape, x_dtype, **kw):
+        cases.append(residual_random(op, name, desc, shape, x_dtype, **kw))
+
+    # Every activation dtype, with and without the bias and dh; odd widths.
+    for dt in (F32, F16, BF16):
+        nm = DTYPE_NAMES[dt]
+        add(f"{nm}_m4_d33", f"{nm}, bias and dh", (4, 33), dt)
+        add(f"{nm}_m1_d257_no_bias", f"{nm}, dh, no bias", (1, 257), dt, bias=False)
+        add(
+            f"{nm}_m3_d3_no_bias_no_dh",
+            f"{nm}, no bias, no dh (the plain norm of x + residual)",
+            (3, 3),
+            dt,
+            bias=False,
+            dh=False,
+        )
+    add("f32_m3_d129_no_dh", "f32, bias, no dh", (3, 129), F32, dh=False)
+    add("bf16_m1_d1000_no_bias", "bf16, dh, no bias", (1, 1000), BF16, bias=False)
+    # 16-bit activations with f32 parameters (and an f32 bias).
+    add("f16_f32params_m2_d129", "f16, f32 params and bias, dh", (2, 129), F16, p_dtype=F32)
+    add(
+        "bf16_f32params_m4_d33_no_dh",
+        "bf16, f32 params and bias, no dh",
+        (4, 33),
+        BF16,
+        p_dtype=F32,
+        dh=False,
+    )
+    add(
+        "f16_f32params_m1_d1000_no_bias",
+        "f16, f32 params, no bias, dh",
+        (1, 1000),
+        F16,
+        p_dtype=F32,
+        bias=False,
+    )
+    # Without the norm's parameters (the bias alone has the parameter dtype).
+    add("f32_no_affine_m3_d3", "no affine, bias and dh", (3, 3), F32, affine=False)
+    add(
+        "f16_f32params_no_affine_m3_d33",
+        "f16, no affine, f32 bias, dh",
+        (3, 33),
+        F16,
+        p_dtype=F32,
+        affine=False,
+    )
+    add(
+        "bf16_no_affine_no_bias_m2_d33",
+        "bf16, no affine, no bias, dh",
+        (2, 33),
+        BF16,
+        affine=False,
+        bias=False,
+    )
+    if op == "layer_norm_residual":
+        add(
+            "f32_weight_only_m3_d33",
+            "gamma only (bias=False), bias and dh",
+            (3, 33),
+            F32,
+            ln_bias=False,
+        )
+    else:
+        add("f32_eps1e-5_m3_d33", "eps 1e-5, bias and dh", (3, 33), F32, eps=1e-5)
+    # D = 1, and leading dims (2, 3).
+    add("f32_m6_d1", "D = 1, bias and dh", (6, 1), F32)
+    add("f16_m6_d1_no_bias", "D = 1, f16, dh, no bias", (6, 1), F16, bias=False)
+    add("f32_x2x3_d33", "x (2, 3, 33), normalized over the last dim, bias and dh", (2, 3, 33), F32)
+    # Large common offset: x = 1e3 + N(0,1), residual = -990 + N(0,1), h = 10 + N(0,2).
+    desc = "x 1e3 + N(0,1), residual -990 + N(0,1): the sum cancels to 10 + N(0,2)"
+    add("f32_offset1e3_m4_d64", desc + ", bias and dh", (4, 64), F32, offset=1e3)
+    add("f16_offset1e3_m4_d64", desc + ", bias and dh", (4, 64), F16, offset=1e3)
+    add(
+        "bf16_f32params_offset1e3_m4_d64",
+        desc + ", f32 params and bias, dh",
+        (4, 64),
+        BF16,
+        p_dtype=F32,
+        offset=1e3,
+    )
+    # Outliers.
+    desc = "N(0,1) with one x of 100 and one residual of -60 per row"
+    add("f32_outlier_m4_d33", desc + ", bias and dh", (4, 33), F32, outlier=True)
+    add("f16_outlier_m4_d33", desc + ", bias and dh", (4, 33), F16, outlier=True)
+    add(
+        "bf16_outlier_m4_d33_no_bias",
+        desc + ", dh, no bias",
+        (4, 33),
+        BF16,
+        bias=False,
+        outlier=True,
+    )
+    cases.append(double_rounding_case(op))
+    return cases
+
+
+def double_rounding_case(op):
+    """Where torch's two roundings of h are visible: f16 2048 + 1 + 1 (LayerNorm) and bf16
+    256 + 1 + 1 (RMSNorm) give 2048 / 256 in torch (x + residual is a tie, rounded to even,
+    then + 1 is a tie again), 2050 / 258 with one rounding."""
+    dt, big = (F16, 2048.0) if op == "layer_norm_residual" else (BF16, 256.0)
+    name = f"{DTYPE_NAMES[dt]}_double_rounding_m2_d4"
+    desc = f"{DTYPE_NAMES[dt]} h[0] = {big:g} + 1 + bias 1, bias and dh"
+    x = t64([[big, 1.0, 3.0, -2.0], [1.0, 0.5, -0.25, 2.0]]).to(dt)
+    residual = t64([[1.0, 2.0, -1.0, 0.5], [-0.5, 1.0, 1.0, 1.0]]).to(dt)
+    bias = t64([1.0, 0.25, 0.5, -1.0]).to(dt)
+    gen = gen_for(name)
+    if op == "layer_norm_residual":
+        gamma, beta = ln_params(gen, (4,), dt)
+        return ln_residual_case(name, desc, x, residual, bias, (4,), gamma, beta)
+    w = randn(gen, (4,), dt, scale=0.5, offset=1.0)
+    return rms_residual_case(name, desc, x, residual, bias, (4,), w)
+
+
+def check_residual_semantics(op, cases):
+    """Assert the fused residual add's rules (src/cpu/residual.rs) on what was generated."""
+    by_name = dict(cases)
+    # torch's two roundings against one: 2048 (256) vs 2050 (258).
+    dt, big = ("f16", 2048.0) if op == "layer_norm_residual" else ("bf16", 256.0)
+    c = by_name[f"{dt}_double_rounding_m2_d4"]
+    assert dec(c["torch"]["h"])[0] == big and dec(c["h_one_rounding"])[0] == big + 2
+    assert dec(c["f64"]["h"])[0] == big + 2
+    # Some random 16-bit cases with a bias show it too; f32 and bias-free cases never do.
+    assert by_name["f16_m4_d33"]["torch_h_differs"] > 0
+    for name, c in cases:
+        once = c["config"]["x_dtype"] == "f32" or not c["config"]["residual_bias"]
+        assert (c["h_one_rounding"] is None) == once, name
+        assert (c["torch_h_differs"] == 0) or not once, name
+        # The float64 runs downstream of h normalize exactly the rounded h they name.
+        assert dec(c["f64_at_h"]["h"]) == dec(c["torch"]["h"]), name
+        at_once = c["f64_at_h_one_rounding"]
+        assert (at_once is None) == once, name
+        if at_once is not None:
+            assert dec(at_once["h"]) == dec(c["h_one_rounding"]), name
+        # f64: dbias is the column sum of dx; dx is the gradient of h (dh included).
+        f = c["f64"]
+        d = c["config"]["normalized_shape"][-1]
+        dx = dec(f["dx"])
+        if f["dbias"] is not None:
+            sums = [sum(dx[i::d]) for i in range(d)]
+            assert all(abs(a - b) <= 1e-12 * (1 + abs(b)) for a, b in zip(dec(f["dbias"]), sums))
+    # D = 1: the norm's dx is 0 (LayerNorm), so dx is dh.
+    if op == "layer_norm_residual":
+        c = by_name["f32_m6_d1"]
+        pairs = zip(dec(c["f64"]["dx"]), dec(c["inputs"]["dh"]))
+        assert all(abs(a - b) <= 1e-12 for a, b in pairs), "D = 1: dx != dh"
 
 
 # ----------------------------------------------------------------------------- BatchNorm
@@ -1006,7 +1457,13 @@ def generate():
     check_rms_norm_semantics(rms)
     bn = batch_norm_cases()
     check_batch_norm_semantics(bn)
+    res = {}
+    for op in RESIDUAL_OPS:
+        res[op] = residual_cases(op)
+        check_residual_semantics(op, res[op])
     ops = (("layer_norm", ln), ("rms_norm", rms), ("batch_norm", bn))
+    ops += tuple((op, res[op]) for op in RESIDUAL_OPS)
+    assert tuple(op for op, _ in ops) == OPS
     files = {}
     for op, cases in ops:
         names = [n for n, _ in cases]
@@ -1063,7 +1520,7 @@ def main():
             with open(path, encoding="utf-8") as fh:
                 if fh.read() != text:
                     bad.append(rel)
-        for op in ("layer_norm", "rms_norm", "batch_norm"):
+        for op in OPS:
             d = os.path.join(args.out, op)
             for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
                 if f"{op}/{f}" not in files:
@@ -1072,7 +1529,7 @@ def main():
             print(f"differs: {rel}")
         print(f"{len(files) - len(bad)} of {len(files)} files identical")
         sys.exit(1 if bad else 0)
-    for op in ("layer_norm", "rms_norm", "batch_norm"):
+    for op in OPS:
         d = os.path.join(args.out, op)
         os.makedirs(d, exist_ok=True)
         for f in os.listdir(d):

@@ -142,6 +142,8 @@ macro_rules! dispatch {
     }};
 }
 
+pub(crate) use dispatch;
+
 /// A storage and its layout, as candle hands them to a custom op.
 pub(crate) type Arg<'a, S> = (&'a S, &'a Layout);
 

@@ -228,6 +228,26 @@ impl LayerNorm {
     }
 }
 
+impl LayerNorm {
+    /// The fused residual add of a transformer block: h = x + residual (+ `residual_bias`),
+    /// y = this LayerNorm of h; returns `(y, h)` (see [`super::ops::layer_norm_residual`]).
+    pub fn forward_residual(
+        &self,
+        x: &Tensor,
+        residual: &Tensor,
+        residual_bias: Option<&Tensor>,
+    ) -> Result<(Tensor, Tensor)> {
+        super::residual::layer_norm_residual_op(
+            x,
+            residual,
+            Some(&self.weight),
+            self.bias.as_ref(),
+            residual_bias,
+            self.eps as f32,
+        )
+    }
+}
+
 impl Module for LayerNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         layer_norm_op(x, Some(&self.weight), self.bias.as_ref(), self.eps as f32)

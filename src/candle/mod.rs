@@ -21,6 +21,12 @@
 //! statistics) of the activation type or f32 (f32 parameters with 16-bit activations).
 //! Saved statistics are f32, as everywhere in warpnorm.
 //!
+//! The fused residual add (h = x + residual (+ a bias), then the norm of h; one pass reads x
+//! and the residual and writes h and y): [`ops::layer_norm_residual`] and
+//! [`ops::rms_norm_residual`] return `(y, h)` with autograd through both (the gradients of x
+//! and the residual, equal; the parameters; the residual bias), and the modules'
+//! `forward_residual` ([`LayerNorm::forward_residual`], [`RmsNorm::forward_residual`]).
+//!
 //! RMSNorm has the same three pieces: [`ops::rms_norm`] (x, optional weight, eps `None` as
 //! PyTorch's), [`RmsNorm`] (`candle_nn::Module`) and [`rms_norm`] (`weight` from a
 //! `VarBuilder`, the arguments of `candle_nn::rms_norm`). A [`LayerNormConfig`] with
@@ -48,6 +54,7 @@ mod common;
 #[cfg(feature = "candle-cuda")]
 mod cuda;
 mod layer_norm;
+mod residual;
 mod rms_norm;
 
 pub use batch_norm::{batch_norm, BatchNorm};
@@ -59,5 +66,8 @@ pub use rms_norm::{rms_norm, RmsNorm};
 pub mod ops {
     pub use super::batch_norm::{batch_norm_op as batch_norm, BatchNormArgs};
     pub use super::layer_norm::layer_norm_op as layer_norm;
+    pub use super::residual::{
+        layer_norm_residual_op as layer_norm_residual, rms_norm_residual_op as rms_norm_residual,
+    };
     pub use super::rms_norm::rms_norm_op as rms_norm;
 }

@@ -187,6 +187,25 @@ impl RmsNorm {
     }
 }
 
+impl RmsNorm {
+    /// The fused residual add of a transformer block: h = x + residual (+ `residual_bias`),
+    /// y = this RMSNorm of h; returns `(y, h)` (see [`super::ops::rms_norm_residual`]).
+    pub fn forward_residual(
+        &self,
+        x: &Tensor,
+        residual: &Tensor,
+        residual_bias: Option<&Tensor>,
+    ) -> Result<(Tensor, Tensor)> {
+        super::residual::rms_norm_residual_op(
+            x,
+            residual,
+            Some(&self.weight),
+            residual_bias,
+            Some(self.eps as f32),
+        )
+    }
+}
+
 impl Module for RmsNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         rms_norm_op(x, Some(&self.weight), Some(self.eps as f32))

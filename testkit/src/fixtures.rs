@@ -26,7 +26,13 @@ use serde::Deserialize;
 pub const FORMAT_VERSION: u32 = 1;
 
 /// The fixture operations (subdirectories of `fixtures/`).
-pub const OPS: [&str; 3] = ["layer_norm", "rms_norm", "batch_norm"];
+pub const OPS: [&str; 5] = [
+    "layer_norm",
+    "rms_norm",
+    "batch_norm",
+    "layer_norm_residual",
+    "rms_norm_residual",
+];
 
 /// `<crate root>/fixtures`.
 pub fn fixtures_dir() -> PathBuf {
@@ -348,6 +354,12 @@ pub enum Case {
     /// `op: "rms_norm"`.
     #[serde(rename = "rms_norm")]
     RmsNorm(Box<RmsNormCase>),
+    /// `op: "layer_norm_residual"`.
+    #[serde(rename = "layer_norm_residual")]
+    LayerNormResidual(Box<LayerNormResidualCase>),
+    /// `op: "rms_norm_residual"`.
+    #[serde(rename = "rms_norm_residual")]
+    RmsNormResidual(Box<RmsNormResidualCase>),
 }
 
 impl Fixture {
@@ -357,6 +369,8 @@ impl Fixture {
             Case::LayerNorm(_) => "layer_norm",
             Case::BatchNorm(_) => "batch_norm",
             Case::RmsNorm(_) => "rms_norm",
+            Case::LayerNormResidual(_) => "layer_norm_residual",
+            Case::RmsNormResidual(_) => "rms_norm_residual",
         }
     }
 
@@ -383,6 +397,34 @@ impl Fixture {
             _ => None,
         }
     }
+
+    /// The content of a LayerNorm fused residual add fixture.
+    pub fn as_layer_norm_residual(&self) -> Option<&LayerNormResidualCase> {
+        match &self.case {
+            Case::LayerNormResidual(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The content of an RMSNorm fused residual add fixture.
+    pub fn as_rms_norm_residual(&self) -> Option<&RmsNormResidualCase> {
+        match &self.case {
+            Case::RmsNormResidual(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// (M rows, D columns) of an input of `x_shape` normalized over its trailing
+/// `normalized_shape`; `None` when the trailing dims of `x_shape` are not `normalized_shape`.
+pub fn rows_cols(normalized_shape: &[usize], x_shape: &[usize]) -> Option<(usize, usize)> {
+    let k = normalized_shape.len();
+    if x_shape.len() < k || x_shape[x_shape.len() - k..] != *normalized_shape {
+        return None;
+    }
+    let d = normalized_shape.iter().product();
+    let m = x_shape[..x_shape.len() - k].iter().product();
+    Some((m, d))
 }
 
 /// An RMSNorm case: one forward and one backward call.
@@ -476,13 +518,7 @@ impl LayerNormConfig {
     /// (M rows, D columns) for an input of `x_shape`; `None` when the trailing dims of
     /// `x_shape` are not `normalized_shape`.
     pub fn rows_cols(&self, x_shape: &[usize]) -> Option<(usize, usize)> {
-        let k = self.normalized_shape.len();
-        if x_shape.len() < k || x_shape[x_shape.len() - k..] != self.normalized_shape[..] {
-            return None;
-        }
-        let d = self.normalized_shape.iter().product();
-        let m = x_shape[..x_shape.len() - k].iter().product();
-        Some((m, d))
+        rows_cols(&self.normalized_shape, x_shape)
     }
 }
 
@@ -516,6 +552,186 @@ pub struct LayerNormResults {
     pub dgamma: Option<Tensor>,
     /// Gradient of beta.
     pub dbeta: Option<Tensor>,
+}
+
+/// A LayerNorm case of the fused residual add: h = x + residual (+ bias), y = LayerNorm(h),
+/// then the gradients of sum(y * dy) (+ sum(h * dh)). torch runs it unfused.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LayerNormResidualCase {
+    /// Module configuration and which of the residual add's inputs exist.
+    pub config: LayerNormResidualConfig,
+    /// x, the residual, the bias, gamma, beta, dy and dh.
+    pub inputs: LayerNormResidualInputs,
+    /// (x + residual) + bias in f32 arithmetic rounded once to the activation dtype (torch's
+    /// f32 adds), when torch's `h` is not that: with a bias and 16-bit activations torch
+    /// rounds twice. `None` when torch's `h` is it bit for bit (no bias, or f32 activations).
+    pub h_one_rounding: Option<Tensor>,
+    /// How many elements of torch's `h` differ from `h_one_rounding` (0 when that is `None`).
+    pub torch_h_differs: usize,
+    /// torch's results in the case's dtypes.
+    pub torch: LayerNormResidualResults,
+    /// torch's results in float64 from the same inputs (all tensors f64; h unrounded).
+    pub f64: LayerNormResidualResults,
+    /// torch's float64 results downstream of torch's own (rounded) h: LayerNorm of `torch.h`
+    /// widened exactly, dx the gradient of that h (dh included), dbias its column sums.
+    pub f64_at_h: LayerNormResidualResults,
+    /// The same at `h_one_rounding` (the h the fused op normalizes); `None` when that is
+    /// `None` (then `f64_at_h` is at the one-rounding h).
+    pub f64_at_h_one_rounding: Option<LayerNormResidualResults>,
+}
+
+/// Configuration of a LayerNorm fused residual add case.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayerNormResidualConfig {
+    /// Trailing dims normalized over; their product is D.
+    pub normalized_shape: Vec<usize>,
+    /// Added to the biased variance inside the sqrt.
+    pub eps: f64,
+    /// Whether gamma (and maybe beta) exist.
+    pub elementwise_affine: bool,
+    /// Whether beta exists (`nn.LayerNorm(bias=...)`).
+    pub bias: bool,
+    /// Whether the residual add has a bias (added to h).
+    pub residual_bias: bool,
+    /// dtype of x, the residual, h, y, dy, dh and dx.
+    pub x_dtype: DType,
+    /// dtype of gamma, beta and the residual bias (and of their gradients); `None` when none
+    /// of them exists.
+    pub param_dtype: Option<DType>,
+}
+
+impl LayerNormResidualConfig {
+    /// (M rows, D columns) for an input of `x_shape` (see [`rows_cols`]).
+    pub fn rows_cols(&self, x_shape: &[usize]) -> Option<(usize, usize)> {
+        rows_cols(&self.normalized_shape, x_shape)
+    }
+}
+
+/// Inputs of a LayerNorm fused residual add case.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayerNormResidualInputs {
+    /// Activations.
+    pub x: Tensor,
+    /// The residual, shape and dtype of x.
+    pub residual: Tensor,
+    /// The residual add's bias, shape `normalized_shape`.
+    pub bias: Option<Tensor>,
+    /// Weight, shape `normalized_shape`.
+    pub gamma: Option<Tensor>,
+    /// LayerNorm's bias, shape `normalized_shape`.
+    pub beta: Option<Tensor>,
+    /// Upstream gradient of y.
+    pub dy: Tensor,
+    /// Upstream gradient of h (from a later use of the residual stream), or none.
+    pub dh: Option<Tensor>,
+}
+
+/// Outputs and gradients of a LayerNorm fused residual add case.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayerNormResidualResults {
+    /// x + residual (+ bias) as torch formed it (see [`LayerNormResidualCase::h_one_rounding`]).
+    pub h: Tensor,
+    /// LayerNorm of h.
+    pub y: Tensor,
+    /// Per-row mean of h (dtype as [`LayerNormResults::mean`]).
+    pub mean: Tensor,
+    /// Per-row 1/sqrt(var + eps) of h.
+    pub rstd: Tensor,
+    /// Gradient of x (equal to the residual's and h's): LayerNorm's dx plus dh.
+    pub dx: Tensor,
+    /// Gradient of gamma.
+    pub dgamma: Option<Tensor>,
+    /// Gradient of beta.
+    pub dbeta: Option<Tensor>,
+    /// Gradient of the residual add's bias (the column sums of dx).
+    pub dbias: Option<Tensor>,
+}
+
+/// An RMSNorm case of the fused residual add: h = x + residual (+ bias), y = RMSNorm(h), then
+/// the gradients of sum(y * dy) (+ sum(h * dh)). torch runs it unfused.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RmsNormResidualCase {
+    /// Module configuration and which of the residual add's inputs exist.
+    pub config: RmsNormResidualConfig,
+    /// x, the residual, the bias, the weight, dy and dh.
+    pub inputs: RmsNormResidualInputs,
+    /// As [`LayerNormResidualCase::h_one_rounding`].
+    pub h_one_rounding: Option<Tensor>,
+    /// As [`LayerNormResidualCase::torch_h_differs`].
+    pub torch_h_differs: usize,
+    /// torch's results in the case's dtypes.
+    pub torch: RmsNormResidualResults,
+    /// torch's results in float64 from the same inputs (eps None taken as f32's epsilon).
+    pub f64: RmsNormResidualResults,
+    /// As [`LayerNormResidualCase::f64_at_h`].
+    pub f64_at_h: RmsNormResidualResults,
+    /// As [`LayerNormResidualCase::f64_at_h_one_rounding`].
+    pub f64_at_h_one_rounding: Option<RmsNormResidualResults>,
+}
+
+/// Configuration of an RMSNorm fused residual add case.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RmsNormResidualConfig {
+    /// Trailing dims normalized over; their product is D.
+    pub normalized_shape: Vec<usize>,
+    /// Added to the mean square inside the sqrt; `None`: PyTorch's default (f32's epsilon).
+    pub eps: Option<f64>,
+    /// Whether the weight exists.
+    pub elementwise_affine: bool,
+    /// Whether the residual add has a bias (added to h).
+    pub residual_bias: bool,
+    /// dtype of x, the residual, h, y, dy, dh and dx.
+    pub x_dtype: DType,
+    /// dtype of the weight and the residual bias (and of their gradients); `None` when
+    /// neither exists.
+    pub param_dtype: Option<DType>,
+}
+
+impl RmsNormResidualConfig {
+    /// (M rows, D columns) for an input of `x_shape` (see [`rows_cols`]).
+    pub fn rows_cols(&self, x_shape: &[usize]) -> Option<(usize, usize)> {
+        rows_cols(&self.normalized_shape, x_shape)
+    }
+}
+
+/// Inputs of an RMSNorm fused residual add case.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RmsNormResidualInputs {
+    /// Activations.
+    pub x: Tensor,
+    /// The residual, shape and dtype of x.
+    pub residual: Tensor,
+    /// The residual add's bias, shape `normalized_shape`.
+    pub bias: Option<Tensor>,
+    /// Weight, shape `normalized_shape`.
+    pub weight: Option<Tensor>,
+    /// Upstream gradient of y.
+    pub dy: Tensor,
+    /// Upstream gradient of h, or none.
+    pub dh: Option<Tensor>,
+}
+
+/// Outputs and gradients of an RMSNorm fused residual add case.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RmsNormResidualResults {
+    /// x + residual (+ bias) as torch formed it.
+    pub h: Tensor,
+    /// RMSNorm of h.
+    pub y: Tensor,
+    /// Per-row 1/sqrt(mean(h^2) + eps), f32 (f64 in the float64 run).
+    pub rstd: Tensor,
+    /// Gradient of x (equal to the residual's and h's): RMSNorm's dx plus dh.
+    pub dx: Tensor,
+    /// Gradient of the weight.
+    pub dweight: Option<Tensor>,
+    /// Gradient of the residual add's bias (the column sums of dx).
+    pub dbias: Option<Tensor>,
 }
 
 /// A BatchNorm case: a module stepped through a sequence of train/eval calls.
@@ -703,6 +919,22 @@ pub fn rms_norm_cases() -> Vec<(Fixture, RmsNormCase)> {
     load_all("rms_norm")
         .into_iter()
         .filter_map(|f| f.as_rms_norm().cloned().map(|c| (f, c)))
+        .collect()
+}
+
+/// Every LayerNorm fused residual add fixture as (fixture, its content).
+pub fn layer_norm_residual_cases() -> Vec<(Fixture, LayerNormResidualCase)> {
+    load_all("layer_norm_residual")
+        .into_iter()
+        .filter_map(|f| f.as_layer_norm_residual().cloned().map(|c| (f, c)))
+        .collect()
+}
+
+/// Every RMSNorm fused residual add fixture as (fixture, its content).
+pub fn rms_norm_residual_cases() -> Vec<(Fixture, RmsNormResidualCase)> {
+    load_all("rms_norm_residual")
+        .into_iter()
+        .filter_map(|f| f.as_rms_norm_residual().cloned().map(|c| (f, c)))
         .collect()
 }
 

@@ -7,7 +7,8 @@
 //! - [`gpu`]: a stream on a real (or emulated) GPU, or a printed reason to skip; and the GPU
 //!   as a [`backend::Backend`];
 //! - [`rng`]: deterministic test data;
-//! - [`fixtures`]: the PyTorch fixtures in `fixtures/`;
+//! - [`fixtures`]: the PyTorch fixtures in `fixtures/`; [`oracle`]: measuring results against
+//!   their float64 oracle;
 //! - [`coalescing`]: describing uncoalesced requests with their CUDA source lines;
 //! - [`rows`]: running only the blocks of a row-norm launch that own given rows (huge tensors).
 
@@ -15,6 +16,7 @@ pub mod backend;
 pub mod coalescing;
 pub mod fixtures;
 pub mod gpu;
+pub mod oracle;
 pub mod rng;
 pub mod rows;
 pub mod sim;

@@ -538,6 +538,8 @@ fn batch_norm_errors_change_nothing() {
     assert!(m.iter().all(|v| v.abs() < 1e-6), "{m:?}");
 }
 
+mod residual;
+
 /// The CUDA path (feature `candle-cuda`) against the CPU path, when candle can open a CUDA
 /// device (never on the emulated driver: see the README); `WARPNORM_REQUIRE_GPU=1` makes a
 /// skip a failure.
@@ -577,6 +579,44 @@ mod gpu {
         out.push(("ln dx".into(), g.get(&x).unwrap().clone()));
         out.push(("ln dweight".into(), g.get(&w).unwrap().clone()));
         out.push(("ln dbias".into(), g.get(&b).unwrap().clone()));
+        // The fused residual add, LayerNorm and RMSNorm, with a residual bias; the loss reads
+        // y and h.
+        let xr = put(tensor(&[2, 6, 40], 70, 1.0, xt));
+        let res = put(tensor(&[2, 6, 40], 71, -1.0, xt));
+        let rb = put(tensor(&[40], 72, 0.5, pt));
+        let rh = tensor(&[2, 6, 40], 73, 0.0, xt).to_device(dev).unwrap();
+        for rms in [false, true] {
+            let (y, h) = if rms {
+                warpnorm::candle::ops::rms_norm_residual(&xr, &res, Some(&w), Some(&rb), None)
+            } else {
+                warpnorm::candle::ops::layer_norm_residual(
+                    &xr,
+                    &res,
+                    Some(&w),
+                    Some(&b),
+                    Some(&rb),
+                    1e-5,
+                )
+            }
+            .unwrap();
+            let ly = (&y * &r).unwrap().sum_all().unwrap();
+            let lh = (&h * &rh).unwrap().sum_all().unwrap();
+            let g = (ly + lh).unwrap().backward().unwrap();
+            let mut named = vec![
+                ("y", y.clone()),
+                ("h", h.clone()),
+                ("dx", g.get(&xr).unwrap().clone()),
+                ("dresidual", g.get(&res).unwrap().clone()),
+                ("dweight", g.get(&w).unwrap().clone()),
+                ("dresidual_bias", g.get(&rb).unwrap().clone()),
+            ];
+            if !rms {
+                named.push(("dbias", g.get(&b).unwrap().clone()));
+            }
+            for (name, t) in named {
+                out.push((format!("residual rms={rms} {name}"), t));
+            }
+        }
         for train in [true, false] {
             let x = put(tensor(&[4, 3, 5, 3], 64, 1.0, xt));
             let w = put(tensor(&[3], 65, 1.0, pt));

@@ -81,15 +81,7 @@ fn every_layer_norm_fixture_is_consistent() {
             };
             expect(Some(&r.y), xd, &x.shape, &what);
             expect(Some(&r.dx), xd, &x.shape, &what);
-            // torch keeps the saved stats in the input dtype only when input and params are both
-            // f16 or both bf16; otherwise they are fp32 (fp64 for the f64 run).
-            let sd = match (side, cfg.x_dtype, cfg.param_dtype) {
-                ("f64", _, _) => DType::F64,
-                (_, DType::F16, Some(DType::F16)) => DType::F16,
-                (_, DType::Bf16, Some(DType::Bf16)) => DType::Bf16,
-                (_, DType::F16 | DType::Bf16, None) => xd,
-                _ => DType::F32,
-            };
+            let sd = ln_stats_dtype(side, cfg.x_dtype, cfg.param_dtype);
             expect(Some(&r.mean), sd, &stats_shape, &what);
             expect(Some(&r.rstd), sd, &stats_shape, &what);
             assert_eq!(r.dgamma.is_some(), cfg.elementwise_affine, "{what}");
@@ -99,6 +91,247 @@ fn every_layer_norm_fixture_is_consistent() {
                 if has_beta {
                     expect(r.dbeta.as_ref(), p, ns, &what);
                 }
+            }
+        }
+    }
+}
+
+/// The dtype torch keeps LayerNorm's saved statistics in: the half dtype when the input is
+/// half and gamma is absent or of the same dtype, else f32 (f64 for the float64 runs: every
+/// side but "torch").
+fn ln_stats_dtype(side: &str, x: DType, gamma: Option<DType>) -> DType {
+    match (side, x, gamma) {
+        (s, _, _) if s != "torch" => DType::F64,
+        (_, DType::F16, Some(DType::F16)) => DType::F16,
+        (_, DType::Bf16, Some(DType::Bf16)) => DType::Bf16,
+        (_, DType::F16 | DType::Bf16, None) => x,
+        _ => DType::F32,
+    }
+}
+
+/// The checks the fused residual add cases of both ops share: x, the residual, dy and dh of
+/// one shape and dtype, the bias and the parameters in `param_dtype`, and each result's h, y,
+/// dx and dbias; `h_one_rounding` exactly where torch rounds h twice (a bias with 16-bit
+/// activations).
+#[allow(clippy::too_many_arguments)]
+fn check_residual_common(
+    name: &str,
+    x: &Tensor,
+    residual: &Tensor,
+    bias: Option<&Tensor>,
+    dy: &Tensor,
+    dh: Option<&Tensor>,
+    rows_cols: Option<(usize, usize)>,
+    x_dtype: DType,
+    param_dtype: Option<DType>,
+    residual_bias: bool,
+    h_one_rounding: Option<&Tensor>,
+    torch_h_differs: usize,
+    results: &[(&str, [&Tensor; 3], Option<&Tensor>)],
+) {
+    assert_eq!(x.dtype, x_dtype, "{name}: x dtype");
+    assert_eq!(x.layout, Layout::Contiguous, "{name}: x layout");
+    check_decodes(x, name);
+    let (m, d) = rows_cols.unwrap_or_else(|| panic!("{name}: x shape vs normalized_shape"));
+    assert_eq!(m * d, x.numel(), "{name}: M*D");
+    assert!(m > 0 && d > 0, "{name}: empty");
+    for t in [Some(residual), Some(dy), dh].into_iter().flatten() {
+        expect(Some(t), x_dtype, &x.shape, name);
+    }
+    assert_eq!(bias.is_some(), residual_bias, "{name}: bias");
+    if let Some(b) = bias {
+        let p = param_dtype.unwrap_or_else(|| panic!("{name}: a bias without param_dtype"));
+        assert_eq!(b.shape.iter().product::<usize>(), d, "{name}: bias shape");
+        expect(Some(b), p, &b.shape, name);
+    }
+    let twice = residual_bias && x_dtype != DType::F32;
+    assert_eq!(h_one_rounding.is_some(), twice, "{name}: h_one_rounding");
+    if let Some(h) = h_one_rounding {
+        expect(Some(h), x_dtype, &x.shape, name);
+        assert!(torch_h_differs <= x.numel(), "{name}: torch_h_differs");
+    } else {
+        assert_eq!(torch_h_differs, 0, "{name}: torch_h_differs");
+    }
+    for &(side, [h, y, dx], dbias) in results {
+        let what = format!("{name}/{side}");
+        let (xd, pd) = match side {
+            "torch" => (x_dtype, param_dtype),
+            _ => (DType::F64, param_dtype.map(|_| DType::F64)),
+        };
+        for t in [h, y, dx] {
+            expect(Some(t), xd, &x.shape, &what);
+        }
+        assert_eq!(dbias.is_some(), residual_bias, "{what}: dbias");
+        if let (Some(db), Some(b)) = (dbias, bias) {
+            expect(Some(db), pd.unwrap(), &b.shape, &what);
+        }
+    }
+}
+
+#[test]
+fn every_layer_norm_residual_fixture_is_consistent() {
+    let cases = fixtures::layer_norm_residual_cases();
+    assert!(cases.len() >= 25, "only {} fixtures", cases.len());
+    for (fx, c) in &cases {
+        let name = &fx.name;
+        assert_eq!(fx.path.file_stem().unwrap(), name.as_str());
+        let cfg = &c.config;
+        let i = &c.inputs;
+        assert_eq!(
+            c.f64_at_h_one_rounding.is_some(),
+            c.h_one_rounding.is_some(),
+            "{name}: f64_at_h_one_rounding"
+        );
+        let mut sides = vec![
+            ("torch", &c.torch),
+            ("f64", &c.f64),
+            ("f64_at_h", &c.f64_at_h),
+        ];
+        sides.extend(
+            c.f64_at_h_one_rounding
+                .as_ref()
+                .map(|r| ("f64_at_h_one_rounding", r)),
+        );
+        assert_eq!(
+            c.f64_at_h.h.to_f64_vec(),
+            c.torch.h.to_f64_vec(),
+            "{name}: f64_at_h is not at torch's h"
+        );
+        if let (Some(r), Some(h)) = (&c.f64_at_h_one_rounding, &c.h_one_rounding) {
+            assert_eq!(
+                r.h.to_f64_vec(),
+                h.to_f64_vec(),
+                "{name}: f64_at_h_one_rounding"
+            );
+        }
+        check_residual_common(
+            name,
+            &i.x,
+            &i.residual,
+            i.bias.as_ref(),
+            &i.dy,
+            i.dh.as_ref(),
+            cfg.rows_cols(&i.x.shape),
+            cfg.x_dtype,
+            cfg.param_dtype,
+            cfg.residual_bias,
+            c.h_one_rounding.as_ref(),
+            c.torch_h_differs,
+            &sides
+                .iter()
+                .map(|(side, r)| (*side, [&r.h, &r.y, &r.dx], r.dbias.as_ref()))
+                .collect::<Vec<_>>(),
+        );
+        assert!(cfg.eps > 0.0, "{name}: eps");
+        let ns = &cfg.normalized_shape;
+        let has_beta = cfg.elementwise_affine && cfg.bias;
+        assert_eq!(i.gamma.is_some(), cfg.elementwise_affine, "{name}");
+        assert_eq!(i.beta.is_some(), has_beta, "{name}");
+        let any_param = cfg.elementwise_affine || cfg.residual_bias;
+        assert_eq!(cfg.param_dtype.is_some(), any_param, "{name}: param_dtype");
+        if let Some(p) = cfg.param_dtype {
+            for t in [&i.gamma, &i.beta].into_iter().flatten() {
+                expect(Some(t), p, ns, name);
+            }
+        }
+        let k = ns.len();
+        let mut stats_shape = i.x.shape[..i.x.shape.len() - k].to_vec();
+        stats_shape.extend(std::iter::repeat_n(1, k));
+        let gamma_dtype = i.gamma.as_ref().map(|g| g.dtype);
+        for &(side, r) in &sides {
+            let what = format!("{name}/{side}");
+            let sd = ln_stats_dtype(side, cfg.x_dtype, gamma_dtype);
+            expect(Some(&r.mean), sd, &stats_shape, &what);
+            expect(Some(&r.rstd), sd, &stats_shape, &what);
+            assert_eq!(r.dgamma.is_some(), cfg.elementwise_affine, "{what}");
+            assert_eq!(r.dbeta.is_some(), has_beta, "{what}");
+            let pd = match side {
+                "torch" => cfg.param_dtype,
+                _ => Some(DType::F64),
+            };
+            for t in [&r.dgamma, &r.dbeta].into_iter().flatten() {
+                expect(Some(t), pd.unwrap(), ns, &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_rms_norm_residual_fixture_is_consistent() {
+    let cases = fixtures::rms_norm_residual_cases();
+    assert!(cases.len() >= 25, "only {} fixtures", cases.len());
+    for (fx, c) in &cases {
+        let name = &fx.name;
+        assert_eq!(fx.path.file_stem().unwrap(), name.as_str());
+        let cfg = &c.config;
+        let i = &c.inputs;
+        assert_eq!(
+            c.f64_at_h_one_rounding.is_some(),
+            c.h_one_rounding.is_some(),
+            "{name}: f64_at_h_one_rounding"
+        );
+        let mut sides = vec![
+            ("torch", &c.torch),
+            ("f64", &c.f64),
+            ("f64_at_h", &c.f64_at_h),
+        ];
+        sides.extend(
+            c.f64_at_h_one_rounding
+                .as_ref()
+                .map(|r| ("f64_at_h_one_rounding", r)),
+        );
+        assert_eq!(
+            c.f64_at_h.h.to_f64_vec(),
+            c.torch.h.to_f64_vec(),
+            "{name}: f64_at_h is not at torch's h"
+        );
+        if let (Some(r), Some(h)) = (&c.f64_at_h_one_rounding, &c.h_one_rounding) {
+            assert_eq!(
+                r.h.to_f64_vec(),
+                h.to_f64_vec(),
+                "{name}: f64_at_h_one_rounding"
+            );
+        }
+        check_residual_common(
+            name,
+            &i.x,
+            &i.residual,
+            i.bias.as_ref(),
+            &i.dy,
+            i.dh.as_ref(),
+            cfg.rows_cols(&i.x.shape),
+            cfg.x_dtype,
+            cfg.param_dtype,
+            cfg.residual_bias,
+            c.h_one_rounding.as_ref(),
+            c.torch_h_differs,
+            &sides
+                .iter()
+                .map(|(side, r)| (*side, [&r.h, &r.y, &r.dx], r.dbias.as_ref()))
+                .collect::<Vec<_>>(),
+        );
+        assert!(cfg.eps.is_none_or(|e| e > 0.0), "{name}: eps");
+        let ns = &cfg.normalized_shape;
+        assert_eq!(i.weight.is_some(), cfg.elementwise_affine, "{name}");
+        let any_param = cfg.elementwise_affine || cfg.residual_bias;
+        assert_eq!(cfg.param_dtype.is_some(), any_param, "{name}: param_dtype");
+        if let (Some(w), Some(p)) = (&i.weight, cfg.param_dtype) {
+            expect(Some(w), p, ns, name);
+        }
+        let k = ns.len();
+        let mut stats_shape = i.x.shape[..i.x.shape.len() - k].to_vec();
+        stats_shape.extend(std::iter::repeat_n(1, k));
+        for &(side, r) in &sides {
+            let what = format!("{name}/{side}");
+            // torch's RMSNorm keeps rstd in f32 for every input dtype.
+            let (sd, pd) = match side {
+                "torch" => (DType::F32, cfg.param_dtype),
+                _ => (DType::F64, Some(DType::F64)),
+            };
+            expect(Some(&r.rstd), sd, &stats_shape, &what);
+            assert_eq!(r.dweight.is_some(), cfg.elementwise_affine, "{what}");
+            if let Some(dw) = &r.dweight {
+                expect(Some(dw), pd.unwrap(), ns, &what);
             }
         }
     }

@@ -15,9 +15,10 @@
 //! as much as ours). `stats_sensitivity` measures, in f64, how far each gradient moves when
 //! every saved mean or rstd moves by one f32 ulp, and that amount is added to the bar.
 
-use crate::support::{cpu_fwd_bwd, max_err, max_finite, sim_fwd_bwd, Outputs, K_ROUND};
+use crate::support::{cpu_fwd_bwd, sim_fwd_bwd, Outputs, K_ROUND};
 use half::{bf16, f16};
 use testkit::fixtures::{self, DType as FxDType, LayerNormCase, Tensor};
+use testkit::oracle::{self, max_err, max_finite};
 use testkit::sim::{skip_without_kernels, Sim, SIM_ARCHS};
 use warpnorm::layer_norm::{Affine, LayerNormDesc};
 use warpnorm::{DType, DeviceProps, Element};
@@ -65,48 +66,6 @@ fn torch_outputs(r: &fixtures::LayerNormResults) -> Outputs {
     }
 }
 
-/// One f32 ulp up or down from `v` (finite v).
-fn nudge(v: f32, up: bool) -> f32 {
-    if v == 0.0 {
-        return if up {
-            f32::from_bits(1)
-        } else {
-            -f32::from_bits(1)
-        };
-    }
-    let b = v.to_bits();
-    f32::from_bits(if (v > 0.0) == up { b + 1 } else { b - 1 })
-}
-
-/// Exact (f64, unrounded) backward from given statistics: (dx, dgamma, dbeta).
-fn bwd64(
-    x: &[f64],
-    dy: &[f64],
-    g: Option<&[f64]>,
-    mean: &[f64],
-    rstd: &[f64],
-    d: usize,
-) -> [Vec<f64>; 3] {
-    let m = mean.len();
-    let (mut dx, mut dg, mut db) = (vec![0.0; m * d], vec![0.0; d], vec![0.0; d]);
-    for r in 0..m {
-        let xh = |c: usize| (x[r * d + c] - mean[r]) * rstd[r];
-        let gm = |c: usize| g.map_or(1.0, |g| g[c]);
-        let (mut sa, mut sb) = (0.0, 0.0);
-        for c in 0..d {
-            sa += dy[r * d + c] * gm(c);
-            sb += dy[r * d + c] * gm(c) * xh(c);
-        }
-        for c in 0..d {
-            let e = dy[r * d + c];
-            dx[r * d + c] = (e * gm(c) - sa / d as f64 - xh(c) * sb / d as f64) * rstd[r];
-            dg[c] += e * xh(c);
-            db[c] += e;
-        }
-    }
-    [dx, dg, db]
-}
-
 /// Largest change of (dx, dgamma, dbeta) when every saved mean, or every saved rstd, moves
 /// by one f32 ulp (either way), around the float64 statistics. Rows with non-finite
 /// statistics are left as they are.
@@ -116,36 +75,9 @@ fn stats_sensitivity(c: &LayerNormCase, d: usize) -> [f64; 3] {
     let g = c.inputs.gamma.as_ref().map(|t| t.to_f64_vec());
     let mean = c.f64.mean.to_f64_vec();
     let rstd = c.f64.rstd.to_f64_vec();
-    let base = bwd64(&x, &dy, g.as_deref(), &mean, &rstd, d);
-    let mut out = [0.0f64; 3];
-    for (which, up) in [(0, true), (0, false), (1, true), (1, false)] {
-        let step = |v: &Vec<f64>| -> Vec<f64> {
-            v.iter()
-                .map(|&s| {
-                    if s.is_finite() {
-                        nudge(s as f32, up) as f64
-                    } else {
-                        s
-                    }
-                })
-                .collect()
-        };
-        let (m2, r2) = if which == 0 {
-            (step(&mean), rstd.clone())
-        } else {
-            (mean.clone(), step(&rstd))
-        };
-        let moved = bwd64(&x, &dy, g.as_deref(), &m2, &r2, d);
-        for k in 0..3 {
-            let e = moved[k]
-                .iter()
-                .zip(&base[k])
-                .filter(|(a, b)| a.is_finite() && b.is_finite())
-                .fold(0.0f64, |acc, (a, b)| acc.max((a - b).abs()));
-            out[k] = out[k].max(e);
-        }
-    }
-    out
+    oracle::stats_sensitivity(&[&mean, &rstd], |s| {
+        oracle::layer_norm_backward_f64(&x, &dy, g.as_deref(), &s[0], &s[1], d)
+    })
 }
 
 /// Checks `ours` against the f64 reference, with torch's own error as the bar.

@@ -591,36 +591,3 @@ pub fn cpu_fwd_bwd<T: Element, P: Element>(
         dbeta: b.dbeta.map_or(Vec::new(), |v| to_f64(&v)),
     })
 }
-
-/// Largest |got - ref| over finite references; a NaN/Inf reference must be matched exactly
-/// (NaN for NaN, the same infinity), else the error is infinite. Length mismatch: infinite.
-pub fn max_err(got: &[f64], reference: &[f64]) -> f64 {
-    if got.len() != reference.len() {
-        return f64::INFINITY;
-    }
-    got.iter().zip(reference).fold(0.0f64, |m, (&g, &r)| {
-        let e = if r.is_nan() {
-            if g.is_nan() {
-                0.0
-            } else {
-                f64::INFINITY
-            }
-        } else if r.is_infinite() {
-            if g == r {
-                0.0
-            } else {
-                f64::INFINITY
-            }
-        } else if g.is_finite() {
-            (g - r).abs()
-        } else {
-            f64::INFINITY
-        };
-        m.max(e)
-    })
-}
-
-/// Largest finite |v|.
-pub fn max_finite(v: &[f64]) -> f64 {
-    max_abs(v)
-}

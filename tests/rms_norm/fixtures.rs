@@ -15,12 +15,14 @@
 use crate::support::{run_on, to_f64, Outputs, Views, K_ROUND};
 use half::{bf16, f16};
 use testkit::fixtures::{self, DType as FxDType, RmsNormCase, Tensor};
+use testkit::oracle::{self, max_err, max_finite};
 use testkit::sim::{skip_without_kernels, Sim, SIM_ARCHS};
 use warpnorm::cpu::rms_norm::{backward, forward};
 use warpnorm::rms_norm::RmsNormDesc;
 use warpnorm::{DType, DeviceProps, Element};
 
-fn dtype(d: FxDType) -> DType {
+/// warpnorm's dtype of a fixture's activation or parameter dtype.
+pub(crate) fn dtype(d: FxDType) -> DType {
     match d {
         FxDType::F32 => DType::F32,
         FxDType::F16 => DType::F16,
@@ -43,7 +45,8 @@ fn desc_of(c: &RmsNormCase) -> RmsNormDesc {
     .expect("fixture desc")
 }
 
-fn typed<E: Element>(t: &Tensor) -> Vec<E> {
+/// A fixture tensor's values as `E` (exact when `E` is the tensor's dtype).
+pub(crate) fn typed<E: Element>(t: &Tensor) -> Vec<E> {
     t.to_f64_vec().into_iter().map(E::from_f64).collect()
 }
 
@@ -56,69 +59,6 @@ fn torch_outputs(r: &fixtures::RmsNormResults) -> Outputs {
     }
 }
 
-/// Largest |got - ref| over finite references; NaN/Inf references must be matched exactly.
-fn max_err(got: &[f64], reference: &[f64]) -> f64 {
-    if got.len() != reference.len() {
-        return f64::INFINITY;
-    }
-    got.iter().zip(reference).fold(0.0f64, |m, (&g, &r)| {
-        let e = if r.is_nan() {
-            if g.is_nan() {
-                0.0
-            } else {
-                f64::INFINITY
-            }
-        } else if r.is_infinite() {
-            if g == r {
-                0.0
-            } else {
-                f64::INFINITY
-            }
-        } else if g.is_finite() {
-            (g - r).abs()
-        } else {
-            f64::INFINITY
-        };
-        m.max(e)
-    })
-}
-
-fn max_finite(v: &[f64]) -> f64 {
-    v.iter()
-        .filter(|x| x.is_finite())
-        .fold(0.0, |m, x| m.max(x.abs()))
-}
-
-/// One f32 ulp up or down from `v` (finite v).
-fn nudge(v: f32, up: bool) -> f32 {
-    if v == 0.0 {
-        return if up {
-            f32::from_bits(1)
-        } else {
-            -f32::from_bits(1)
-        };
-    }
-    let b = v.to_bits();
-    f32::from_bits(if (v > 0.0) == up { b + 1 } else { b - 1 })
-}
-
-/// Exact (f64, unrounded) backward from a given rstd: (dx, dweight).
-fn bwd64(x: &[f64], dy: &[f64], w: Option<&[f64]>, rstd: &[f64], d: usize) -> [Vec<f64>; 2] {
-    let m = rstd.len();
-    let (mut dx, mut dw) = (vec![0.0; m * d], vec![0.0; d]);
-    for r in 0..m {
-        let xh = |c: usize| x[r * d + c] * rstd[r];
-        let wm = |c: usize| w.map_or(1.0, |w| w[c]);
-        let sb: f64 = (0..d).map(|c| dy[r * d + c] * wm(c) * xh(c)).sum();
-        for c in 0..d {
-            let e = dy[r * d + c];
-            dx[r * d + c] = (e * wm(c) - xh(c) * sb / d as f64) * rstd[r];
-            dw[c] += e * xh(c);
-        }
-    }
-    [dx, dw]
-}
-
 /// Largest change of (dx, dweight) when every saved rstd moves by one f32 ulp (either way),
 /// around the float64 rstd. Rows with a non-finite rstd are left as they are.
 fn stats_sensitivity(c: &RmsNormCase, d: usize) -> [f64; 2] {
@@ -126,30 +66,9 @@ fn stats_sensitivity(c: &RmsNormCase, d: usize) -> [f64; 2] {
     let dy = c.inputs.dy.to_f64_vec();
     let w = c.inputs.weight.as_ref().map(|t| t.to_f64_vec());
     let rstd = c.f64.rstd.to_f64_vec();
-    let base = bwd64(&x, &dy, w.as_deref(), &rstd, d);
-    let mut out = [0.0f64; 2];
-    for up in [true, false] {
-        let r2: Vec<f64> = rstd
-            .iter()
-            .map(|&s| {
-                if s.is_finite() {
-                    nudge(s as f32, up) as f64
-                } else {
-                    s
-                }
-            })
-            .collect();
-        let moved = bwd64(&x, &dy, w.as_deref(), &r2, d);
-        for k in 0..2 {
-            let e = moved[k]
-                .iter()
-                .zip(&base[k])
-                .filter(|(a, b)| a.is_finite() && b.is_finite())
-                .fold(0.0f64, |acc, (a, b)| acc.max((a - b).abs()));
-            out[k] = out[k].max(e);
-        }
-    }
-    out
+    oracle::stats_sensitivity(&[&rstd], |s| {
+        oracle::rms_norm_backward_f64(&x, &dy, w.as_deref(), &s[0], d)
+    })
 }
 
 /// Checks `ours` against the f64 reference, with torch's own error as the bar.
