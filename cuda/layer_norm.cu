@@ -58,10 +58,15 @@
  * normalizes it. Backward is a runtime choice (a.dh 0: none; the model predicts the plain
  * backward unchanged): x = h, and dh is added to dx in f32 before dx's one rounding.
  * Bytes moved with it: fwd read x, residual + write h, y; bwd read h, dy, dh + write dx.
- * The bias's gradient (dbias = column sums of dx) is two more launches: column_sum
- * (`..._bwd_<T>_dbias`) reads the stored dx once more into f32 partial rows per row chunk,
- * and the finalize sums them in chunk order (a third accumulator in the backward kernels
- * would cost the 16-bit warp tier, at its register bound, spills).
+ * The bias's gradient (dbias = column sums of dx, a.db_dx) is summed by the backward kernels
+ * themselves from the f32 dx before its rounding (dh included), in the accumulators that
+ * otherwise hold dbeta (RMSNorm has none; a third accumulator would cost the 16-bit warp
+ * tier, at its register bound, spills), into dbeta's partial rows and finalize. The block
+ * tier fixes the choice at compile time (`..._block_dbias_<vec|scalar>` entry points, DbMode),
+ * the other tiers read a.db_dx. LayerNorm's
+ * dbeta (= column sums of dy, exact inputs) then comes from two more launches: column_sum
+ * (`warpnorm_layer_norm_bwd_<T>_colsum`) reads dy once more into f32 partial rows per row
+ * chunk, and the finalize sums them in chunk order.
  * Benchmark: `cargo bench --bench layer_norm`.
  * RMSNorm (cuda/rms_norm.cu) reuses every body here through the compile-time op ln::Norm:
  * with WN_LN_BODIES_ONLY defined this file defines the bodies and entry macros only.
@@ -757,7 +762,19 @@ __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
 // accumulate in its registers (store_partials then uses each team's own geometry).
 // ------------------------------------------------------------------------------------------
 
-/** Per-thread accumulators of dgamma and dbeta for the thread's columns. */
+/**
+ * Whether the accumulators' second sum is dbias (the f32 dx, a.db_dx) instead of dbeta: read
+ * from a.db_dx at run time (subwarp, warp and split tiers), or fixed (the block tier: its
+ * `block` entry points never, `block_dbias` always - the runtime predicate spilled its
+ * f32-parameter kernels on sm_100, which sit at their 128-register bound).
+ */
+enum DbMode : int { kDbOff = 0, kDbOn = 1, kDbRuntime = 2 };
+
+/**
+ * Per-thread accumulators of dgamma and dbeta for the thread's columns. With a.db_dx (the
+ * fused residual add's bias gradient) `db` sums dx instead of dy - the f32 gradient of h
+ * before its rounding, dh included (acc_dx) - and is written where dbeta's would be.
+ */
 template <int VEC, int NPACK>
 struct ParamGrads {
     float dg[NPACK][VEC];
@@ -803,7 +820,8 @@ __device__ __forceinline__ void bwd_local_sums(const float (&x)[NPACK][VEC],
 template <Norm N, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)[NPACK][VEC],
                                        const TileGeom& g, float mean, float rstd, float c1,
-                                       float c2, const P* gamma, ParamGrads<VEC, NPACK>& acc) {
+                                       float c2, const P* gamma, bool db_dx, bool db_here,
+                                       ParamGrads<VEC, NPACK>& acc) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
         const int64_t lo = g.lo<VEC>(k);
@@ -816,9 +834,30 @@ __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)
                 const float xhat = (x[k][i] - mean) * rstd;
                 const float gdy = gamma != nullptr ? dy[k][i] * gm[i] : dy[k][i];
                 acc.dg[k][i] = fmaf(dy[k][i], xhat, acc.dg[k][i]);
-                if constexpr (N == Norm::Layer) acc.db[k][i] += dy[k][i];  // RMSNorm: no bias
-                x[k][i] = (gdy - fmaf(xhat, c2, c1)) * rstd;
+                const float d = (gdy - fmaf(xhat, c2, c1)) * rstd;
+                // db_dx: db sums dx (here with db_here, else after dh is added: bwd_row) and
+                // dbeta is the planner's; else LayerNorm's dbeta (RMSNorm has none).
+                if (N == Norm::Layer && !db_dx) acc.db[k][i] += dy[k][i];
+                if (db_here) acc.db[k][i] += d;  // dh's share, if any, in store_dx
+                x[k][i] = d;
             }
+        }
+    }
+}
+
+/**
+ * The bias gradient (a.db_dx): adds the segment's f32 dx held in `v` (dh included) to the db
+ * accumulators.
+ */
+template <int VEC, int NPACK>
+__device__ __forceinline__ void acc_dx(ParamGrads<VEC, NPACK>& acc, const TileGeom& g,
+                                       const float (&v)[NPACK][VEC]) {
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const int64_t lo = g.lo<VEC>(k);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+            if (in_seg(lo + i, g.n)) acc.db[k][i] += v[k][i];
         }
     }
 }
@@ -836,9 +875,38 @@ __device__ __forceinline__ void add_dh(const WnLayerNormBwdArgs& a, int64_t off,
         const int64_t lo = g.lo<VEC>(k);
         if (lo >= g.n) continue;
         float d[VEC];
-        pack_load<T, VEC>(dh, lo, g.n, d);
+        pack_load<T, VEC>(dh, lo, g.n, d);  // 0 outside the segment
 #pragma unroll
         for (int i = 0; i < VEC; ++i) v[k][i] += d[i];
+    }
+}
+
+/**
+ * add_dh (when a.dh is set, uniform) and then the bias gradient's sum of the segment's f32 dx
+ * in one pass (RMSNorm's block tier, a.db_dx).
+ */
+template <typename T, int VEC, int NPACK>
+__device__ __forceinline__ void add_dh_acc(const WnLayerNormBwdArgs& a, int64_t off,
+                                           const TileGeom& g, float (&v)[NPACK][VEC],
+                                           ParamGrads<VEC, NPACK>& acc) {
+    const T* dh = reinterpret_cast<const T*>(a.dh) + off;
+    const bool has_dh = a.dh != 0;
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const int64_t lo = g.lo<VEC>(k);
+        if (lo >= g.n) continue;
+        float d[VEC];
+        if (has_dh) {
+            pack_load<T, VEC>(dh, lo, g.n, d);  // 0 outside the segment
+        } else {
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) d[i] = 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+            v[k][i] += d[i];
+            if (in_seg(lo + i, g.n)) acc.db[k][i] += v[k][i];
+        }
     }
 }
 
@@ -849,11 +917,14 @@ __device__ __forceinline__ void add_dh(const WnLayerNormBwdArgs& a, int64_t off,
  * is stored, so that no dh tile is held (the 16-bit warp backward sits at its 128-register
  * bound).
  */
-template <typename T, int VEC, int NPACK>
+template <Norm N, typename T, int VEC, int NPACK>
 __device__ __forceinline__ void store_dx(const WnLayerNormBwdArgs& a, int64_t off,
-                                         const TileGeom& g, const float (&v)[NPACK][VEC]) {
+                                         const TileGeom& g, const float (&v)[NPACK][VEC],
+                                         ParamGrads<VEC, NPACK>& acc) {
     T* dx = reinterpret_cast<T*>(a.dx) + off;
+    const bool db_dx = a.db_dx != 0;  // uniform: the bias gradient sums the f32 dx
     if (a.dh == 0) {
+        if (N == Norm::Layer && db_dx) acc_dx<VEC, NPACK>(acc, g, v);
         tile_store<T, VEC, NPACK>(dx, g, v);
         return;
     }
@@ -870,12 +941,20 @@ __device__ __forceinline__ void store_dx(const WnLayerNormBwdArgs& a, int64_t of
             const Pack<T, VEC> d = load_pack<T, VEC>(hp);
             Pack<T, VEC> pack;
 #pragma unroll
-            for (int i = 0; i < VEC; ++i) pack.v[i] = from_float<T>(v[k][i] + to_float(d.v[i]));
+            for (int i = 0; i < VEC; ++i) {
+                const float h = to_float(d.v[i]), t = v[k][i] + h;
+                if (db_dx) acc.db[k][i] += N == Norm::Layer ? t : h;
+                pack.v[i] = from_float<T>(t);
+            }
             store_vec<T, VEC>(xp, pack);
         } else {
 #pragma unroll
             for (int i = 0; i < VEC; ++i) {
-                if (in_seg(lo + i, g.n)) xp[i] = from_float<T>(v[k][i] + to_float(hp[i]));
+                if (in_seg(lo + i, g.n)) {
+                    const float h = to_float(hp[i]), t = v[k][i] + h;
+                    if (db_dx) acc.db[k][i] += N == Norm::Layer ? t : h;
+                    xp[i] = from_float<T>(t);
+                }
             }
         }
     }
@@ -903,7 +982,7 @@ __device__ __forceinline__ int row_head(const WnLayerNormBwdArgs& a, int64_t row
  * multiple of the head period, see the header; not re-checked per row here: these kernels
  * are at the 128-register bound on sm_100, and a check costs a spill).
  */
-template <Norm N, typename T, typename P, int VEC, int NPACK, class Team>
+template <Norm N, typename T, typename P, int VEC, int NPACK, int kDb, class Team>
 __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row, bool active,
                                         const Team& team, int t, int team_size, int off,
                                         ParamGrads<VEC, NPACK>& acc) {
@@ -921,14 +1000,26 @@ __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row
     team.sum2(sa, sb);
     if (!active) return;
     const float inv_n = 1.0f / static_cast<float>(a.cols);
-    bwd_dx<N, P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);
+    const bool db_dx = kDb == kDbRuntime ? a.db_dx != 0 : kDb == kDbOn;
+    // Where the bias gradient's sum of the f32 dx is taken (each placement the one that does
+    // not spill at the 128-register bound on sm_100): LayerNorm after dh is added (acc_dx,
+    // store_dx); RMSNorm's warp tiers in bwd_dx, dh's share in store_dx; RMSNorm's block tier
+    // with the dh add (add_dh_acc).
+    const bool db_here = N == Norm::Rms && kIsGroupTeam<Team> && db_dx;
+    bwd_dx<N, P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, db_dx,
+                             db_here, acc);
     if constexpr (!kIsGroupTeam<Team>) {
         // The block tier keeps the dh add apart from the store (store_dx's form spilled its
         // f32-parameter kernels on sm_100; this one spills the 16-bit warp kernels there).
-        if (a.dh != 0) add_dh<T, VEC, NPACK>(a, base, g, x);  // uniform: fused residual add
+        if (N == Norm::Rms && db_dx) {
+            add_dh_acc<T, VEC, NPACK>(a, base, g, x, acc);  // + dh (if any), the bias gradient
+        } else if (a.dh != 0) {
+            add_dh<T, VEC, NPACK>(a, base, g, x);  // uniform: fused residual add
+        }
         tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.dx) + base, g, x);
+        if (N == Norm::Layer && db_dx) acc_dx<VEC, NPACK>(acc, g, x);  // the bias gradient
     } else {
-        store_dx<T, VEC, NPACK>(a, base, g, x);  // + dh: the fused residual add
+        store_dx<N, T, VEC, NPACK>(a, base, g, x, acc);  // + dh, dbias: the fused residual add
     }
 }
 
@@ -1026,7 +1117,7 @@ __device__ __forceinline__ void bwd_warp(const WnLayerNormBwdArgs& a) {
     for (int64_t base = first - lane / g; base < a.rows;
          base += static_cast<int64_t>(gridDim.x) * per_block) {
         const int64_t row = base + lane / g;
-        bwd_row<N, T, P, VEC, NPACK>(a, row, row < a.rows, team, t, g, off, acc);
+        bwd_row<N, T, P, VEC, NPACK, kDbRuntime>(a, row, row < a.rows, team, t, g, off, acc);
     }
     const TileGeom cols{a.cols, off, t, g};
     store_partials<P, VEC, NPACK>(a, cols, threadIdx.x / g, per_block, 0, acc, smem);
@@ -1037,7 +1128,7 @@ __device__ __forceinline__ void bwd_warp(const WnLayerNormBwdArgs& a) {
  * that a 512-thread block covers several short rows; the teams' accumulators are summed in
  * team order into partial row blockIdx.x.
  */
-template <Norm N, typename T, typename P, int VEC, int NPACK>
+template <Norm N, typename T, typename P, int VEC, int NPACK, int kDb = kDbOff>
 __device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
     __shared__ float scratch[64 * (WN_LN_MAX_BLOCK / 128)];
     extern __shared__ float smem[];
@@ -1048,11 +1139,17 @@ __device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
     acc.zero();
     for (int64_t base = blockIdx.x * teams; base < a.rows; base += gridDim.x * teams) {
         const int64_t row = base + threadIdx.y;
-        bwd_row<N, T, P, VEC, NPACK>(a, row, row < a.rows, team, threadIdx.x, blockDim.x, off,
-                                  acc);
+        bwd_row<N, T, P, VEC, NPACK, kDb>(a, row, row < a.rows, team, threadIdx.x,
+                                          blockDim.x, off, acc);
     }
     const TileGeom g{a.cols, off, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
     store_partials<P, VEC, NPACK>(a, g, threadIdx.y, blockDim.y, 0, acc, smem);
+}
+
+/** block tier with the fused residual add's bias gradient (`..._block_dbias_...`). */
+template <Norm N, typename T, typename P, int VEC, int NPACK>
+__device__ __forceinline__ void bwd_block_dbias(const WnLayerNormBwdArgs& a) {
+    bwd_block<N, T, P, VEC, NPACK, kDbOn>(a);
 }
 
 /** split tier, pass 1: per-chunk sums of g*dy and g*dy*xhat. */
@@ -1116,8 +1213,10 @@ __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
         tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
         const float mean = N == Norm::Layer ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
         const float rstd = reinterpret_cast<const float*>(a.rstd)[row];
-        bwd_dx<N, P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, acc);
-        store_dx<T, VEC, NPACK>(a, off, g, x);  // + dh: the fused residual add
+        const bool db_dx = a.db_dx != 0;  // as bwd_row's warp tiers
+        bwd_dx<N, P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, db_dx,
+                                 N == Norm::Rms && db_dx, acc);
+        store_dx<N, T, VEC, NPACK>(a, off, g, x, acc);  // + dh, dbias: the fused residual add
     }
     store_partials<P, VEC, NPACK>(a, g, 0, 1, c * a.chunk, acc, smem);
 }
@@ -1150,8 +1249,9 @@ __device__ __forceinline__ void finalize(const WnLayerNormFinalizeArgs& a) {
 }
 
 /**
- * column_sum: the fused residual add's bias gradient, first pass (dbias = sum over rows of
- * dx). Block (32, 8), grid (ceil(cols / (32 * V)), chunks), V = 16 / sizeof(T). Row lane y
+ * column_sum: the f32 column sums of a rows * cols tensor, first pass (the fused residual
+ * add's dbeta = sum over rows of dy, when the backward's accumulators sum dbias). Block
+ * (32, 8), grid (ceil(cols / (32 * V)), chunks), V = 16 / sizeof(T). Row lane y
  * sums the chunk's rows y, y + 8, ... in row order, four rows' loads issued before any is
  * added; column_merge then adds the 8 row lanes in lane order, and row lane 0 writes the
  * chunk's partial row. The finalize kernel sums the partial rows in chunk order: no atomics,
@@ -1300,6 +1400,8 @@ using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
                 (warpnorm::ln::kPacks<VEC, BE>))                                               \
     WN_LN_ENTRY(OP, NORM, bwd, TN, PN, block, VNAME, WN_LN_MAX_BLOCK, bwd_block, T, P, VEC,   \
                 (warpnorm::ln::kPacks<VEC, BE>))                                               \
+    WN_LN_ENTRY(OP, NORM, bwd, TN, PN, block_dbias, VNAME, WN_LN_MAX_BLOCK, bwd_block_dbias, T, \
+                P, VEC, (warpnorm::ln::kPacks<VEC, BE>))                                       \
     WN_LN_ENTRY(OP, NORM, bwd, TN, PN, split_sums, VNAME, WN_LN_MAX_BLOCK, bwd_split_sums, T, \
                 P, VEC, (warpnorm::ln::kPacks<VEC, BE>))                                       \
     WN_LN_ENTRY(OP, NORM, bwd, TN, PN, split_dx, VNAME, WN_LN_MAX_BLOCK, bwd_split_dx, T, P,  \
@@ -1333,24 +1435,23 @@ using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
         warpnorm::ln::finalize<P>(a);                                                          \
     }
 
-/** The bias gradient's column sum of one activation dtype (see column_sum). */
-#define WN_LN_DBIAS(OP, TN, T)                                                                 \
+/** The column sum of one activation dtype (see column_sum): LayerNorm only (its dbeta). */
+#define WN_LN_COLSUM(OP, TN, T)                                                                \
     extern "C" __global__ void __launch_bounds__(WN_LN_COLSUM_LANES * WN_LN_COLSUM_ROWS)       \
-        warpnorm_##OP##_bwd_##TN##_dbias(const WnLayerNormColSumArgs a) {                      \
+        warpnorm_##OP##_bwd_##TN##_colsum(const WnLayerNormColSumArgs a) {                     \
         warpnorm::ln::column_sum<T>(a);                                                        \
     }
 
-/** The finalize kernels (one per parameter dtype) and the dbias column sums (one per
- * activation dtype) of one op. */
+/** The finalize kernels (one per parameter dtype) of one op. */
 #define WN_LN_ALL_FINALIZE(OP)                                                                 \
     WN_LN_FINALIZE(OP, f32, float)                                                             \
     WN_LN_FINALIZE(OP, f16, __half)                                                            \
-    WN_LN_FINALIZE(OP, bf16, __nv_bfloat16)                                                    \
-    WN_LN_DBIAS(OP, f32, float)                                                                \
-    WN_LN_DBIAS(OP, f16, __half)                                                               \
-    WN_LN_DBIAS(OP, bf16, __nv_bfloat16)
+    WN_LN_FINALIZE(OP, bf16, __nv_bfloat16)
 
 #ifndef WN_LN_BODIES_ONLY
 WN_LN_ALL_PAIRS(layer_norm, Layer)
 WN_LN_ALL_FINALIZE(layer_norm)
+WN_LN_COLSUM(layer_norm, f32, float)
+WN_LN_COLSUM(layer_norm, f16, __half)
+WN_LN_COLSUM(layer_norm, bf16, __nv_bfloat16)
 #endif

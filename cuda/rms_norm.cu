@@ -18,7 +18,8 @@
  *   for f32 activations (kExactOut) rstd and the output are formed as in LayerNorm's exact
  *   path (rstd_pair, tile_normalize<kExact>), the sum of squares stays a plain f32 sum;
  * - normalizes with mean 0 and stores no mean (the mean pointer is 0);
- * - drops the backward's mean(g) term and the bias gradient.
+ * - drops the backward's mean(g) term and dbeta (its accumulators serve the fused residual
+ *   add's bias gradient, a.db_dx, as LayerNorm's do; RMSNorm needs no column sum).
  * The argument structs are LayerNorm's (cuda/abi/layer_norm.h, with mean, beta, dbeta_part
  * and dbeta 0), the tiers and their sizes the same, and the planner the same
  * (src/layer_norm/plan, called with its RMSNorm op by src/rms_norm/). No float atomics:

@@ -112,8 +112,13 @@ typedef struct WnLayerNormBwdArgs {
     int64_t part_stride;
     /** Warp tiers: lanes per row (a power of two <= 32); 0 otherwise. */
     uint32_t group;
-    /** Explicit padding. */
-    uint32_t _pad;
+    /**
+     * Fused residual add's bias gradient: 1 makes the accumulators that otherwise sum dbeta
+     * sum dx instead - the f32 gradient of h before its one rounding, dh included - written
+     * through dbeta_part / dbeta (which then hold dbias; the planner forms LayerNorm's dbeta
+     * by the column sum of dy). 0 otherwise.
+     */
+    uint32_t db_dx;
     /**
      * Fused residual add: the gradient arriving on h, activation dtype, rows * cols, or 0
      * (none). Added in f32 to the normalization's dx before its one rounding: dx is then the
@@ -143,21 +148,22 @@ typedef struct WnLayerNormFinalizeArgs {
     int64_t part_stride;
 } WnLayerNormFinalizeArgs;
 
-/** The bias gradient's column sum (`warpnorm_<op>_bwd_<T>_dbias`): block (32, 8). */
+/** The column sum (`warpnorm_layer_norm_bwd_<T>_colsum`): block (32, 8). */
 #define WN_LN_COLSUM_LANES 32
 #define WN_LN_COLSUM_ROWS 8
 
 /**
- * The fused residual add's bias gradient, first pass: the f32 column sums of `src` (dx, the
- * gradient of h, rows * cols activation elements) over chunks of `chunk_rows` rows, one
- * partial row per chunk (blockIdx.y) at `part + chunk * part_stride`; the finalize kernel
- * (WnLayerNormFinalizeArgs, dgamma_part = part) sums them into dbias in a fixed order. Block
+ * A column sum, first pass (the fused residual add's dbeta when the backward's accumulators
+ * form dbias, WnLayerNormBwdArgs.db_dx): the f32 column sums of `src` (dy, rows * cols
+ * activation elements) over chunks of `chunk_rows` rows, one partial row per chunk
+ * (blockIdx.y) at `part + chunk * part_stride`; the finalize kernel (WnLayerNormFinalizeArgs,
+ * dgamma_part = part) sums them into its output in a fixed order. Block
  * (WN_LN_COLSUM_LANES, WN_LN_COLSUM_ROWS): lane x sums 16 bytes' worth of columns (V = 16 /
  * sizeof(T) elements), row lane y the chunk's rows y, y + 8, ...; grid.x covers the columns in
  * blocks of 32 * V.
  */
 typedef struct WnLayerNormColSumArgs {
-    /** dx, activation dtype, rows * cols. */
+    /** The summed tensor (dy), activation dtype, rows * cols. */
     wn_devptr src;
     /** f32 partial rows (written), chunks * part_stride, 16-byte aligned. */
     wn_devptr part;

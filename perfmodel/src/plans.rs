@@ -43,10 +43,11 @@ pub enum Op {
     LnResBwd,
     /// RMSNorm backward of the fused residual add (as [`Op::LnResBwd`]).
     RmsResBwd,
-    /// [`Op::LnResBwd`] with the bias's gradient (dbias, the column sum of dx: two more
-    /// launches that read dx again).
+    /// [`Op::LnResBwd`] with the bias's gradient (dbias, summed by the backward kernels;
+    /// dbeta then by two more launches, the column sum of dy, that read dy again).
     LnResBwdBias,
-    /// [`Op::RmsResBwd`] with the bias's gradient.
+    /// [`Op::RmsResBwd`] with the bias's gradient (summed by the backward kernels: no more
+    /// activation traffic).
     RmsResBwdBias,
 }
 
@@ -75,8 +76,8 @@ impl Op {
     /// Minimum DRAM bytes per element in units of the activation size (shared/KERNELS.md;
     /// the fused residual forward reads x and the residual and writes h and y, its backward
     /// reads h, dy and dh and writes dx, issue 17; with the bias's gradient the minimum is the
-    /// same, since a pass that writes dx could sum it too - the planned two launches read dx
-    /// again).
+    /// same: the pass that writes dx sums it too - RMSNorm's plan moves just that, LayerNorm's
+    /// reads dy again for dbeta, whose accumulators then hold dbias).
     pub fn min_bytes_factor(self) -> f64 {
         match self {
             Op::LnFwd | Op::RmsFwd | Op::BnEvalFwd | Op::BnEvalBwd | Op::Copy => 2.0,
@@ -231,8 +232,9 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
     if k.starts_with("warpnorm_copy") {
         return t(ns, ns);
     }
-    // The bias gradient's column sum: dx read again, one f32 partial row per row chunk.
-    if k.ends_with("_dbias") {
+    // LayerNorm's dbeta by the column sum (with the bias gradient): dy read again, one f32
+    // partial row per row chunk.
+    if k.ends_with("_colsum") {
         return t(ns, l.grid[1] as f64 * cols * 4.0);
     }
     // Fused residual forward (`_res_`): x and the residual read, h written (and y with the
@@ -340,7 +342,7 @@ fn res_bwd_case(
         if k.contains("_bwd_")
             && !k.contains("finalize")
             && !k.contains("split_sums")
-            && !k.ends_with("_dbias")
+            && !k.ends_with("_colsum")
         {
             t.read += ns;
         }
@@ -447,7 +449,7 @@ fn layer_norm(
             .map_err(e)?,
             (rf, cf),
         )?,
-        // With the bias's gradient (the column sum of dx and its finalize after the backward).
+        // With the bias's gradient (dbeta by the column sum of dy and its finalize first).
         res_bwd_case(
             Op::LnResBwdBias,
             shape,
@@ -556,7 +558,7 @@ fn rms_norm(
             .map_err(e)?,
             (rf, cf),
         )?,
-        // With the bias's gradient (the column sum of dx and its finalize after the backward).
+        // With the bias's gradient (summed by the backward kernels).
         res_bwd_case(
             Op::RmsResBwdBias,
             shape,

@@ -150,8 +150,8 @@ pub struct WnLayerNormBwdArgs {
     pub part_stride: i64,
     #[doc = " Warp tiers: lanes per row (a power of two <= 32); 0 otherwise."]
     pub group: u32,
-    #[doc = " Explicit padding."]
-    pub _pad: u32,
+    #[doc = " Fused residual add's bias gradient: 1 makes the accumulators that otherwise sum dbeta\n sum dx instead - the f32 gradient of h before its one rounding, dh included - written\n through dbeta_part / dbeta (which then hold dbias; the planner forms LayerNorm's dbeta\n by the column sum of dy). 0 otherwise."]
+    pub db_dx: u32,
     #[doc = " Fused residual add: the gradient arriving on h, activation dtype, rows * cols, or 0\n (none). Added in f32 to the normalization's dx before its one rounding: dx is then the\n gradient of h (and of x and of the residual). `x` is h, as the forward stored it."]
     pub dh: wn_devptr,
 }
@@ -193,8 +193,8 @@ const _: () = {
         [::core::mem::offset_of!(WnLayerNormBwdArgs, part_stride) - 120usize];
     ["Offset of field: WnLayerNormBwdArgs::group"]
         [::core::mem::offset_of!(WnLayerNormBwdArgs, group) - 128usize];
-    ["Offset of field: WnLayerNormBwdArgs::_pad"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, _pad) - 132usize];
+    ["Offset of field: WnLayerNormBwdArgs::db_dx"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, db_dx) - 132usize];
     ["Offset of field: WnLayerNormBwdArgs::dh"]
         [::core::mem::offset_of!(WnLayerNormBwdArgs, dh) - 136usize];
 };
@@ -238,11 +238,11 @@ const _: () = {
     ["Offset of field: WnLayerNormFinalizeArgs::part_stride"]
         [::core::mem::offset_of!(WnLayerNormFinalizeArgs, part_stride) - 48usize];
 };
-#[doc = " The fused residual add's bias gradient, first pass: the f32 column sums of `src` (dx, the\n gradient of h, rows * cols activation elements) over chunks of `chunk_rows` rows, one\n partial row per chunk (blockIdx.y) at `part + chunk * part_stride`; the finalize kernel\n (WnLayerNormFinalizeArgs, dgamma_part = part) sums them into dbias in a fixed order. Block\n (WN_LN_COLSUM_LANES, WN_LN_COLSUM_ROWS): lane x sums 16 bytes' worth of columns (V = 16 /\n sizeof(T) elements), row lane y the chunk's rows y, y + 8, ...; grid.x covers the columns in\n blocks of 32 * V."]
+#[doc = " A column sum, first pass (the fused residual add's dbeta when the backward's accumulators\n form dbias, WnLayerNormBwdArgs.db_dx): the f32 column sums of `src` (dy, rows * cols\n activation elements) over chunks of `chunk_rows` rows, one partial row per chunk\n (blockIdx.y) at `part + chunk * part_stride`; the finalize kernel (WnLayerNormFinalizeArgs,\n dgamma_part = part) sums them into its output in a fixed order. Block\n (WN_LN_COLSUM_LANES, WN_LN_COLSUM_ROWS): lane x sums 16 bytes' worth of columns (V = 16 /\n sizeof(T) elements), row lane y the chunk's rows y, y + 8, ...; grid.x covers the columns in\n blocks of 32 * V."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnLayerNormColSumArgs {
-    #[doc = " dx, activation dtype, rows * cols."]
+    #[doc = " The summed tensor (dy), activation dtype, rows * cols."]
     pub src: wn_devptr,
     #[doc = " f32 partial rows (written), chunks * part_stride, 16-byte aligned."]
     pub part: wn_devptr,

@@ -44,9 +44,9 @@ pub use ops::{
     ForwardInPlaceBuffers, ForwardResidualBuffers, ResidualIo,
 };
 pub use plan::{
-    dbias_geometry, plan_backward, plan_backward_checked, plan_backward_residual,
+    column_sum_geometry, plan_backward, plan_backward_checked, plan_backward_residual,
     plan_backward_residual_checked, plan_forward, plan_forward_checked, plan_forward_residual,
     plan_forward_residual_checked, workspace_bytes, workspace_bytes_checked,
-    workspace_bytes_residual, workspace_bytes_residual_checked, BackwardPtrs, DbiasGeometry,
-    Direction, ForwardPtrs, ResidualGrads, ResidualPtrs, DBIAS_MIN_CHUNK_ROWS,
+    workspace_bytes_residual, workspace_bytes_residual_checked, BackwardPtrs, ColumnSumGeometry,
+    Direction, ForwardPtrs, ResidualGrads, ResidualPtrs, COLSUM_MIN_CHUNK_ROWS,
 };

@@ -35,7 +35,7 @@ pub fn workspace_bytes_checked(
 
 /// Workspace bytes a backward plan of the fused residual add for `desc` may need on `props`:
 /// [`workspace_bytes`] of the backward, plus the bias gradient's partial rows when `dbias`
-/// is formed. 0 when none.
+/// is formed (a multi-block grid's). 0 when none.
 pub fn workspace_bytes_residual(
     desc: &RmsNormDesc,
     dbias: bool,
@@ -237,9 +237,10 @@ pub fn plan_backward_residual(
 /// Plans a backward call of the fused residual add of a checked description: `p.x` is h as
 /// the forward stored it, and `g.dh` (the gradient arriving on h, rows * cols activation
 /// elements, may be dx in place) is added in f32 to the normalization's dx before its one
-/// rounding: dx is the gradient of h, x and the residual alike. With `g.dbias` the bias
-/// gradient is formed from dx too (two more launches; the workspace is then
-/// [`workspace_bytes_residual`] with `dbias`).
+/// rounding: dx is the gradient of h, x and the residual alike. With `g.dbias` the backward
+/// kernels also sum the bias gradient, from the f32 dx before its rounding, in the
+/// accumulators LayerNorm's dbeta would use (no extra launch beyond the finalize; the
+/// workspace is then [`workspace_bytes_residual`] with `dbias`).
 pub fn plan_backward_residual_checked(
     problem: &Problem,
     p: &BackwardPtrs,

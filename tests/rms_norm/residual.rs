@@ -8,11 +8,13 @@
 //!   equal to the plain kernels' on that h (the fused op normalizes the stored h), every
 //!   fused entry point (`_res_`) run; dx with dh
 //!   within the bound that follows from the plain dx's error; the parameter gradients bitwise
-//!   equal to the plain backward's; the bias gradient (`_dbias` column sum + finalize) equal
-//!   to the column sums of the stored dx within the f32 summation bound; bitwise reruns; h
-//!   written over the residual in place;
-//! - the bias gradient alone on compute_75 and compute_90, with one and many row chunks,
-//!   aligned and misaligned dx, and with no rows (zeros);
+//!   equal to the plain backward's (LayerNorm's dbeta, by its column sum when the backward's
+//!   accumulators form dbias, within the f32 summation bound of the column sums of dy); the
+//!   bias gradient (summed by the backward kernels from the f32 dx) equal to the column sums
+//!   of the stored dx within the f32 summation bound plus the stored dx's own rounding;
+//!   bitwise reruns; h written over the residual in place;
+//! - the bias gradient on compute_75 and compute_90, with one and many row chunks of
+//!   LayerNorm's dbeta column sum, aligned and misaligned dy, and with no rows (zeros);
 //! - the planner's rejections (overlaps, misaligned buffers, a short workspace).
 
 use half::{bf16, f16};
@@ -533,19 +535,40 @@ fn run_op<T: Element + Default, P: Element + Default>(
     })
 }
 
-/// The bias gradient against the column sums (in f64) of the stored dx: the kernels sum the
-/// same values in f32, each through at most rows + 16 additions (a row lane's share of its
-/// chunk, the 8 row lanes, a finalize lane's share of the chunks, the 8 finalize lanes), so
-/// |error| <= gamma_(rows + 16) * sum |dx|, plus one rounding to the parameter dtype.
+/// The bias gradient against the column sums (in f64) of the stored dx: the backward kernels
+/// sum the f32 dx before its rounding to the activation dtype `act` (within u_act |dx| of the
+/// stored value, or half its smallest subnormal below the normal range), see
+/// [`check_column_sums`].
 pub(crate) fn check_dbias(
     rows: usize,
     cols: usize,
     dx: &[f64],
     dbias: &[f64],
     param: DType,
+    act: DType,
 ) -> Result<(), String> {
-    if dbias.len() != cols {
-        return Err(format!("dbias has {} values, expected {cols}", dbias.len()));
+    let round = (act.unit_roundoff(), tiny(act) / 2.0);
+    check_column_sums("dbias", rows, cols, dx, dbias, param, round)
+}
+
+/// Column sums `sums` (a parameter gradient in `param`) against the f64 column sums of `src`,
+/// whose values the kernels summed in f32 to within `round` = (relative, absolute) of each
+/// ((0, 0): exactly those values): through at most rows + 16 additions each (the backward: a
+/// thread's rows and the partial rows' merges; the column sum: a row lane's share of its
+/// chunk, the 8 row lanes, a finalize lane's share of the chunks, the 8 finalize lanes), so
+/// |error| <= (rel (1 + gamma) + gamma_(rows + 16)) * sum |src| + rows * abs (1 + gamma),
+/// plus one rounding to the parameter dtype.
+pub(crate) fn check_column_sums(
+    what: &str,
+    rows: usize,
+    cols: usize,
+    src: &[f64],
+    sums: &[f64],
+    param: DType,
+    round: (f64, f64),
+) -> Result<(), String> {
+    if sums.len() != cols {
+        return Err(format!("{what} has {} values, expected {cols}", sums.len()));
     }
     let u32_ = DType::F32.unit_roundoff();
     let k = (rows + 16) as f64;
@@ -553,16 +576,17 @@ pub(crate) fn check_dbias(
     for c in 0..cols {
         let (mut sum, mut abs) = (0.0f64, 0.0f64);
         for r in 0..rows {
-            sum += dx[r * cols + c];
-            abs += dx[r * cols + c].abs();
+            sum += src[r * cols + c];
+            abs += src[r * cols + c].abs();
         }
-        let f32_err = gamma * abs;
+        let (rel, abs_round) = round;
+        let f32_err = (rel * (1.0 + gamma) + gamma) * abs + rows as f64 * abs_round * (1.0 + gamma);
         let tol = f32_err + param.unit_roundoff() * (sum.abs() + f32_err) + 1e-38;
-        let err = (dbias[c] - sum).abs();
+        let err = (sums[c] - sum).abs();
         if err.is_nan() || err > tol {
             return Err(format!(
-                "dbias[{c}]: got {} column sum of dx {sum} (tol {tol:e})",
-                dbias[c]
+                "{what}[{c}]: got {} f64 column sum {sum} (tol {tol:e})",
+                sums[c]
             ));
         }
     }
@@ -603,33 +627,61 @@ fn check_case<T: Element + Default, P: Element + Default>(
     same("mean", &got.mean, &plain.mean).map_err(ctx)?;
     same("rstd", &got.rstd, &plain.rstd).map_err(ctx)?;
     same("dgamma", &got.dgamma, &plain.dgamma).map_err(ctx)?;
-    same("dbeta", &got.dbeta, &plain.dbeta).map_err(ctx)?;
-    // The bias gradient: two more launches at the end (the column sum, then the finalize).
+    // The bias gradient: summed by the backward kernels in dbeta's accumulators; LayerNorm's
+    // dbeta then by two launches before the backward (the column sum of dy, its finalize).
     let mut fused_kernels = got.kernels.clone();
-    if c.bias {
-        check_dbias(c.rows, c.cols, &got.dx, &got.dbias, c.param_dtype).map_err(ctx)?;
-        let tail = fused_kernels.split_off(fused_kernels.len() - 2);
-        let op = if c.op == Op::Layer {
-            "layer_norm"
-        } else {
-            "rms_norm"
-        };
+    let colsum = c.bias && c.op == Op::Layer;
+    if colsum {
+        let dy = to_f64(&inp.dy);
+        check_column_sums(
+            "dbeta",
+            c.rows,
+            c.cols,
+            &dy,
+            &got.dbeta,
+            c.param_dtype,
+            (0.0, 0.0),
+        )
+        .map_err(ctx)?;
+        // After the forward's launches (the plain forward's count).
+        let at = plain
+            .kernels
+            .iter()
+            .position(|k| k.contains("_bwd_"))
+            .ok_or_else(|| ctx("no backward launch".into()))?;
+        let pair: Vec<String> = fused_kernels.drain(at..at + 2).collect();
         let want = [
-            format!("warpnorm_{op}_bwd_{}_dbias", c.dtype.name()),
-            format!("warpnorm_{op}_bwd_{}_finalize", c.param_dtype.name()),
+            format!("warpnorm_layer_norm_bwd_{}_colsum", c.dtype.name()),
+            format!("warpnorm_layer_norm_bwd_{}_finalize", c.param_dtype.name()),
         ];
-        if tail != want {
-            return Err(ctx(format!("the plan ends {tail:?}, not {want:?}")));
+        if pair != want {
+            return Err(ctx(format!("the backward starts {pair:?}, not {want:?}")));
         }
+    } else {
+        same("dbeta", &got.dbeta, &plain.dbeta).map_err(ctx)?;
+    }
+    if c.bias {
+        check_dbias(c.rows, c.cols, &got.dx, &got.dbias, c.param_dtype, c.dtype).map_err(ctx)?;
     } else if !got.dbias.is_empty() {
         return Err(ctx("dbias read back without a bias".into()));
     }
     // The same launches, the forward's first one the fused variant (`res_<tier>_vec`, and
     // `res_split_stats_scalar`); the other scalar kernels take the residual at run time.
+    // (Every case has a weight, so the backward's finalize is there in both, or in neither
+    // for a single-block grid; with dbias it also writes dbias, and the block tier runs its
+    // `block_dbias` entry point.)
     let unfused: Vec<String> = fused_kernels
         .iter()
-        .map(|k| k.replace("_res_", "_"))
+        .map(|k| k.replace("_res_", "_").replace("_block_dbias_", "_block_"))
         .collect();
+    if c.bias != fused_kernels.iter().any(|k| k.contains("_block_dbias_"))
+        && plain
+            .kernels
+            .iter()
+            .any(|k| k.contains("_bwd_") && k.contains("_block_"))
+    {
+        return Err(ctx(format!("block tier entry {fused_kernels:?}")));
+    }
     let fused_name =
         plain.kernels[0].ends_with("_vec") || plain.kernels[0].contains("_split_stats_");
     if unfused != plain.kernels || got.kernels[0].contains("_res_") != fused_name {
@@ -755,7 +807,9 @@ fn sim_fused_residual_every_tier_and_dtype() {
                         param_dtype,
                         oin,
                         oout,
-                        bias: k.is_multiple_of(2),
+                        // Both variants of every shape's pair get a bias somewhere in the
+                        // sweep (the block tier's vector and scalar `block_dbias` kernels).
+                        bias: (k / 2).is_multiple_of(2),
                         dh: !k.is_multiple_of(3),
                         seed: k,
                     };
@@ -774,9 +828,13 @@ fn sim_fused_residual_every_tier_and_dtype() {
         failures.join("\n\n")
     );
     // Every fused entry point the build exports ran (each tier, dtype pair and variant of
-    // both ops, and the bias gradient's column sums), and every backward tier with dh.
+    // both ops, the block tier's bias-gradient entries and LayerNorm's column sums), and every
+    // backward tier with dh.
     let missing: Vec<&str> = warpnorm::kernels::all_entries()
-        .filter(|k| (k.contains("_res_") || k.ends_with("_dbias")) && !ran.contains(*k))
+        .filter(|k| {
+            (k.contains("_res_") || k.ends_with("_colsum") || k.contains("_block_dbias_"))
+                && !ran.contains(*k)
+        })
         .collect();
     assert!(
         missing.is_empty(),
@@ -896,9 +954,10 @@ fn plan_residual_rejects_bad_buffers() {
 
 /// The bias gradient on the other PTX targets the sweeps run (compute_75 and compute_90):
 /// both ops, every dtype pair, through the whole fused case (so dbias is checked against the
-/// column sums of the stored dx, and everything else as in the compute_80 sweep), with
-/// several row chunks and the vector column sum (64 columns, aligned dx), several chunks and
-/// the element-wise one (72 columns, dx one element off), and 7 columns (fewer than a pack).
+/// column sums of the stored dx, LayerNorm's dbeta against those of dy, and everything else
+/// as in the compute_80 sweep), with several row chunks of LayerNorm's column sum and its
+/// vector form (64 columns, aligned dy), several chunks and the element-wise one (72
+/// columns, dy one element off), and 7 columns (fewer than a pack).
 #[test]
 fn sim_dbias_compute_75_and_90() {
     if skip_without_kernels("dbias on compute_75 and compute_90") {
@@ -919,13 +978,13 @@ fn sim_dbias_compute_75_and_90() {
                     cols,
                     dtype,
                     param_dtype,
-                    oin: 0,
+                    oin: oout,
                     oout,
                     bias: true,
                     dh: true,
                     seed: k,
                 };
-                let dg = ln::dbias_geometry(&ln_desc(&c), &DeviceProps::SIM);
+                let dg = ln::column_sum_geometry(&ln_desc(&c), &DeviceProps::SIM);
                 if cols == 64 && dg.chunks < 2 {
                     failures.push(format!("{c:?}: {dg:?} has one chunk"));
                 }
@@ -936,7 +995,7 @@ fn sim_dbias_compute_75_and_90() {
             }
         }
         let missing: Vec<&str> = warpnorm::kernels::all_entries()
-            .filter(|k| k.ends_with("_dbias") && !ran.contains(*k))
+            .filter(|k| k.ends_with("_colsum") && !ran.contains(*k))
             .collect();
         if !missing.is_empty() {
             failures.push(format!("compute_{arch}: never run: {missing:?}"));
@@ -1029,7 +1088,7 @@ fn sim_dbias_without_rows_is_zero() {
 /// The bias gradient's buffers and workspace are checked before any launch: dbias over dx or
 /// over dweight, a misaligned or short dbias, and a workspace too small for its partial rows
 /// (the error names the size `workspace_bytes_residual` returns); the same call with the
-/// full workspace plans, its last two launches the column sum and the finalize.
+/// full workspace plans the backward and one finalize (dweight and dbias), nothing more.
 #[test]
 fn plan_dbias_rejects_bad_buffers() {
     let props = DeviceProps::H100;
@@ -1041,13 +1100,8 @@ fn plan_dbias_rejects_bad_buffers() {
         rms::workspace_bytes_residual(&desc, false, &props).unwrap(),
         plain
     );
-    let dg = ln::dbias_geometry(
-        &LayerNormDesc::from_rows(rows, cols, DType::BF16, DType::F32, Affine::Weight, 1e-5)
-            .unwrap(),
-        &props,
-    );
-    assert!(dg.chunks > 1 && dg.chunk_rows >= ln::DBIAS_MIN_CHUNK_ROWS);
-    assert_eq!(need, plain + dg.workspace_bytes as usize);
+    // dbias's partial rows, one per block of a multi-block grid.
+    assert!(need >= plain + 2 * cols * 4, "{need} {plain}");
     let n = (rows * cols) as u64;
     let base = 1u64 << 32;
     let p = rms::BackwardPtrs {
@@ -1067,13 +1121,9 @@ fn plan_dbias_rejects_bad_buffers() {
     };
     let plan = rms::plan_backward_residual(&desc, &p, &g, &props).unwrap();
     let names: Vec<&str> = plan.launches.iter().map(|l| l.kernel.as_str()).collect();
-    assert_eq!(
-        names[names.len() - 2..],
-        [
-            "warpnorm_rms_norm_bwd_bf16_dbias",
-            "warpnorm_rms_norm_bwd_f32_finalize"
-        ]
-    );
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names[0].starts_with("warpnorm_rms_norm_bwd_bf16_f32_"));
+    assert_eq!(names[1], "warpnorm_rms_norm_bwd_f32_finalize");
     let rejected = |g: ln::ResidualGrads, p: rms::BackwardPtrs| {
         rms::plan_backward_residual(&desc, &p, &g, &props).is_err()
     };
@@ -1102,6 +1152,69 @@ fn plan_dbias_rejects_bad_buffers() {
         &props,
     )
     .unwrap_err();
+    assert!(
+        matches!(e, warpnorm::Error::Workspace { needed, given } if needed == need && given == plain),
+        "{e}"
+    );
+}
+
+/// LayerNorm with a bias and the bias gradient: dbeta's column sum of dy and its finalize come
+/// first (dx may be written over dy), then the backward (its dbeta accumulators sum dbias) and
+/// one finalize for dgamma and dbias; the workspace is the plain backward's plus the column
+/// sum's partial rows, which are several chunks of at least `COLSUM_MIN_CHUNK_ROWS` rows.
+#[test]
+fn plan_layer_norm_dbias_launches() {
+    let props = DeviceProps::H100;
+    let (rows, cols) = (4096usize, 1024usize);
+    let desc = LayerNormDesc::from_rows(
+        rows,
+        cols,
+        DType::BF16,
+        DType::F32,
+        Affine::WeightBias,
+        1e-5,
+    )
+    .unwrap();
+    let plain = ln::workspace_bytes(&desc, ln::Direction::Backward, &props).unwrap();
+    let need = ln::workspace_bytes_residual(&desc, true, &props).unwrap();
+    let cg = ln::column_sum_geometry(&desc, &props);
+    assert!(cg.chunks > 1 && cg.chunk_rows >= ln::COLSUM_MIN_CHUNK_ROWS);
+    assert_eq!(need, plain + cg.workspace_bytes as usize);
+    let n = (rows * cols) as u64;
+    let base = 1u64 << 32;
+    let p = ln::BackwardPtrs {
+        x: base,
+        dy: base + 2 * n,
+        dx: base + 2 * n, // in place over dy
+        gamma: Some(base + 6 * n),
+        mean: base + 6 * n + 4096 * 4,
+        rstd: base + 6 * n + 8 * 4096,
+        dgamma: Some(base + 6 * n + 12 * 4096),
+        dbeta: Some(base + 6 * n + 16 * 4096),
+        workspace: base + 8 * n,
+        workspace_bytes: need as u64,
+    };
+    let g = ln::ResidualGrads {
+        dh: Some(base + 10 * n),
+        dbias: Some(base + 6 * n + 20 * 4096),
+    };
+    let plan = ln::plan_backward_residual(&desc, &p, &g, &props).unwrap();
+    let names: Vec<&str> = plan.launches.iter().map(|l| l.kernel.as_str()).collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert_eq!(
+        names[..2],
+        [
+            "warpnorm_layer_norm_bwd_bf16_colsum",
+            "warpnorm_layer_norm_bwd_f32_finalize"
+        ]
+    );
+    assert!(names[2].starts_with("warpnorm_layer_norm_bwd_bf16_f32_"));
+    assert_eq!(names[3], "warpnorm_layer_norm_bwd_f32_finalize");
+    let short = ln::BackwardPtrs {
+        workspace_bytes: plain as u64,
+        ..p
+    };
+    let e = ln::plan_backward_residual(&desc, &short, &g, &props).unwrap_err();
     assert!(
         matches!(e, warpnorm::Error::Workspace { needed, given } if needed == need && given == plain),
         "{e}"

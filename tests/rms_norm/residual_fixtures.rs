@@ -31,11 +31,14 @@
 //! rounds twice and warpnorm once, so h is the fixture's `h_one_rounding` (torch's f32 adds,
 //! rounded once), which differs from torch's h in exactly the `torch_h_differs` elements the
 //! fixture records. The kernels' dbias is also the column sums of their stored dx within the
-//! f32 summation bound (`check_dbias`, as in tests/rms_norm/residual.rs).
+//! f32 summation bound and the stored dx's rounding (`check_dbias`, as in
+//! tests/rms_norm/residual.rs: they sum the f32 dx).
 //!
-//! Three comparisons of the kernels miss the bar (dbias summed from the stored, rounded dx;
-//! one f32 rstd 1.5 ulp off): open defects, listed with the numbers in [`KNOWN_GAPS`], held to
-//! their mechanism's bound, and printed.
+//! One comparison of the kernels misses the bar (an RMSNorm f32 rstd 1.5 ulp off): an open
+//! defect, listed with the numbers in [`KNOWN_GAPS`], held to its mechanism's bound, and
+//! printed. (The dbias of `bf16_f32params_m4_d33_no_dh`, both ops, was listed too while the
+//! kernels summed the stored bf16 dx: 8.2e-3 and 1.02e-2 from the float64 result against
+//! torch's 5.0e-3 and 6.0e-3. They now sum the f32 dx before its rounding and meet the bar.)
 
 use std::collections::BTreeMap;
 
@@ -304,45 +307,22 @@ fn differing(a: &[f64], b: &[f64]) -> usize {
 /// tolerances. The test prints them, holds each to the bound of its mechanism (so a regression
 /// beyond that still fails), and fails when one of them meets the bar again (then it belongs
 /// off this list):
-/// - dbias of the bf16 cases with f32 parameters and no dh (both ops, the same data): the
-///   kernels sum the dx they stored (rounded to bf16), as `plan_backward_residual` documents,
-///   and their error is that of summing the correctly rounded dx (8.155e-3 / 1.0210e-2 against
-///   8.1549e-3 / 1.0210e-2 in f64); torch sums its own rounded dx, at its twice-rounded h, and
-///   lands closer by chance (5.0e-3 / 6.0e-3). Bound: the column sums of the stored dx's own
-///   errors plus the f32 summation bound of `check_dbias`.
 /// - rstd of RMSNorm `f16_m4_d33`: the kernels' f32 mean square, sqrt and division are 1.5
 ///   ulp (8.9e-8) from the exact rstd of row 3, as plain f32 arithmetic in that order gives;
 ///   torch's f32 rstd is 0.6 ulp off. Bound: the first-order f32 error of a mean of D squares,
-///   a square root and a division, (gamma_D / 2 + 3 u32) rstd.
-const KNOWN_GAPS: [(&str, &str); 3] = [
-    ("layer_norm_residual/bf16_f32params_m4_d33_no_dh", "dbias"),
-    ("rms_norm_residual/bf16_f32params_m4_d33_no_dh", "dbias"),
-    ("rms_norm_residual/f16_m4_d33", "rstd"),
-];
+///   a square root and a division, (gamma_D / 2 + 3 u32) rstd. (Forming the saved rstd of
+///   16-bit rows from `rstd_pair` meets the bar - 0.5 ulp here - but cost registers: it spilled
+///   the RMSNorm block tier's scalar forward on sm_120, or took the warp tier's forward from
+///   119 to 139-143 registers on sm_90 and a quarter of its predicted speed; not done yet.)
+const KNOWN_GAPS: [(&str, &str); 1] = [("rms_norm_residual/f16_m4_d33", "rstd")];
 
 /// The bound a [`KNOWN_GAPS`] comparison is held to instead of the bar (see there).
-fn gap_bound(c: &Case, what: &str, ours: &Outputs, stats: f64) -> f64 {
-    let (m, d) = c.rows_cols();
+fn gap_bound(c: &Case, what: &str) -> f64 {
+    let (_, d) = c.rows_cols();
     let u32_ = DType::F32.unit_roundoff();
     let gamma = |k: usize| k as f64 * u32_ / (1.0 - k as f64 * u32_);
-    let r = &c.f64_at_h_once;
     match what {
-        "dbias" => {
-            let (_, p) = c.dtypes();
-            (0..d)
-                .map(|col| {
-                    let (mut err, mut abs) = (0.0f64, 0.0f64);
-                    for row in 0..m {
-                        let i = row * d + col;
-                        err += (ours.dx[i] - r.dx[i]).abs();
-                        abs += ours.dx[i].abs();
-                    }
-                    err + gamma(m + 16) * abs + p.unit_roundoff() * r.dbias[col].abs()
-                })
-                .fold(0.0, f64::max)
-                + stats
-        }
-        "rstd" => (gamma(d) / 2.0 + 3.0 * u32_) * max_finite(&r.rstd),
+        "rstd" => (gamma(d) / 2.0 + 3.0 * u32_) * max_finite(&c.f64_at_h_once.rstd),
         _ => 0.0,
     }
 }
@@ -430,7 +410,7 @@ fn check(
             c.name
         );
         if gaps.contains(&(c.name.as_str(), what)) {
-            let bound = gap_bound(c, what, ours, stats);
+            let bound = gap_bound(c, what);
             if ok {
                 bad.push(format!(
                     "{} {who} {what}: meets the bar, remove it from KNOWN_GAPS",
@@ -667,9 +647,9 @@ fn run_sim<T: Element + Default, P: Element + Default>(
             .dbias
             .map_or(Vec::new(), |p| to_f64(&sim.download::<P>(p, d))),
     };
-    // The bias gradient is the column sums of the stored dx (summed in f32).
+    // The bias gradient is the column sums of the f32 dx (the stored dx's within its rounding).
     if with_dbias {
-        check_dbias(m, d, &out.dx, &out.dbias, P::DTYPE)?;
+        check_dbias(m, d, &out.dx, &out.dbias, P::DTYPE, T::DTYPE)?;
     }
     Ok(out)
 }

@@ -3,10 +3,13 @@
 //! (skips with a reason without one; WARPNORM_REQUIRE_GPU=1 makes that a failure):
 //! - h bitwise equal to the CPU reference's one-rounding h (`cpu::residual::residual_add`);
 //! - y and the saved statistics bitwise equal to the plain `forward` on that h;
-//! - dgamma / dbeta (dweight) bitwise equal to the plain `backward` on h, and dx within one
-//!   rounding of the plain dx + dh (bitwise equal to it when dh is zero);
+//! - dgamma / dbeta (dweight) bitwise equal to the plain `backward` on h (LayerNorm's dbeta
+//!   with a bias gradient, from its column sum, within the f32 summation bound of the column
+//!   sums of dy), and dx within one rounding of the plain dx + dh (bitwise equal to it when
+//!   dh is zero);
 //! - with a bias, its gradient (`dbias`) equal to the column sums of the stored dx within
-//!   the f32 summation bound, the workspace sized by `backward_residual_workspace_bytes`;
+//!   the f32 summation bound plus the stored dx's rounding (the kernels sum the f32 dx), the
+//!   workspace sized by `backward_residual_workspace_bytes`;
 //! - h over the residual and dx over dh in place give the same bits, and so does a rerun;
 //! - aligned views (the `res_<tier>_vec` kernels) and x and dy one element off (the scalar
 //!   kernels, which take the residual at run time);
@@ -373,7 +376,22 @@ fn check<T: Element, P: Element>(s: &Arc<CudaStream>, c: &Case) -> Result<(), St
     same("mean", &got.mean, &plain.mean).map_err(ctx)?;
     same("rstd", &got.rstd, &plain.rstd).map_err(ctx)?;
     same("dgamma", &got.dgamma, &plain.dgamma).map_err(ctx)?;
-    same("dbeta", &got.dbeta, &plain.dbeta).map_err(ctx)?;
+    if c.bias && !got.dbeta.is_empty() {
+        // LayerNorm with the bias gradient: dbeta by the column sum of dy.
+        let dy = to_f64(&inp.dy);
+        crate::residual::check_column_sums(
+            "dbeta",
+            c.rows,
+            c.cols,
+            &dy,
+            &got.dbeta,
+            P::DTYPE,
+            (0.0, 0.0),
+        )
+        .map_err(ctx)?;
+    } else {
+        same("dbeta", &got.dbeta, &plain.dbeta).map_err(ctx)?;
+    }
     // dx = round(D + dh) and the plain dx = round(D), D the kernel's f32 dx: within
     // u (|D + dh| + |D|) of plain dx + dh, D = plain dx up to u |D|.
     let u = T::DTYPE.unit_roundoff();
@@ -387,9 +405,10 @@ fn check<T: Element, P: Element>(s: &Arc<CudaStream>, c: &Case) -> Result<(), St
             )));
         }
     }
-    // The bias gradient: the column sums of the stored dx.
+    // The bias gradient: the column sums of the f32 dx (the stored dx's within its rounding).
     if c.bias {
-        crate::residual::check_dbias(c.rows, c.cols, &got.dx, &got.dbias, P::DTYPE).map_err(ctx)?;
+        crate::residual::check_dbias(c.rows, c.cols, &got.dx, &got.dbias, P::DTYPE, T::DTYPE)
+            .map_err(ctx)?;
     }
     // In place, and a rerun: the same bits.
     let again = run(s, c, &inp, true, None).map_err(ctx)?;

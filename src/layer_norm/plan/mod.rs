@@ -14,7 +14,7 @@ pub use crate::plan::Direction;
 use crate::plan::{grid_dim, Launch, Plan};
 use crate::{Error, Result};
 
-use super::desc::{LayerNormDesc, Problem};
+use super::desc::{Affine, LayerNormDesc, Problem};
 
 mod geometry;
 pub use geometry::{
@@ -55,20 +55,45 @@ pub(crate) fn workspace_bytes_of(
     dir: Direction,
     props: &DeviceProps,
 ) -> Result<usize> {
+    max_workspace(op, problem, dir, false, props)
+}
+
+/// The largest workspace over the aligned and misaligned variants' geometries, with the
+/// bias gradient's extra bytes ([`dbias_extra_bytes`]) when `dbias`.
+fn max_workspace(
+    op: RowNorm,
+    problem: &Problem,
+    dir: Direction,
+    dbias: bool,
+    props: &DeviceProps,
+) -> Result<usize> {
     let desc = problem.desc();
     if desc.rows == 0 || desc.cols == 0 {
         return Ok(0);
     }
+    let gdesc = geometry_desc(desc, dbias);
     let mut max = 0u64;
     for (vec, aligned) in [(true, true), (true, false), (false, true)] {
-        max = max.max(geometry_of(op, desc, dir, vec, aligned, props)?.workspace_bytes);
+        let geo = geometry_of(op, &gdesc, dir, vec, aligned, props)?;
+        let extra = if dbias {
+            dbias_extra_bytes(desc, &geo, props)
+        } else {
+            0
+        };
+        let bytes = geo
+            .workspace_bytes
+            .checked_add(extra)
+            .ok_or_else(|| Error::Overflow("workspace size".into()))?;
+        max = max.max(bytes);
     }
     usize::try_from(max).map_err(|_| Error::Overflow(format!("workspace of {max} bytes")))
 }
 
 /// Workspace bytes a backward plan of the fused residual add for `desc` may need on `props`:
-/// [`workspace_bytes`] of the backward, plus the bias gradient's partial rows when `dbias`
-/// is formed ([`DbiasGeometry::workspace_bytes`]). 0 when none.
+/// [`workspace_bytes`] of the backward, plus, when `dbias` is formed, the partial rows of
+/// dbeta's column sum ([`ColumnSumGeometry::workspace_bytes`], LayerNorm with a bias: the
+/// backward's dbeta accumulators then sum dbias) or of dbias (no bias: a multi-block grid's
+/// one more set of partial rows). 0 when none.
 pub fn workspace_bytes_residual(
     desc: &LayerNormDesc,
     dbias: bool,
@@ -93,23 +118,46 @@ pub(crate) fn workspace_bytes_residual_of(
     dbias: bool,
     props: &DeviceProps,
 ) -> Result<usize> {
-    let plain = workspace_bytes_of(op, problem, Direction::Backward, props)?;
-    let desc = problem.desc();
-    let extra = if dbias {
-        dbias_geometry(desc, props).workspace_bytes
-    } else {
-        0
-    };
-    usize::try_from(extra)
-        .ok()
-        .and_then(|e| plain.checked_add(e))
-        .ok_or_else(|| Error::Overflow(format!("workspace of {plain} + {extra} bytes")))
+    max_workspace(op, problem, Direction::Backward, dbias, props)
 }
 
-/// The bias gradient's column sum (`warpnorm_<op>_bwd_<T>_dbias`, then the finalize kernel):
-/// how the rows * cols gradient of h is cut into blocks and chunks.
+/// The description a backward's geometry is planned for: with the bias gradient and no
+/// affine parameters, as if it had a weight, so that the geometry holds the team reduction's
+/// shared memory and one set of partial rows (dbias's) and sizes its grid by the partial rows'
+/// traffic, as for a parameter gradient.
+fn geometry_desc(desc: &LayerNormDesc, dbias: bool) -> LayerNormDesc {
+    if dbias && !desc.affine.has_weight() {
+        LayerNormDesc {
+            affine: Affine::Weight,
+            ..*desc
+        }
+    } else {
+        *desc
+    }
+}
+
+/// The bytes a backward with the bias gradient needs beyond `geo`'s (planned for
+/// [`geometry_desc`]): dbeta's column sum's partial rows where there is a dbeta (its
+/// accumulators sum dbias), else, with a weight, dbias's own partial rows for a multi-block
+/// grid (a single block writes dbias directly; without parameters the geometry has them).
+fn dbias_extra_bytes(desc: &LayerNormDesc, geo: &Geometry, props: &DeviceProps) -> u64 {
+    if desc.affine.has_bias() {
+        column_sum_geometry(desc, props).workspace_bytes
+    } else if desc.affine.has_weight() && geo.grid_x > 1 {
+        round_up(
+            geo.grid_x * part_stride(desc.cols as u64) * 4,
+            WORKSPACE_ALIGN,
+        )
+    } else {
+        0
+    }
+}
+
+/// The column sum (`warpnorm_layer_norm_bwd_<T>_colsum`, then the finalize kernel) that forms
+/// LayerNorm's dbeta in a backward with the fused residual add's bias gradient: how the rows *
+/// cols dy is cut into blocks and chunks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DbiasGeometry {
+pub struct ColumnSumGeometry {
     /// Blocks across the columns (32 lanes of 16 bytes each: 32 * V columns a block).
     pub col_blocks: u64,
     /// Row chunks (grid.y), one f32 partial row each.
@@ -122,17 +170,18 @@ pub struct DbiasGeometry {
 
 /// Blocks per SM the column sum aims at (it needs several in flight per SM to cover the
 /// memory latency with its one or four 16-byte loads per thread).
-pub const DBIAS_BLOCKS_PER_SM: u64 = 8;
+pub const COLSUM_BLOCKS_PER_SM: u64 = 8;
 /// Fewest rows per chunk: each partial row costs 4 * cols bytes written and read again, at
 /// most 1/32 of the chunk's own bytes for 16-bit data at this size.
-pub const DBIAS_MIN_CHUNK_ROWS: u64 = 64;
+pub const COLSUM_MIN_CHUNK_ROWS: u64 = 64;
 
-/// [`DbiasGeometry`] of a description on `props`: enough chunks for [`DBIAS_BLOCKS_PER_SM`]
-/// blocks per SM, none shorter than [`DBIAS_MIN_CHUNK_ROWS`] rows (one chunk for fewer rows).
-pub fn dbias_geometry(desc: &LayerNormDesc, props: &DeviceProps) -> DbiasGeometry {
+/// [`ColumnSumGeometry`] of a description on `props`: enough chunks for
+/// [`COLSUM_BLOCKS_PER_SM`] blocks per SM, none shorter than [`COLSUM_MIN_CHUNK_ROWS`] rows
+/// (one chunk for fewer rows).
+pub fn column_sum_geometry(desc: &LayerNormDesc, props: &DeviceProps) -> ColumnSumGeometry {
     let (rows, cols) = (desc.rows as u64, desc.cols as u64);
     if rows == 0 || cols == 0 {
-        return DbiasGeometry {
+        return ColumnSumGeometry {
             col_blocks: 0,
             chunks: 0,
             chunk_rows: 0,
@@ -141,14 +190,14 @@ pub fn dbias_geometry(desc: &LayerNormDesc, props: &DeviceProps) -> DbiasGeometr
     }
     let v = 16 / desc.dtype.size() as u64;
     let col_blocks = cols.div_ceil(u64::from(WN_LN_COLSUM_LANES) * v);
-    let want = u64::from(props.sm_count) * DBIAS_BLOCKS_PER_SM;
+    let want = u64::from(props.sm_count) * COLSUM_BLOCKS_PER_SM;
     let chunks = want
         .div_ceil(col_blocks)
-        .min(rows.div_ceil(DBIAS_MIN_CHUNK_ROWS))
+        .min(rows.div_ceil(COLSUM_MIN_CHUNK_ROWS))
         .max(1);
     let chunk_rows = rows.div_ceil(chunks);
     let chunks = rows.div_ceil(chunk_rows);
-    DbiasGeometry {
+    ColumnSumGeometry {
         col_blocks,
         chunks,
         chunk_rows,
@@ -471,8 +520,9 @@ pub struct ResidualGrads {
     /// elements, or `None`; may be dx in place.
     pub dh: Option<u64>,
     /// The bias gradient (written), cols parameter elements, or `None`: the column sum over
-    /// rows of dx (the gradient of h), summed in f32 in a fixed order and rounded once. Its
-    /// partial rows need [`workspace_bytes_residual`] with `dbias`.
+    /// rows of dx (the gradient of h), summed by the backward kernels from the f32 dx before
+    /// its rounding, in a fixed order, and rounded once. Needs [`workspace_bytes_residual`]
+    /// with `dbias`.
     pub dbias: Option<u64>,
 }
 
@@ -492,9 +542,11 @@ pub fn plan_backward_residual(
 /// gradient arriving on h (rows * cols activation elements, may be dx in place), is added in
 /// f32 to the normalization's dx before its one rounding, so that dx is the gradient of h,
 /// of x and of the residual alike. Without `dh` it is the plain backward on h. With
-/// `g.dbias`, two more launches form the bias gradient from the stored dx (the column sum
-/// into f32 partial rows after the backward's own workspace, then the finalize kernel); the
-/// workspace is then [`workspace_bytes_residual`] with `dbias`.
+/// `g.dbias` the backward kernels sum the bias gradient from the f32 dx before its rounding
+/// (dh included) in the accumulators and partial rows that otherwise hold dbeta, and dbeta,
+/// when the description has a bias, comes from two launches before the backward (the column
+/// sum of dy into f32 partial rows, then the finalize kernel); the workspace is then
+/// [`workspace_bytes_residual`] with `dbias`.
 pub fn plan_backward_residual_checked(
     problem: &Problem,
     p: &BackwardPtrs,
@@ -504,16 +556,15 @@ pub fn plan_backward_residual_checked(
     plan_backward_res_of(RowNorm::Layer, problem, p, Some(g), props)
 }
 
-/// The finalize launch: each (partial rows, output) pair given is summed over `part_rows`
-/// partial rows into its output (parameter dtype); `part_rows == 0` writes zeros (the
-/// partial-row address then only says which outputs to write).
+/// The finalize launches: each (partial rows, output) pair is summed over `part_rows`
+/// partial rows into its output (parameter dtype), two outputs a launch; `part_rows == 0`
+/// writes zeros (the partial-row address then only says which outputs to write).
 fn push_finalize(
     plan: &mut Plan,
     op: RowNorm,
     desc: &LayerNormDesc,
     part_rows: u64,
-    first: (u64, u64),
-    second: Option<(u64, u64)>,
+    outputs: &[(u64, u64)],
 ) -> Result<()> {
     let cols = desc.cols as u64;
     let name = format!(
@@ -521,57 +572,60 @@ fn push_finalize(
         op.prefix(),
         desc.param_dtype.name()
     );
-    let (db_part, db) = second.unwrap_or((0, 0));
-    let args = WnLayerNormFinalizeArgs {
-        dgamma_part: first.0,
-        dbeta_part: db_part,
-        dgamma: first.1,
-        dbeta: db,
-        part_rows: part_rows as i64,
-        cols: cols as i64,
-        part_stride: part_stride(cols) as i64,
-    };
-    let grid = [
-        grid_dim(cols.div_ceil(u64::from(WN_LN_FINALIZE_COLS)), &name)?,
-        1,
-        1,
-    ];
-    let block = [WN_LN_FINALIZE_COLS, WN_LN_FINALIZE_LANES, 1];
-    plan.push(Launch::new(name, grid, block, 0, &args));
+    for pair in outputs.chunks(2) {
+        let (db_part, db) = pair.get(1).copied().unwrap_or((0, 0));
+        let args = WnLayerNormFinalizeArgs {
+            dgamma_part: pair[0].0,
+            dbeta_part: db_part,
+            dgamma: pair[0].1,
+            dbeta: db,
+            part_rows: part_rows as i64,
+            cols: cols as i64,
+            part_stride: part_stride(cols) as i64,
+        };
+        let grid = [
+            grid_dim(cols.div_ceil(u64::from(WN_LN_FINALIZE_COLS)), &name)?,
+            1,
+            1,
+        ];
+        let block = [WN_LN_FINALIZE_COLS, WN_LN_FINALIZE_LANES, 1];
+        plan.push(Launch::new(name.clone(), grid, block, 0, &args));
+    }
     Ok(())
 }
 
-/// The bias gradient's launches: the column sum of dx into partial rows at `part`, then the
-/// finalize into `dbias` (rows == 0: the finalize alone, writing zeros).
-fn push_dbias(
+/// dbeta by the column sum of dy (LayerNorm with a bias, when the backward's dbeta
+/// accumulators form dbias): the column sum into partial rows at `part`, then the finalize
+/// into `dbeta` (rows > 0).
+fn push_column_sum(
     plan: &mut Plan,
-    op: RowNorm,
     desc: &LayerNormDesc,
-    dx: u64,
+    dy: u64,
     part: u64,
-    dbias: u64,
+    dbeta: u64,
     props: &DeviceProps,
 ) -> Result<()> {
     let (rows, cols) = (desc.rows as u64, desc.cols as u64);
-    if rows == 0 {
-        return push_finalize(plan, op, desc, 0, (1, dbias), None);
-    }
-    let dg = dbias_geometry(desc, props);
-    let name = format!("warpnorm_{}_bwd_{}_dbias", op.prefix(), desc.dtype.name());
-    let vec = dx.is_multiple_of(16) && (cols * desc.dtype.size() as u64).is_multiple_of(16);
+    let cg = column_sum_geometry(desc, props);
+    let name = format!(
+        "warpnorm_{}_bwd_{}_colsum",
+        RowNorm::Layer.prefix(),
+        desc.dtype.name()
+    );
+    let vec = dy.is_multiple_of(16) && (cols * desc.dtype.size() as u64).is_multiple_of(16);
     let args = WnLayerNormColSumArgs {
-        src: dx,
+        src: dy,
         part,
         rows: rows as i64,
         cols: cols as i64,
-        chunk_rows: dg.chunk_rows as i64,
+        chunk_rows: cg.chunk_rows as i64,
         part_stride: part_stride(cols) as i64,
         vec: u32::from(vec),
         _pad: 0,
     };
     let grid = [
-        grid_dim(dg.col_blocks, &name)?,
-        grid_dim(dg.chunks, &name)?,
+        grid_dim(cg.col_blocks, &name)?,
+        grid_dim(cg.chunks, &name)?,
         1,
     ];
     plan.push(Launch::new(
@@ -581,11 +635,13 @@ fn push_dbias(
         0,
         &args,
     ));
-    push_finalize(plan, op, desc, dg.chunks, (part, dbias), None)
+    push_finalize(plan, RowNorm::Layer, desc, cg.chunks, &[(part, dbeta)])
 }
 
 /// [`plan_backward_of`] with the fused residual add's gradients when `g` is given: `dh`
-/// added into dx, `dbias` formed from dx.
+/// added into dx, `dbias` summed from the f32 dx by the backward kernels (`db_dx`: in the
+/// accumulators and partial rows that otherwise hold dbeta), LayerNorm's dbeta then by a
+/// column sum of dy launched first (dy may be dx in place).
 pub(crate) fn plan_backward_res_of(
     op: RowNorm,
     problem: &Problem,
@@ -629,29 +685,21 @@ pub(crate) fn plan_backward_res_of(
     if cols == 0 {
         return Ok(plan);
     }
-    // dgamma and dbeta from their partial rows (dbeta only with a weight: the affine
-    // kinds have no bias without a weight).
-    let finalize = |plan: &mut Plan, part_rows: u64, dg: u64, db: u64| -> Result<()> {
-        if !desc.affine.has_weight() {
-            return Ok(());
-        }
-        let second = desc.affine.has_bias().then(|| (db, p.dbeta.unwrap_or(0)));
-        push_finalize(
-            plan,
-            op,
-            desc,
-            part_rows,
-            (dg, p.dgamma.unwrap_or(0)),
-            second,
-        )
-    };
+    // The parameter outputs: dgamma (with a weight), the second accumulator's (dbias when it
+    // is formed, else dbeta with a bias) and dbeta by the column sum (both).
+    let dgamma = p.dgamma.filter(|_| desc.affine.has_weight());
+    let dbeta = p.dbeta.filter(|_| desc.affine.has_bias());
+    let second = dbias.or(dbeta);
+    let colsum_dbeta = if dbias.is_some() { dbeta } else { None };
     if rows == 0 {
-        // No rows: the finalize kernel writes zeros (dgamma_part/dbeta_part are only
+        // No rows: the finalize kernel writes zeros (the partial-row addresses are only
         // non-null to say which outputs to write; nothing is read with 0 partial rows).
-        finalize(&mut plan, 0, 1, 1)?;
-        if let Some(dbias) = dbias {
-            push_dbias(&mut plan, op, desc, p.dx, 0, dbias, props)?;
-        }
+        let outs: Vec<(u64, u64)> = [dgamma, second, colsum_dbeta]
+            .into_iter()
+            .flatten()
+            .map(|out| (1, out))
+            .collect();
+        push_finalize(&mut plan, op, desc, 0, &outs)?;
         plan.check(props)?;
         return Ok(plan);
     }
@@ -659,16 +707,17 @@ pub(crate) fn plan_backward_res_of(
     let a = access_bytes(desc.dtype, desc.param_dtype);
     let vec = p.x % a == p.dy % a && p.x % a == p.dx % a && dh.is_none_or(|h| p.x % a == h % a);
     let rows_aligned = p.x.is_multiple_of(a) && (cols * s).is_multiple_of(a);
-    let geo = geometry_of(op, desc, Direction::Backward, vec, rows_aligned, props)?;
-    let dbias_bytes = if dbias.is_some() {
-        dbias_geometry(desc, props).workspace_bytes
+    let gdesc = geometry_desc(desc, dbias.is_some());
+    let geo = geometry_of(op, &gdesc, Direction::Backward, vec, rows_aligned, props)?;
+    let extra = if dbias.is_some() {
+        dbias_extra_bytes(desc, &geo, props)
     } else {
         0
     };
     check_workspace_for(
         p.workspace,
         p.workspace_bytes,
-        geo.workspace_bytes + dbias_bytes,
+        geo.workspace_bytes + extra,
         || workspace_bytes_residual_of(op, problem, dbias.is_some(), props),
     )?;
     let stride = part_stride(cols);
@@ -679,14 +728,14 @@ pub(crate) fn plan_backward_res_of(
         next += bytes;
         at
     };
-    // One block: it writes dgamma/dbeta itself, without partial rows or finalize.
+    // One block: it writes its outputs itself, without partial rows or finalize.
     let direct = geo.grid_x == 1;
-    let dgamma_part = if desc.affine.has_weight() && !direct {
+    let dgamma_part = if dgamma.is_some() && !direct {
         take(part)
     } else {
         0
     };
-    let dbeta_part = if desc.affine.has_bias() && !direct {
+    let second_part = if second.is_some() && !direct {
         take(part)
     } else {
         0
@@ -695,6 +744,11 @@ pub(crate) fn plan_backward_res_of(
         Tier::Split { splits, .. } => take(round_up(rows * splits * 8, WORKSPACE_ALIGN)),
         _ => 0,
     };
+    if let Some(dbeta) = colsum_dbeta {
+        // First: dx may be written over dy.
+        let part = take(column_sum_geometry(desc, props).workspace_bytes);
+        push_column_sum(&mut plan, desc, p.dy, part, dbeta, props)?;
+    }
     let mut args = WnLayerNormBwdArgs {
         x: p.x,
         dy: p.dy,
@@ -703,17 +757,17 @@ pub(crate) fn plan_backward_res_of(
         mean: p.mean,
         rstd: p.rstd,
         dgamma_part,
-        dbeta_part,
+        dbeta_part: second_part,
         row_sums,
-        dgamma: if direct { p.dgamma.unwrap_or(0) } else { 0 },
-        dbeta: if direct { p.dbeta.unwrap_or(0) } else { 0 },
+        dgamma: if direct { dgamma.unwrap_or(0) } else { 0 },
+        dbeta: if direct { second.unwrap_or(0) } else { 0 },
         rows: rows as i64,
         cols: cols as i64,
         chunk: cols as i64,
         splits: 1,
         part_stride: stride as i64,
         group: 0,
-        _pad: 0,
+        db_dx: u32::from(dbias.is_some()),
         dh: dh.unwrap_or(0),
     };
     let block = [geo.threads, 1, 1];
@@ -727,7 +781,14 @@ pub(crate) fn plan_backward_res_of(
             push_bwd_warp(&mut plan, op, desc, "warp", vec, &geo, &args)?;
         }
         Tier::Block { .. } => {
-            let name = kernel(op, "bwd", desc, "block", vec);
+            // With the bias gradient, the block tier's own entry points (it is fixed at
+            // compile time there; the other tiers read `db_dx`).
+            let tier = if dbias.is_some() {
+                "block_dbias"
+            } else {
+                "block"
+            };
+            let name = kernel(op, "bwd", desc, tier, vec);
             let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
             // The row teams sum their dgamma/dbeta in shared memory (teams * cols floats).
             let block = [geo.threads, geo.rows_per_block, 1];
@@ -749,12 +810,13 @@ pub(crate) fn plan_backward_res_of(
         }
     }
     if !direct {
-        finalize(&mut plan, geo.grid_x, dgamma_part, dbeta_part)?;
-    }
-    if let Some(dbias) = dbias {
-        // The partial rows follow the backward's own workspace.
-        let part = p.workspace + geo.workspace_bytes;
-        push_dbias(&mut plan, op, desc, p.dx, part, dbias, props)?;
+        let outs: Vec<(u64, u64)> = [(dgamma_part, dgamma), (second_part, second)]
+            .into_iter()
+            .filter_map(|(part, out)| out.map(|o| (part, o)))
+            .collect();
+        if !outs.is_empty() {
+            push_finalize(&mut plan, op, desc, geo.grid_x, &outs)?;
+        }
     }
     plan.check(props)?;
     Ok(plan)
