@@ -7,7 +7,8 @@
  * registers: a sum for the mean (compensated for 16-bit activations), then the corrected
  * two-pass residuals (sum of x - mean0 with their exact rounding errors, and sum (x - mean0)^2,
  * a compensated pair for f32 activations with rstd as a pair and the output formed from it,
- * tile_moments / tile_normalize) - never E[x^2] - E[x]^2; Chan's merge only combines chunk
+ * tile_moments / tile_normalize; 16-bit activations save rstd refined by saved_rstd) - never
+ * E[x^2] - E[x]^2; Chan's merge only combines chunk
  * statistics in the split tier, with chunk means kept as compensated pairs (welford.cuh's
  * chan_merge_all). Finite rows whose f32 sums overflow are redone on x * 2^-80 (tile_stats).
  * Outputs are rounded once. Team sums (plain and compensated) are reduce.cuh's xor-butterfly
@@ -373,6 +374,29 @@ __device__ __forceinline__ void rstd_pair(float vh, float vl, float eps, float& 
 }
 
 /**
+ * The saved rstd of 16-bit activations (their normalization applies `fallback`, the f32
+ * 1 / sqrtf(var + eps), whose ~1.5 roundings are far below a 16-bit output's): the hardware's
+ * approximate 1 / sqrt(var + eps) refined by one Newton step whose residual 1 - (var + eps)
+ * r^2 is formed exactly (fma, with var + eps as an exact pair), so that the saved value is
+ * within about half a rounding (an RMSNorm f16 row's was 1.5 ulp off where torch's was 0.6,
+ * tests/rms_norm/residual_fixtures.rs); `fallback` where the step cannot apply (var + eps 0,
+ * Inf or NaN, or r^2 beyond f32). No IEEE division or square root, and called where registers
+ * are free (the warp tiers in lane 0's store branch, the block tier after the tile is stored):
+ * beside the tile it spilled the RMSNorm block tier's scalar forward on sm_120.
+ */
+__device__ __forceinline__ float saved_rstd(float var, float eps, float fallback) {
+    float aa, ae;
+    two_sum(var, eps, aa, ae);
+    const float r = rsqrtf(aa);
+    const float rr = r * r;
+    float e = fmaf(-aa, rr, 1.0f);
+    e = fmaf(-aa, fmaf(r, r, -rr), e);
+    e = fmaf(-ae, rr, e);
+    const float c = 0.5f * r * e;
+    return fabsf(c) <= 0x1p-8f * fabsf(r) ? r + c : fallback;
+}
+
+/**
  * Normalizes the held segment in place: v = ((v - mean0) - c) * rstd [* gamma + beta], with
  * the mean split as mean0 + c (tile_stats). `gamma` and `beta` point at the parameter of the
  * segment's column 0 (null when absent).
@@ -600,12 +624,19 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
         float hi, lo;
         mean_pair(st, hi, lo);
         save_stat(a.mean, row, hi * st.unscale);
-        save_stat(a.rstd, row, rstd + rlo);
+        if constexpr (kExact) {
+            save_stat(a.rstd, row, rstd + rlo);
+        } else if constexpr (!kIsBlockTeam<Team>) {
+            save_stat(a.rstd, row, saved_rstd(st.var, a.eps, rstd));
+        }
     }
     tile_normalize<kExact, P, VEC, NPACK>(v, g, st.mean0, st.c, rstd * st.unscale,
                                           rlo * st.unscale, reinterpret_cast<const P*>(a.gamma),
                                           reinterpret_cast<const P*>(a.beta));
     tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.y) + off, g, v);
+    if constexpr (!kExact && kIsBlockTeam<Team>) {
+        if (t == 0) save_stat(a.rstd, row, saved_rstd(st.var, a.eps, rstd));
+    }
 }
 
 /**
@@ -735,7 +766,7 @@ __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
         }
         if (c == 0 && threadIdx.x == 0) {
             save_stat(a.mean, row, 2.0f * mh);
-            save_stat(a.rstd, row, rstd + rlo);
+            save_stat(a.rstd, row, kExact ? rstd + rlo : saved_rstd(var, a.eps, rstd));
         }
         const int64_t off = row * a.cols + c * a.chunk;
         const T* xs = reinterpret_cast<const T*>(a.x) + off;

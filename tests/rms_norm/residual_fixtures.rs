@@ -34,11 +34,12 @@
 //! f32 summation bound and the stored dx's rounding (`check_dbias`, as in
 //! tests/rms_norm/residual.rs: they sum the f32 dx).
 //!
-//! One comparison of the kernels misses the bar (an RMSNorm f32 rstd 1.5 ulp off): an open
-//! defect, listed with the numbers in [`KNOWN_GAPS`], held to its mechanism's bound, and
-//! printed. (The dbias of `bf16_f32params_m4_d33_no_dh`, both ops, was listed too while the
-//! kernels summed the stored bf16 dx: 8.2e-3 and 1.02e-2 from the float64 result against
-//! torch's 5.0e-3 and 6.0e-3. They now sum the f32 dx before its rounding and meet the bar.)
+//! Every comparison meets the bar. Three once did not, and were listed here as open defects
+//! until the kernels were fixed: the dbias of `bf16_f32params_m4_d33_no_dh` (both ops), summed
+//! from the stored bf16 dx (8.2e-3 and 1.02e-2 from the float64 result against torch's 5.0e-3
+//! and 6.0e-3; now summed from the f32 dx before its rounding), and RMSNorm's saved rstd of
+//! `f16_m4_d33`, 1.5 f32 ulp off against torch's 0.6 (f32 mean square, square root and
+//! division; now `saved_rstd` in cuda/layer_norm.cu: a Newton step on the variance).
 
 use std::collections::BTreeMap;
 
@@ -302,52 +303,11 @@ fn differing(a: &[f64], b: &[f64]) -> usize {
         + a.len().abs_diff(b.len())
 }
 
-/// Comparisons of the kernels that fail the bar (case, output): open defects against the
-/// brief's "at least as accurate as PyTorch on every input", recorded on issue 17, not
-/// tolerances. The test prints them, holds each to the bound of its mechanism (so a regression
-/// beyond that still fails), and fails when one of them meets the bar again (then it belongs
-/// off this list):
-/// - rstd of RMSNorm `f16_m4_d33`: the kernels' f32 mean square, sqrt and division are 1.5
-///   ulp (8.9e-8) from the exact rstd of row 3, as plain f32 arithmetic in that order gives;
-///   torch's f32 rstd is 0.6 ulp off. Bound: the first-order f32 error of a mean of D squares,
-///   a square root and a division, (gamma_D / 2 + 3 u32) rstd. (Forming the saved rstd of
-///   16-bit rows from `rstd_pair` meets the bar - 0.5 ulp here - but cost registers: it spilled
-///   the RMSNorm block tier's scalar forward on sm_120, or took the warp tier's forward from
-///   119 to 139-143 registers on sm_90 and a quarter of its predicted speed; not done yet.)
-const KNOWN_GAPS: [(&str, &str); 1] = [("rms_norm_residual/f16_m4_d33", "rstd")];
-
-/// The bound a [`KNOWN_GAPS`] comparison is held to instead of the bar (see there).
-fn gap_bound(c: &Case, what: &str) -> f64 {
-    let (_, d) = c.rows_cols();
-    let u32_ = DType::F32.unit_roundoff();
-    let gamma = |k: usize| k as f64 * u32_ / (1.0 - k as f64 * u32_);
-    match what {
-        "rstd" => (gamma(d) / 2.0 + 3.0 * u32_) * max_finite(&c.f64_at_h_once.rstd),
-        _ => 0.0,
-    }
-}
-
-/// The outcome of checking one implementation's outputs for one case.
-#[derive(Default)]
-struct Checked {
-    /// Failures.
-    bad: Vec<String>,
-    /// [`KNOWN_GAPS`] comparisons that failed the bar within their bound.
-    gaps: Vec<String>,
-}
-
 /// Checks `ours` against the case's float64 result with torch's error as the bar, and h bit
-/// for bit; records the error ratios under `who`. `gaps`: the comparisons held to their
-/// mechanism's bound instead of the bar ([`KNOWN_GAPS`] for the kernels, none for the CPU).
-fn check(
-    c: &Case,
-    who: &str,
-    ours: &Outputs,
-    gaps: &[(&str, &str)],
-    ratios: &mut Ratios,
-) -> Checked {
-    let mut out = Checked::default();
-    let bad = &mut out.bad;
+/// for bit; records the error ratios under `who`; returns the failures.
+fn check(c: &Case, who: &str, ours: &Outputs, ratios: &mut Ratios) -> Vec<String> {
+    let mut out = Vec::new();
+    let bad = &mut out;
     let (t, p) = c.dtypes();
     let (u_t, u_p, u32_) = (
         t.unit_roundoff(),
@@ -409,19 +369,7 @@ fn check(
             "{} {who} {what}: error {e_ours:e} > torch's {e_torch:e} and one rounding {slack:e}",
             c.name
         );
-        if gaps.contains(&(c.name.as_str(), what)) {
-            let bound = gap_bound(c, what);
-            if ok {
-                bad.push(format!(
-                    "{} {who} {what}: meets the bar, remove it from KNOWN_GAPS",
-                    c.name
-                ));
-            } else if e_ours <= bound {
-                out.gaps.push(format!("{msg}; within its bound {bound:e}"));
-            } else {
-                bad.push(format!("{msg}, and its known gap's bound {bound:e}"));
-            }
-        } else if !ok {
+        if !ok {
             bad.push(msg);
         }
         let e_torch_only = max_err(tor, tor_reference);
@@ -688,7 +636,7 @@ fn cpu_reference_is_as_close_to_float64_as_torch() {
     let mut ratios = Ratios::new();
     for c in &all_cases() {
         match run_dyn(c, None) {
-            Ok(o) => bad.extend(check(c, "cpu", &o, &[], &mut ratios).bad),
+            Ok(o) => bad.extend(check(c, "cpu", &o, &mut ratios)),
             Err(e) => bad.push(format!("{}: {e}", c.name)),
         }
     }
@@ -703,42 +651,18 @@ fn kernels_on_ptxsim_are_as_close_to_float64_as_torch() {
     }
     let cases = all_cases();
     let mut bad = Vec::new();
-    let mut gaps = Vec::new();
     let mut ratios = Ratios::new();
     for arch in SIM_ARCHS {
         for c in &cases {
             let who = format!("compute_{arch}");
             let mut sim = Sim::new(arch);
             match run_dyn(c, Some(&mut sim)) {
-                Ok(o) => {
-                    let r = check(c, &who, &o, &KNOWN_GAPS, &mut ratios);
-                    bad.extend(r.bad);
-                    gaps.extend(r.gaps);
-                }
+                Ok(o) => bad.extend(check(c, &who, &o, &mut ratios)),
                 Err(e) => bad.push(format!("{} {who}: {e}", c.name)),
             }
         }
     }
     print_ratios("kernels on ptxsim", &ratios);
-    println!("known gaps (KNOWN_GAPS):");
-    for g in &gaps {
-        println!("  {g}");
-    }
-    for (name, what) in KNOWN_GAPS {
-        assert!(
-            cases.iter().any(|c| c.name == name),
-            "KNOWN_GAPS names a missing case {name}"
-        );
-        let seen = gaps
-            .iter()
-            .filter(|g| g.starts_with(&format!("{name} ")) && g.contains(&format!(" {what}: ")))
-            .count();
-        if seen != SIM_ARCHS.len() && bad.iter().all(|b| !b.starts_with(name)) {
-            bad.push(format!(
-                "{name} {what}: a known gap seen on {seen} architectures"
-            ));
-        }
-    }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
