@@ -1021,8 +1021,7 @@ __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row
     const T* xr = reinterpret_cast<const T*>(a.x) + base;
     const TileGeom g{active ? a.cols : 0, off, t, team_size};
     float x[NPACK][VEC], dy[NPACK][VEC];
-    tile_load_each<T, VEC, NPACK>(xr, g, x);
-    tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + base, g, dy);
+    tile_load2<T, VEC, NPACK>(xr, reinterpret_cast<const T*>(a.dy) + base, g, x, dy);
     const float mean = N == Norm::Layer && active ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
     const float rstd = active ? reinterpret_cast<const float*>(a.rstd)[row] : 0.0f;
     const P* gamma = reinterpret_cast<const P*>(a.gamma);
@@ -1198,6 +1197,8 @@ __device__ __forceinline__ void bwd_split_sums(const WnLayerNormBwdArgs& a) {
         const TileGeom g{n, row_head<T, VEC>(a, row), static_cast<int>(threadIdx.x),
                          static_cast<int>(blockDim.x)};
         float x[NPACK][VEC], dy[NPACK][VEC];
+        // One pack in flight at a time: with both packs raw, this kernel took 66 registers on
+        // sm_90 for some 16-bit pairs (64 before), and its occupancy halved.
         tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
         tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
         const float mean = N == Norm::Layer ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
@@ -1240,8 +1241,8 @@ __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
         }
         const int64_t off = row * a.cols + c * a.chunk;
         float x[NPACK][VEC], dy[NPACK][VEC];
-        tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
-        tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
+        tile_load2<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off,
+                                  reinterpret_cast<const T*>(a.dy) + off, g, x, dy);
         const float mean = N == Norm::Layer ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
         const float rstd = reinterpret_cast<const float*>(a.rstd)[row];
         const bool db_dx = a.db_dx != 0;  // as bwd_row's warp tiers

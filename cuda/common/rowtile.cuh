@@ -147,7 +147,8 @@ __device__ __forceinline__ void tile_load(const T* base, const TileGeom& g,
 
 /**
  * tile_load with each pack converted as soon as it arrives (one load in flight per thread, the
- * fewest live registers): for kernels at their register bound (the backward holds x and dy).
+ * fewest live registers): for kernels at their register bound (the backward's split_sums, and
+ * tile_load2's 8- and 16-byte packs of the other pairs).
  */
 template <typename T, int VEC, int NPACK>
 __device__ __forceinline__ void tile_load_each(const T* base, const TileGeom& g,
@@ -163,6 +164,42 @@ __device__ __forceinline__ void tile_load_each(const T* base, const TileGeom& g,
 #pragma unroll
             for (int i = 0; i < VEC; ++i) v[k][i] = in_seg(lo + i, g.n) ? to_float(base[lo + i]) : 0.0f;
         }
+    }
+}
+
+/**
+ * tile_load_each of two segments with one geometry (the backward's x and dy). With 16-byte
+ * packs of a 16-bit type, each pack of both segments is loaded raw before either is converted
+ * (two loads in flight per thread at the fewest registers; nvcc hoists the next pair's loads
+ * above the conversions, so that every pack of the row is in flight at once). Other pairs load
+ * as tile_load_each: f32 packs need no conversion (nvcc issues them all at once), and the
+ * 8-byte packs' loads of the mixed pairs spilled at the 128-register bound when held raw.
+ */
+template <typename T, int VEC, int NPACK>
+__device__ __forceinline__ void tile_load2(const T* a, const T* b, const TileGeom& g,
+                                           float (&va)[NPACK][VEC], float (&vb)[NPACK][VEC]) {
+    if constexpr (sizeof(T) == 2 && VEC * sizeof(T) == 16) {
+#pragma unroll
+        for (int k = 0; k < NPACK; ++k) {
+            const int64_t lo = g.lo<VEC>(k);
+            if (full_pack<VEC>(g, k)) {
+                const Pack<T, VEC> pa = load_pack<T, VEC>(a + lo);
+                const Pack<T, VEC> pb = load_pack<T, VEC>(b + lo);
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) va[k][i] = to_float(pa.v[i]);
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) vb[k][i] = to_float(pb.v[i]);
+            } else {
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) {
+                    va[k][i] = in_seg(lo + i, g.n) ? to_float(a[lo + i]) : 0.0f;
+                    vb[k][i] = in_seg(lo + i, g.n) ? to_float(b[lo + i]) : 0.0f;
+                }
+            }
+        }
+    } else {
+        tile_load_each<T, VEC, NPACK>(a, g, va);
+        tile_load_each<T, VEC, NPACK>(b, g, vb);
     }
 }
 

@@ -1,19 +1,28 @@
 //! `perfmodel report`: writes reports/perf-model.md and reports/perf-model.json.
 //! `perfmodel below-budget`: prints the list of cases below budget today (the format of
 //! perfmodel/below_budget.txt). `perfmodel walk <kernel> [arch]`: the main-loop walk of one
-//! kernel, instruction by instruction.
+//! kernel, instruction by instruction. `perfmodel walk-file <cubin|fatbin> <kernel> [arch]`: the
+//! same walk of a kernel in a file nvcc wrote (a one-file experiment, without the crate build).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use perfmodel::{budget, gpu, predict_all, report, sass, Sass};
+use perfmodel::{budget, gpu, predict_all, report, sass, tools, Sass};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map(PathBuf::from)
         .unwrap_or_default()
+}
+
+/// An optional `90` / `sm_90` argument (default 90).
+fn arch_arg(a: Option<&String>) -> Result<u32, String> {
+    a.map(|a| a.trim_start_matches("sm_").parse())
+        .transpose()
+        .map_err(|e| format!("arch: {e}"))
+        .map(|a| a.unwrap_or(90))
 }
 
 fn run(args: &[String]) -> Result<(), String> {
@@ -51,12 +60,7 @@ fn run(args: &[String]) -> Result<(), String> {
         }
         "walk" => {
             let kernel = args.get(1).ok_or("usage: perfmodel walk <kernel> [arch]")?;
-            let arch: u32 = args
-                .get(2)
-                .map(|a| a.trim_start_matches("sm_").parse())
-                .transpose()
-                .map_err(|e| format!("arch: {e}"))?
-                .unwrap_or(90);
+            let arch = arch_arg(args.get(2))?;
             let s = Sass::load(&[arch]).map_err(|e| e.to_string())?;
             let f = s
                 .function(arch, kernel)
@@ -64,7 +68,26 @@ fn run(args: &[String]) -> Result<(), String> {
             print!("{}", sass::explain(f));
             Ok(())
         }
-        _ => Err("usage: perfmodel report | below-budget | walk <kernel> [arch]".into()),
+        "walk-file" => {
+            let usage = "usage: perfmodel walk-file <cubin|fatbin> <kernel> [arch]";
+            let file = args.get(1).ok_or(usage)?;
+            let kernel = args.get(2).ok_or(usage)?;
+            let arch = arch_arg(args.get(3))?;
+            let bytes = std::fs::read(file).map_err(|e| format!("{file}: {e}"))?;
+            let tool = tools::cuobjdump().map_err(|e| e.to_string())?;
+            let listing =
+                tools::disassemble(&tool, &bytes, arch, "walk").map_err(|e| e.to_string())?;
+            let f = sass::parse_listing(&listing)
+                .into_iter()
+                .find(|f| f.name == *kernel)
+                .ok_or_else(|| format!("no kernel {kernel} in {file} for sm_{arch}"))?;
+            print!("{}", sass::explain(&f));
+            Ok(())
+        }
+        _ => Err(
+            "usage: perfmodel report | below-budget | walk <kernel> [arch] | walk-file <file> <kernel> [arch]"
+                .into(),
+        ),
     }
 }
 
