@@ -499,7 +499,10 @@ __device__ __forceinline__ void pack_load(const T* base, int64_t lo, int64_t n,
  * scalar variant (NPACK / 4 spilled LayerNorm's 16-bit split_stats on sm_100); the vector
  * block tiers (128 registers at 512 threads) take KC == NPACK / 4 (at least 1): with
  * NPACK / 2 the LayerNorm f32 and bf16/f32 block kernels spilled on sm_90 (20 and 32
- * bytes), with NPACK / 4 they use 120 registers.
+ * bytes), with NPACK / 4 they use 120 registers. The 16-byte packs of the 16-bit pairs
+ * (VEC == 8) take NPACK / 2: 64 bytes in flight per thread instead of 32 on sm_90, no spill
+ * on sm_75/80/90/100/120 (one-file harness; LayerNorm bf16 res_block at 128 registers on
+ * sm_90).
  */
 template <typename T, typename P, int VEC, int NPACK, int KC>
 __device__ __forceinline__ void load_residual(const WnLayerNormFwdArgs& a, int64_t off,
@@ -565,8 +568,10 @@ constexpr bool kIsGroupTeam<GroupTeam> = true;
 
 /** load_residual's packs per load group for a team (see there). */
 template <class Team, int VEC, int NPACK>
-constexpr int kResGroup =
-    !kIsBlockTeam<Team> || VEC == 1 ? NPACK : (NPACK % 4 == 0 ? NPACK / 4 : 1);
+constexpr int kResGroup = !kIsBlockTeam<Team> || VEC == 1 ? NPACK
+                          : VEC == 8 && NPACK % 2 == 0 ? NPACK / 2
+                          : NPACK % 4 == 0             ? NPACK / 4
+                                                       : 1;
 
 /**
  * How a forward body gets its row: kPlain reads x; kFused forms h = x + residual (+ bias)

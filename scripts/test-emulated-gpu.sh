@@ -22,7 +22,9 @@ export WARPNORM_REQUIRE_NVCC=1
 start=$SECONDS
 target_dir="$(mkdir -p "${CARGO_TARGET_DIR:-target}" && cd "${CARGO_TARGET_DIR:-target}" && pwd)"
 # Release: the emulator's speed is what bounds these runs; the test binaries stay in the
-# default (debug) profile that `cargo test --workspace` already built.
+# default (debug) profile that `cargo test --workspace` already built. `--workspace` here too:
+# the workspace's members unify the features of shared dependencies, so a build of the root
+# package alone would rebuild warpnorm and relink every test binary (minutes, and a gigabyte).
 cargo build --release -p simcuda
 driver_dir="$target_dir/simcuda-driver"
 mkdir -p "$driver_dir"
@@ -31,7 +33,7 @@ ln -sf "$target_dir/release/libsimcuda.so" "$driver_dir/libcuda.so.1"
 emulated_env=(env "LD_LIBRARY_PATH=$driver_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" WARPNORM_REQUIRE_GPU=1)
 
 echo "=== GPU tests on the emulated driver (simcuda on ptxsim, not a GPU)"
-"${emulated_env[@]}" cargo test --test kernels --test layer_norm --test rms_norm --test batch_norm --test nvtx gpu:: "$@"
+"${emulated_env[@]}" cargo test --workspace --test kernels --test layer_norm --test rms_norm --test batch_norm --test nvtx gpu:: "$@"
 
 # The demo's first LayerNorm forward + backward (16384 x 4096, checked against the f64
 # reference) takes about half a minute on the emulator; its timing loops (20 launches of each
@@ -40,7 +42,7 @@ echo "=== GPU tests on the emulated driver (simcuda on ptxsim, not a GPU)"
 full_demo=0
 [ "${WARPNORM_EMULATED_DEMO:-}" = full ] && full_demo=1
 echo "=== demo on the emulated driver ($([ $full_demo = 1 ] && echo "whole run" || echo "up to its first result; WARPNORM_EMULATED_DEMO=full runs it all"))"
-cargo build --example demo
+cargo build --workspace --example demo
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 "${emulated_env[@]}" "$target_dir/debug/examples/demo" >"$log" 2>&1 &
