@@ -119,15 +119,15 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
         int64_t s = u - n * sp;
         while (u < end) {
             // kUnroll loads in flight before the dependent Welford/sum updates.
-            Pack<T, V> px[kUnroll], pd[kUnroll];
+            Held<T, V> px[kUnroll], pd[kUnroll];
             bool ok[kUnroll];
 #pragma unroll
             for (int j = 0; j < kUnroll; ++j) {
                 ok[j] = u < end;
                 if (ok[j]) {
                     const int64_t off = n * slice + c * a.s + s * V;
-                    px[j] = load_pack<T, V>(x + off);
-                    if constexpr (GRAD) pd[j] = load_pack<T, V>(dy + off);
+                    px[j].load(x + off);
+                    if constexpr (GRAD) pd[j].load(dy + off);
                     u += step;
                     s += step_s;
                     n += step_n;
@@ -142,8 +142,8 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
                 for (int j = 0; j < kUnroll; ++j) {
                     if (!ok[j]) break;
                     float xv[V], dv[V];
-                    unpack(px[j], xv);
-                    unpack(pd[j], dv);
+                    unpack(px[j].pack(), xv);
+                    unpack(pd[j].pack(), dv);
                     acc.template push_pack<V>(dv, xv, mean);
                 }
             } else {
@@ -165,7 +165,7 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
                         m += ok[g * kPacks + j] ? V : 0;
 #pragma unroll
                         for (int i = 0; i < V; ++i)
-                            xv[j * V + i][0] = to_float(px[g * kPacks + j].v[i]);
+                            xv[j * V + i][0] = to_float(px[g * kPacks + j].pack().v[i]);
                     }
                     acc.template push_group<kPacks * V>(xv, m);
                 }
@@ -399,12 +399,12 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
         const int64_t by = blockDim.y;
         for (int64_t r = begin + threadIdx.y; r < end; r += kFlight * by) {
             // kFlight rows in flight before the dependent updates.
-            Pack<T, V> px[kFlight], pd[kFlight];
+            Held<T, V> px[kFlight], pd[kFlight];
 #pragma unroll
             for (int j = 0; j < kFlight; ++j) {
                 if (r + j * by < end) {
-                    px[j] = load_pack<T, V>(x + (r + j * by) * a.c);
-                    if constexpr (GRAD) pd[j] = load_pack<T, V>(dy + (r + j * by) * a.c);
+                    px[j].load(x + (r + j * by) * a.c);
+                    if constexpr (GRAD) pd[j].load(dy + (r + j * by) * a.c);
                 }
             }
             if constexpr (GRAD) {
@@ -412,8 +412,8 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
                 for (int j = 0; j < kFlight; ++j) {
                     if (r + j * by >= end) break;
                     float xv[V], dv[V];
-                    unpack(px[j], xv);
-                    unpack(pd[j], dv);
+                    unpack(px[j].pack(), xv);
+                    unpack(pd[j].pack(), dv);
                     acc.push_row(dv, xv, mean);
                 }
             } else {
@@ -428,7 +428,7 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
 #pragma unroll
                     for (int j = 0; j < kUnroll; ++j) {
                         m += r + (g * kUnroll + j) * by < end ? 1 : 0;
-                        unpack(px[g * kUnroll + j], xv[j]);
+                        unpack(px[g * kUnroll + j].pack(), xv[j]);
                     }
                     acc.template push_group<kUnroll>(xv, m);
                 }
@@ -573,14 +573,14 @@ __device__ __forceinline__ void apply_nchw(const WnBatchNormApplyArgs& a) {
     const T* dy = reinterpret_cast<const T*>(a.dy);
     T* out = reinterpret_cast<T*>(a.out);
     for (; p < total; p += kUnroll * stride) {
-        Pack<T, V> px[kUnroll], pd[kUnroll];
+        Held<T, V> px[kUnroll], pd[kUnroll];
         int64_t chs[kUnroll];
 #pragma unroll
         for (int j = 0; j < kUnroll; ++j) {
             chs[j] = ch;
             if (p + j * stride < total) {
-                px[j] = load_pack<T, V>(x + (p + j * stride) * V);
-                if constexpr (BWD) pd[j] = load_pack<T, V>(dy + (p + j * stride) * V);
+                px[j].load(x + (p + j * stride) * V);
+                if constexpr (BWD) pd[j].load(dy + (p + j * stride) * V);
             }
             r += sr;
             const int64_t carry = r >= inner ? 1 : 0;
@@ -594,7 +594,7 @@ __device__ __forceinline__ void apply_nchw(const WnBatchNormApplyArgs& a) {
             float k[4][1];
 #pragma unroll
             for (int t = 0; t < 4; ++t) k[t][0] = coef[t * a.coef_stride + chs[j]];
-            store_pack<T, V>(out + (p + j * stride) * V, apply_pack<T, V, 1, BWD>(px[j], pd[j], k));
+            store_pack<T, V>(out + (p + j * stride) * V, apply_pack<T, V, 1, BWD>(px[j].pack(), pd[j].pack(), k));
         }
     }
 }
@@ -699,18 +699,18 @@ __device__ __forceinline__ void apply_nhwc(const WnBatchNormApplyArgs& a) {
     T* out = reinterpret_cast<T*>(a.out) + cv * V;
     for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows;
          r += kUnroll * step) {
-        Pack<T, V> px[kUnroll], pd[kUnroll];
+        Held<T, V> px[kUnroll], pd[kUnroll];
 #pragma unroll
         for (int j = 0; j < kUnroll; ++j) {
             if (r + j * step < rows) {
-                px[j] = load_pack<T, V>(x + (r + j * step) * a.c);
-                if constexpr (BWD) pd[j] = load_pack<T, V>(dy + (r + j * step) * a.c);
+                px[j].load(x + (r + j * step) * a.c);
+                if constexpr (BWD) pd[j].load(dy + (r + j * step) * a.c);
             }
         }
 #pragma unroll
         for (int j = 0; j < kUnroll; ++j) {
             if (r + j * step >= rows) break;
-            store_pack<T, V>(out + (r + j * step) * a.c, apply_pack<T, V, V, BWD>(px[j], pd[j], k));
+            store_pack<T, V>(out + (r + j * step) * a.c, apply_pack<T, V, V, BWD>(px[j].pack(), pd[j].pack(), k));
         }
     }
 }

@@ -7,7 +7,7 @@ use warpnorm::batch_norm::{
     ForwardPtrs, Layout, Mode, Momentum,
 };
 use warpnorm::cpu::batch_norm as cpu;
-use warpnorm::{kernels, DType, DeviceProps, Error, Plan};
+use warpnorm::{kernels, occupancy, DType, DeviceProps, Error, Plan};
 
 const A: u64 = 0x7000_0000_0000; // 256-byte aligned base addresses
 /// Distance between two buffers: 64 GiB, more than any tensor planned here.
@@ -58,6 +58,13 @@ fn train() -> Mode {
     Mode::train(0.1)
 }
 
+/// Resident blocks per SM of `kernel` at `threads` threads by the build's ptxas figures for the
+/// device's SASS, `None` when the build has none (built without nvcc).
+fn resident_per_sm(kernel: &str, threads: u32, props: &DeviceProps) -> Option<u32> {
+    occupancy::kernel_resources(kernel, props)
+        .map(|res| occupancy::resident_blocks(Some(res), threads, 0, props))
+}
+
 /// Every planned kernel exists in the build and the plan fits the device.
 fn sane(p: &Plan, props: &DeviceProps) {
     p.check(props).expect("plan within device limits");
@@ -91,17 +98,25 @@ fn h200_batchnorm1d_few_channels_large_batch_is_split_across_the_gpu() {
         ]
     );
     let s = &p.launches[0];
-    // 8 channels = 2 vectors of 4: block (2, 128); ~1 wave of 256-thread blocks on 132 SMs.
+    // 8 channels = 2 vectors of 4: block (2, 128); one wave of the kernel's resident
+    // 256-thread blocks on 132 SMs: 4 per SM at the 60 registers ptxas gives it on sm_90
+    // (a build with nvcc), 8 (2048 threads) when the build has no figures.
     assert_eq!(s.block, [2, 128, 1]);
-    assert_eq!(s.grid, [1, 1056, 1]);
+    let (splits, chunk) = match resident_per_sm(&s.kernel, 256, &DeviceProps::H200) {
+        // chunk = ceil(2^20 / 528) = 1986 rows; the last split is shorter.
+        Some(4) => (528, 1986),
+        // chunk = ceil(2^20 / 1056) = 993 rows.
+        None => (1056, 993),
+        Some(r) => panic!("{}: {r} resident blocks per SM, expected 4", s.kernel),
+    };
+    assert_eq!(s.grid, [1, splits, 1]);
     let r: WnBatchNormReduceArgs = s.args.get().unwrap();
-    // chunk = ceil(2^20 / 1056) = 993 rows; the last split is shorter.
-    assert_eq!(r.chunk, 993);
+    assert_eq!(r.chunk, chunk);
     // Finalize: one block of 8 channels x 16 rows of splits.
     assert_eq!(p.launches[1].grid, [1, 1, 1]);
     assert_eq!(p.launches[1].block, [8, 16, 1]);
     let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
-    assert_eq!(f.splits, 1056);
+    assert_eq!(f.splits, splits as i64);
     assert_eq!(f.count, 65536 * 16);
 }
 
@@ -116,7 +131,14 @@ fn h200_resnet_shapes_nchw_and_nhwc() {
         "warpnorm_batch_norm_fwd_f32_stats_nchw_vec"
     );
     assert_eq!(p.launches[0].block, [1, 256, 1]);
-    assert_eq!(p.launches[0].grid, [256, 5, 1]);
+    // 256 channels, splits filling one wave of resident blocks: 132 SMs x 4 (63 registers on
+    // sm_90) = 528 -> 2 splits per channel; 132 x 8 = 1056 -> 4 without the build's figures.
+    let splits = match resident_per_sm(&p.launches[0].kernel, 256, &props) {
+        Some(4) => 2,
+        None => 4,
+        Some(r) => panic!("{r} resident blocks per SM, expected 4"),
+    };
+    assert_eq!(p.launches[0].grid, [256, splits, 1]);
     let d = desc(&[32, 256, 56, 56], Layout::ChannelsLast, DType::F16);
     let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
     sane(&p, &props);
@@ -662,14 +684,18 @@ fn tensors_over_2_pow_31_elements_plan_with_64_bit_sizes() {
 #[test]
 fn splits_and_finalize_blocks_keep_requests_on_sectors() {
     let props = DeviceProps::H200;
-    // Expected chunks worked out from the planner's rules (1056 target blocks on H200, 4 units
-    // per thread, partials within 1% of the bytes): 12544 packs in 13 splits would be 965
-    // (odd), 7800 packs in 8 splits 975 (odd); rounded up to even.
-    for (dims, dt, chunk) in [
-        (vec![32usize, 64, 56, 56], DType::F32, 1476),
-        (vec![32, 64, 56, 56], DType::BF16, 966),
-        (vec![3, 2, 100, 104], DType::F32, 976),
-        (vec![7, 3, 40, 40], DType::F32, 934),
+    // Expected chunks worked out from the planner's rules (splits per channel: one wave of
+    // resident blocks / C, at most one per 4 units per thread and one per 1200 bytes of the
+    // channel; chunks of whole 32-byte sectors). The wave: 132 SMs x 4 blocks of 256 threads
+    // at the 62-63 registers ptxas gives these kernels on sm_90 (528), or x 8 (1056) when the
+    // build has no figures. 25088 f32 packs in 8 splits: 3136; in 16: 1568. 12544 bf16 packs in
+    // 8 splits: 1568; in 13 (ceil(12544 / 1024)): 965, odd, rounded up to 966. 7800 packs in 8
+    // splits 975, rounded up; 2800 in 3: 934 (both waves).
+    for (dims, dt, chunk_by_figures, chunk_without) in [
+        (vec![32usize, 64, 56, 56], DType::F32, 3136, 1568),
+        (vec![32, 64, 56, 56], DType::BF16, 1568, 966),
+        (vec![3, 2, 100, 104], DType::F32, 976, 976),
+        (vec![7, 3, 40, 40], DType::F32, 934, 934),
     ] {
         let d = desc(&dims, Layout::Contiguous, dt);
         let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
@@ -680,6 +706,11 @@ fn splits_and_finalize_blocks_keep_requests_on_sectors() {
             "{dims:?}: {}",
             p.launches[0].kernel
         );
+        let chunk = match resident_per_sm(&p.launches[0].kernel, 256, &props) {
+            Some(4) => chunk_by_figures,
+            None => chunk_without,
+            Some(r) => panic!("{dims:?} {dt}: {r} resident blocks per SM, expected 4"),
+        };
         // Units are 16-byte packs: 2 per sector.
         let units = (dims[0] * dims[2] * dims[3]) as i64 * dt.size() as i64 / 16;
         assert_eq!(r.chunk, chunk, "{dims:?} {dt}");

@@ -3,6 +3,7 @@
 
 use crate::abi::{WnBatchNormApplyArgs, WnBatchNormReduceArgs};
 use crate::device::DeviceProps;
+use crate::occupancy;
 use crate::plan::{grid_dim, AbiArgs, Launch, Plan};
 use crate::{DType, Result};
 
@@ -97,7 +98,60 @@ pub(super) fn target_blocks(props: &DeviceProps) -> u64 {
     (props.sm_count as u64 * (props.max_threads_per_sm / BLOCK).max(1) as u64).max(1)
 }
 
-pub(super) fn reduce_geom(g: &Ncs, acc: Access, dtype: DType, props: &DeviceProps) -> ReduceGeom {
+/// Blocks of `threads` threads of `kernel` the whole GPU holds at once (one wave): the build's
+/// register and shared-memory figures for the device's SASS ([`occupancy::resident_blocks`]);
+/// where the build has none (built without nvcc, or a device that JIT-compiles the PTX),
+/// [`target_blocks`].
+fn wave_blocks(kernel: &str, threads: u32, props: &DeviceProps) -> u64 {
+    match occupancy::kernel_resources(kernel, props) {
+        Some(res) => {
+            props.sm_count as u64 * occupancy::resident_blocks(Some(res), threads, 0, props) as u64
+        }
+        None => target_blocks(props),
+    }
+    .max(1)
+}
+
+/// `blocks` of a grid-stride pass, cut to whole waves of `wave` blocks when there is more than
+/// one: a last, partial wave would take as long as a full one (the bf16 kernels, at 32 warps
+/// per SM after they stopped splitting packs at the load, made a 2112-block grid 5.33 waves).
+/// Grid-stride loops give the remaining work to the blocks that stay.
+fn whole_waves(blocks: u64, wave: u64) -> u64 {
+    if blocks > wave {
+        blocks / wave * wave
+    } else {
+        blocks
+    }
+}
+
+/// The reduction kernel `warpnorm_batch_norm_<dir>_<T>_<stage>_<layout>_<access>` (`fwd` /
+/// `stats` or `bwd` / `reduce`).
+pub(super) fn reduce_kernel(
+    desc: &BatchNormDesc,
+    g: &Ncs,
+    dir: &str,
+    stage: &str,
+    acc: Access,
+) -> String {
+    format!(
+        "warpnorm_batch_norm_{dir}_{}_{stage}_{}_{}",
+        desc.dtype,
+        layout_name(g),
+        acc.name()
+    )
+}
+
+/// Grid, block and split of the reduction `kernel`: channel tiles x splits, the splits filling
+/// at most one wave of the kernel's resident blocks ([`wave_blocks`]; at least one split per
+/// tile), each split at least UNITS_PER_THREAD units per thread, and the partials' traffic
+/// capped (below).
+pub(super) fn reduce_geom(
+    g: &Ncs,
+    acc: Access,
+    dtype: DType,
+    props: &DeviceProps,
+    kernel: &str,
+) -> ReduceGeom {
     let v = acc.width(dtype);
     let (tiles, units, bx) = if g.nhwc {
         let cp = g.c / v;
@@ -112,7 +166,9 @@ pub(super) fn reduce_geom(g: &Ncs, acc: Access, dtype: DType, props: &DeviceProp
     let min_by = (32 / bx).max(1);
     let by = units.max(1).next_power_of_two().clamp(min_by, max_by);
     let per_split = by * UNITS_PER_THREAD;
-    let want = target_blocks(props).div_ceil(tiles.max(1)).max(1);
+    // Whole splits per tile within one wave: a grid a little over a wave would take two
+    // (1088 blocks of the bf16 backward sums at 528 resident were 2.06 waves).
+    let want = (wave_blocks(kernel, (bx * by) as u32, props) / tiles.max(1)).max(1);
     // Each split writes (and the finalize reads) PARTIAL_BYTES = 16 bytes per channel: at most
     // one split per SPLIT_CAP_BYTES = 1200 activation bytes of the channel keeps that within
     // 1.33% of them (the rule of the 12-byte partials, 1%, kept so the grids did not shrink
@@ -249,6 +305,8 @@ pub(super) fn apply_launch(
         let groups = rows
             .div_ceil(by * UNITS_PER_THREAD)
             .clamp(1, cap.div_ceil(tiles).clamp(1, props.max_grid_yz as u64));
+        let wave = wave_blocks(&kernel, (bx * by) as u32, props);
+        let groups = (whole_waves(tiles * groups, wave) / tiles).clamp(1, groups);
         ([tiles, groups], [bx, by])
     } else {
         // vecodd: the flat tensor's packs, the last one partial when numel % v != 0.
@@ -260,6 +318,7 @@ pub(super) fn apply_launch(
             // small tensors with a fraction of the GPU at UNITS_PER_THREAD packs per thread).
             blocks = blocks.max(target_blocks(props).min(packs.div_ceil(threads)));
         }
+        let blocks = whole_waves(blocks, wave_blocks(&kernel, threads as u32, props));
         ([blocks, 1], [threads, 1])
     };
     Ok(Launch::new(
@@ -293,7 +352,8 @@ pub(super) fn push_reduce(
     p: ReduceInputs,
 ) -> Result<i64> {
     let acc = access(g, desc.dtype, reads);
-    let rg = reduce_geom(g, acc, desc.dtype, props);
+    let kernel = reduce_kernel(desc, g, dir, stage, acc);
+    let rg = reduce_geom(g, acc, desc.dtype, props, &kernel);
     let args = WnBatchNormReduceArgs {
         x: p.x,
         dy: p.dy,
@@ -304,12 +364,6 @@ pub(super) fn push_reduce(
         s: g.s as i64,
         chunk: rg.chunk as i64,
     };
-    let kernel = format!(
-        "warpnorm_batch_norm_{dir}_{}_{stage}_{}_{}",
-        desc.dtype,
-        layout_name(g),
-        acc.name()
-    );
     plan.push(reduce_launch(kernel, &rg, &args)?);
     Ok(rg.splits as i64)
 }

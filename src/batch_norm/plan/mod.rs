@@ -27,9 +27,12 @@
 //!   bytes of shared memory and there are at least 2 channel tiles per SM (3s per element
 //!   instead of 5s).
 //!
-//! The reduction is split along N * S until the grid has about one full wave of blocks
-//! (`sm_count * max_threads_per_sm / 256`), keeping at least 4 units per thread per split and
-//! the partial results within 1.33% of the activation bytes.
+//! The reduction is split along N * S into at most one wave of the kernel's resident blocks
+//! (`sm_count` x [`crate::occupancy::resident_blocks`] from the build's ptxas figures for the
+//! device's SASS; `max_threads_per_sm / 256` per SM where the build has none), keeping at least
+//! 4 units per thread per split and the partial results within 1.33% of the activation bytes.
+//! The elementwise passes stride over the tensor with at most two full-occupancy waves of
+//! blocks, cut to whole waves of the kernel's resident blocks.
 
 use crate::abi::{
     WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormFinalizeArgs,
@@ -47,7 +50,7 @@ use super::desc::{BatchNormDesc, Momentum, Ncs, Problem};
 mod launches;
 use launches::{
     access, coef_stride, finalize_launch, fused_geom, push_apply, push_fused, push_reduce,
-    reduce_geom, Access, ApplyInputs, ReduceInputs,
+    reduce_geom, reduce_kernel, Access, ApplyInputs, ReduceInputs,
 };
 
 crate::abi::abi_args!(
@@ -147,10 +150,16 @@ pub fn workspace_bytes_checked(
     let (desc, g) = (problem.desc(), problem.ncs());
     // A vector variant is possible when the shape allows it (alignment is only known at plan
     // time): size for whichever of it and the scalar variant needs more.
+    // The splits follow the kernel's occupancy: size for both directions' reductions.
     let shape_access = access(g, desc.dtype, &[]);
     let splits = [Access::Scalar, shape_access]
         .iter()
-        .map(|&acc| reduce_geom(g, acc, desc.dtype, props).splits)
+        .flat_map(|&acc| {
+            [("fwd", "stats"), ("bwd", "reduce")].map(|(dir, stage)| {
+                let kernel = reduce_kernel(desc, g, dir, stage, acc);
+                reduce_geom(g, acc, desc.dtype, props, &kernel).splits
+            })
+        })
         .max()
         .unwrap_or(1);
     let floats = coef_stride(g.c)
