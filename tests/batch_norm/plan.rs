@@ -786,3 +786,59 @@ fn workspace_and_overlap_checks() {
         Error::Overflow(_)
     ));
 }
+
+/// Grids follow the kernels' own occupancy (the build's ptxas figures for the device's SASS;
+/// `max_threads_per_sm / 256` blocks per SM where the build has none): a reduction's grid fits
+/// in one wave of its resident blocks unless its channel tiles alone exceed one, and an
+/// elementwise pass of more than one wave is a whole number of waves, up to less than one row
+/// of channel tiles (a partial last wave would take as long as a full one).
+#[test]
+fn grids_fill_whole_waves_of_resident_blocks() {
+    let mut checked = 0;
+    for props in [DeviceProps::H100, DeviceProps::H200] {
+        for (dims, layout) in [
+            (vec![32usize, 256, 56, 56], Layout::Contiguous),
+            (vec![32, 256, 56, 56], Layout::ChannelsLast),
+            (vec![256, 64, 4096], Layout::Contiguous),
+            (vec![64, 3, 224, 224], Layout::Contiguous),
+            (vec![128, 2048, 7, 7], Layout::Contiguous),
+            (vec![256, 256, 14, 14], Layout::ChannelsLast),
+            (vec![1 << 20, 8], Layout::Contiguous),
+        ] {
+            for dt in [DType::F32, DType::F16, DType::BF16] {
+                let d = desc(&dims, layout, dt);
+                let eval = d.clone().with_mode(Mode::eval());
+                let plans = [
+                    plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap(),
+                    plan_forward(&eval, &fwd_ptrs(), &props).unwrap(),
+                    plan_backward(&d, &bwd_ptrs(), &props).unwrap(),
+                    plan_backward(&eval, &bwd_ptrs(), &props).unwrap(),
+                ];
+                for l in plans.iter().flat_map(|p| &p.launches) {
+                    let reduce = l.kernel.contains("_stats_") || l.kernel.contains("_reduce_");
+                    if !reduce && !l.kernel.contains("_apply_") {
+                        continue; // finalize and fused kernels: one block per channel tile
+                    }
+                    let threads = l.block[0] * l.block[1];
+                    let per_sm = resident_per_sm(&l.kernel, threads, &props)
+                        .unwrap_or(props.max_threads_per_sm / 256);
+                    let wave = u64::from(props.sm_count) * u64::from(per_sm);
+                    let (tiles, blocks) = (
+                        u64::from(l.grid[0]),
+                        u64::from(l.grid[0]) * u64::from(l.grid[1]),
+                    );
+                    let what = format!("{dims:?} {layout:?} {dt} {}: grid {:?}", l.kernel, l.grid);
+                    if reduce {
+                        assert!(blocks <= wave || l.grid[1] == 1, "{what}, wave {wave}");
+                    } else if blocks > wave {
+                        // nchw passes are one tile row (grid.y 1); nhwc rows are channel tiles.
+                        let row = if l.grid[1] == 1 { 1 } else { tiles };
+                        assert!(blocks % wave < row, "{what}, wave {wave}");
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "{checked} launches checked");
+}
