@@ -1,7 +1,8 @@
 //! BatchNorm on the GPU: correctness against the CPU reference first, then timing of
-//! training forward, backward and eval forward with CUDA events (L2 flushed before every
-//! repeat), printed as GB/s of the minimum DRAM traffic (train forward 3s, backward 5s, eval 2s
-//! bytes per element, s = element size) and as % of the device-to-device copy bandwidth
+//! training forward and backward, eval forward, and eval-mode backward without and with the
+//! parameters' gradients, with CUDA events (L2 flushed before every repeat), printed as GB/s of
+//! the minimum DRAM traffic (train forward 3s, backward 5s, eval forward 2s, eval backward 2s,
+//! with gradients 3s bytes per element, s = element size) and as % of the device-to-device copy bandwidth
 //! measured in the same run (`warpnorm::copy`). Without a GPU it says why and exits 0.
 //! Each result is also printed as one `RESULT {json}` line (read by `scripts/gpu-report.py`;
 //! `scripts/torch_compare.py` times PyTorch on the same shapes).
@@ -136,10 +137,10 @@ fn bench<T: Element + Default>(
         };
     }
     macro_rules! bwd {
-        () => {
+        ($desc:expr, $grads:expr) => {
             backward::<T, f32>(
                 &s,
-                &desc,
+                $desc,
                 BackwardBuffers {
                     x: x.as_view(),
                     dy: dy.as_view(),
@@ -148,8 +149,16 @@ fn bench<T: Element + Default>(
                     save_invstd: si.as_view(),
                     gamma: Some(dg.as_view()),
                     dx: dx.as_view_mut(),
-                    dgamma: Some(dgo.as_view_mut()),
-                    dbeta: Some(dbo.as_view_mut()),
+                    dgamma: if $grads {
+                        Some(dgo.as_view_mut())
+                    } else {
+                        None
+                    },
+                    dbeta: if $grads {
+                        Some(dbo.as_view_mut())
+                    } else {
+                        None
+                    },
                     workspace: Some(ws.as_view_mut()),
                 },
             )
@@ -158,7 +167,7 @@ fn bench<T: Element + Default>(
 
     // Correctness first: one training step against the CPU reference.
     fwd!(&desc)?;
-    bwd!()?;
+    bwd!(&desc, true)?;
     let gy: Vec<T> = s.clone_dtoh(&y).map_err(drv)?;
     let gdx: Vec<T> = s.clone_dtoh(&dx).map_err(drv)?;
     let (mut crm, mut crv, mut cn) = (vec![0.0f32; c], vec![1.0f32; c], 0i64);
@@ -192,8 +201,12 @@ fn bench<T: Element + Default>(
     let ok = ey <= tol && edx <= tol;
     let sz = T::DTYPE.size() as f64;
     let ms_f = timer.time(|| fwd!(&desc))?;
-    let ms_b = timer.time(|| bwd!())?;
+    let ms_b = timer.time(|| bwd!(&desc, true))?;
     let ms_e = timer.time(|| fwd!(&eval_desc))?;
+    // Eval-mode backward from the eval forward's saved statistics: dx alone (an elementwise
+    // pass over dy), and with dgamma / dbeta (one sweep over x and dy that writes dx).
+    let ms_eb = timer.time(|| bwd!(&eval_desc, false))?;
+    let ms_ebg = timer.time(|| bwd!(&eval_desc, true))?;
     let gbs = |bytes: f64, ms: f64| bytes / (ms * 1e-3) / 1e9;
     let lname = match layout {
         Layout::Contiguous => "contig",
@@ -203,6 +216,8 @@ fn bench<T: Element + Default>(
         ("train fwd", 3.0, ms_f),
         ("train bwd", 5.0, ms_b),
         ("eval fwd", 2.0, ms_e),
+        ("eval bwd", 2.0, ms_eb),
+        ("eval bwd grads", 3.0, ms_ebg),
     ] {
         let r = gbs(k * sz * n as f64, ms);
         println!(

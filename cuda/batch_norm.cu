@@ -25,11 +25,15 @@
  *       nchw: grid-stride over packs, channel tracked incrementally; nhwc: 2-D grid, each
  *       thread owns a vector of channels and walks rows. Bumps num_batches_tracked (after the
  *       finalize kernel read it).
- * Eval forward: finalize (from running stats) + apply (2s per element).
+ * Eval forward (1 launch, 2s per element): fwd_<T>_<P>params_eval_apply_<layout>_<access>, the
+ *   apply pass with each channel's coefficients computed from the running statistics and
+ *   parameters (bn_finalize.cuh's frozen_stats, FrozenCoef); it also writes save_mean /
+ *   save_invstd.
  * Backward (3 launches, 5s per element): bwd_<T>_reduce_* (sum dy, sum dy * (x - mean) per
  *   channel and split), bwd_<P>params_finalize (dgamma, dbeta, dx coefficients),
- *   bwd_<T>_apply_* (dx = a * dy + b * (x - save_mean) + d, d including -b * save_mean_lo). Eval-mode backward (frozen statistics)
- *   reuses the forward apply kernel on dy with coefficients (0, 0, gamma * invstd, 0).
+ *   bwd_<T>_apply_* (dx = a * dy + b * (x - save_mean) + d, d including -b * save_mean_lo). Eval-mode backward (frozen statistics):
+ *   dx = dy * gamma * invstd by the eval apply kernel on dy (no workspace), after
+ *   bwd_reduce + bwd_finalize when dgamma / dbeta are asked for.
  * Fused tiers, when a block's channels fit in shared memory and there are at least 2 channel
  *   tiles per SM (so one unsplit pass fills the GPU): fwd_<T>_<P>params_fused_<layout>_<access>
  *   (2s per element; the finalize kernel then bumps num_batches_tracked with one thread) and
@@ -83,6 +87,52 @@ __device__ __forceinline__ void bump(wn_devptr counter) {
     }
 }
 
+/** One output pack from the K coefficients of its channel(s) (CV = channels per pack). */
+template <typename T, int V, int CV, bool BWD>
+__device__ __forceinline__ Pack<T, V> apply_pack(const Pack<T, V>& px, const Pack<T, V>& pd,
+                                                 const float (&k)[4][CV]) {
+    Pack<T, V> out;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+        const int j = CV == 1 ? 0 : i;
+        const float xv = to_float(px.v[i]);
+        float o;
+        if constexpr (BWD) {
+            o = fmaf(k[0][j], to_float(pd.v[i]), fmaf(k[1][j], xv - k[2][j], k[3][j]));
+        } else {
+            o = fmaf((xv - k[0][j]) - k[1][j], k[2][j], k[3][j]);
+        }
+        out.v[i] = from_float<T>(o);
+    }
+    return out;
+}
+
+/**
+ * The coefficients of a channels-last block's channels [c0, c0 + valid) (at most 32 * V: the
+ * planner's bx is at most 32) computed once by `coef(channel)`, in the block's thread order
+ * (coalesced parameter reads), then thread x takes channels x * V .. + V from shared memory
+ * (0 past `valid`). Every thread of the block must call it.
+ */
+template <int V, class F>
+__device__ __forceinline__ void block_coef_row(F&& coef, int64_t c0, int valid, float (&k)[4][V]) {
+    __shared__ float tile[4][32 * V];
+    const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+    for (int i = tid; i < valid; i += blockDim.x * blockDim.y) {
+        const Coef kc = coef(c0 + i);
+#pragma unroll
+        for (int t = 0; t < 4; ++t) tile[t][i] = kc.k[t];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+            const int ci = threadIdx.x * V + i;
+            k[t][i] = ci < valid ? tile[t][ci] : 0.0f;
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- per-channel reductions */
 
 /** Shared memory of column_merge for accumulators of K floats. */
@@ -91,11 +141,23 @@ template <int K> struct MergeSmem {
 };
 
 /**
- * NCHW reduction: block (1, by) owns channel blockIdx.x and split blockIdx.y, walking packs of
- * V elements (S % V == 0, so packs never straddle a slice). GRAD selects the backward sums.
+ * dx = dy * gamma * invstd of the eval-mode backward, written by the backward sums while they
+ * hold dy (DX; see WnBatchNormReduceArgs): the frozen-statistics coefficients of channel c,
+ * built as FrozenCoef<P> builds them for the eval apply, so that both give the same bits.
  */
-template <typename T, int V, bool GRAD>
+template <typename P>
+__device__ __forceinline__ Coef eval_dx_coef(const WnBatchNormReduceArgs& a, int64_t c) {
+    return fwd_coef<P>(a.gamma, 0, c, frozen_stats<P>(0, 0, a.invstd, c, 0.0f));
+}
+
+/**
+ * NCHW reduction: block (1, by) owns channel blockIdx.x and split blockIdx.y, walking packs of
+ * V elements (S % V == 0, so packs never straddle a slice). GRAD selects the backward sums;
+ * DX (with GRAD) also writes the eval-mode backward's dx with parameters of type P.
+ */
+template <typename T, int V, bool GRAD, typename P = float, bool DX = false>
 __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
+    static_assert(GRAD || !DX, "dx is written by the backward sums");
     using Acc = typename std::conditional<GRAD, GradAcc<1>, StatsAcc<1>>::type;
     __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
     const int64_t c = blockIdx.x;
@@ -111,6 +173,13 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
     const int64_t slice = a.c * a.s;  // elements from (n, c) to (n + 1, c)
     float mean = 0.0f;  // GRAD: the saved mean (its lo part is applied by the finalize)
     if constexpr (GRAD) mean = reinterpret_cast<const float*>(a.mean)[c];
+    float kdx[4][1] = {};
+    if constexpr (DX) {
+        const Coef k = eval_dx_coef<P>(a, c);
+#pragma unroll
+        for (int t = 0; t < 4; ++t) kdx[t][0] = k.k[t];
+    }
+    T* dx = reinterpret_cast<T*>(a.dx);
     Acc acc;
     acc.init();
     int64_t u = begin + threadIdx.y;
@@ -121,11 +190,13 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
             // kUnroll loads in flight before the dependent Welford/sum updates.
             Held<T, V> px[kUnroll], pd[kUnroll];
             bool ok[kUnroll];
+            int64_t offs[kUnroll];
 #pragma unroll
             for (int j = 0; j < kUnroll; ++j) {
                 ok[j] = u < end;
                 if (ok[j]) {
                     const int64_t off = n * slice + c * a.s + s * V;
+                    offs[j] = off;
                     px[j].load(x + off);
                     if constexpr (GRAD) pd[j].load(dy + off);
                     u += step;
@@ -145,6 +216,9 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a) {
                     unpack(px[j].pack(), xv);
                     unpack(pd[j].pack(), dv);
                     acc.template push_pack<V>(dv, xv, mean);
+                    if constexpr (DX)
+                        store_pack<T, V>(dx + offs[j],
+                                         apply_pack<T, V, 1, false>(pd[j].pack(), pd[j].pack(), kdx));
                 }
             } else {
                 // The packs in flight form groups of the compensated Welford update: one group
@@ -367,8 +441,9 @@ __device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a) 
  * Channels-last reduction: block (bx, by); thread (x, y) owns channels
  * [(blockIdx.x * bx + x) * V, + V) and walks rows y, y + by, ... of split blockIdx.y.
  */
-template <typename T, int V, bool GRAD>
+template <typename T, int V, bool GRAD, typename P = float, bool DX = false>
 __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
+    static_assert(GRAD || !DX, "dx is written by the backward sums");
     using Acc = typename std::conditional<GRAD, GradAcc<V>, StatsAcc<V>>::type;
     __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
     const int64_t cv = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -395,6 +470,20 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
     acc.init();
     float mean[V];  // GRAD: the saved means (their lo parts are applied by the finalize)
     if constexpr (GRAD) warp_load_row<V>(reinterpret_cast<const float*>(a.mean) + c0, valid, mean);
+    float kdx[4][V];
+    if constexpr (DX) {
+        // Only the scale varies: eval_dx_coef's mean, lo and shift are the constants +0.0f,
+        // kept as constants here (as they are after inlining in reduce_nchw), so that the
+        // registers hold V floats, not 4 V.
+        float kt[4][V];
+        block_coef_row<V>([&](int64_t ch) { return eval_dx_coef<P>(a, ch); }, c0, valid, kt);
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+#pragma unroll
+            for (int i = 0; i < V; ++i) kdx[t][i] = t == 2 ? kt[2][i] : 0.0f;
+        }
+    }
+    T* dx = reinterpret_cast<T*>(a.dx) + cv * V;
     if (active) {
         const int64_t by = blockDim.y;
         for (int64_t r = begin + threadIdx.y; r < end; r += kFlight * by) {
@@ -415,6 +504,9 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
                     unpack(px[j].pack(), xv);
                     unpack(pd[j].pack(), dv);
                     acc.push_row(dv, xv, mean);
+                    if constexpr (DX)
+                        store_pack<T, V>(dx + (r + j * by) * a.c,
+                                         apply_pack<T, V, V, false>(pd[j].pack(), pd[j].pack(), kdx));
                 }
             } else {
                 // The rows in flight form groups of kUnroll rows of the compensated Welford
@@ -485,20 +577,12 @@ template <typename P> __device__ __forceinline__ void finalize_fwd(const WnBatch
     if (a.count == 0) return;  // the whole grid (a counter bump only)
     float* coef = reinterpret_cast<float*>(a.coef);
     const int64_t stride = a.coef_stride;
-    ChannelStats st;
-    if (a.flags & WN_BN_BATCH_STATS) {
-        StatsAcc<1> w;
-        const bool head = merge_splits(w, reinterpret_cast<const float*>(a.partials), a.splits,
-                                       a.c, c, smem);
-        if (!head || c >= a.c) return;
-        st = finish_batch_stats<P>(a, c, w.mh[0], w.ml[0], w.m2[0], a.count,
-                                   running_factor(a.flags, a.momentum, a.counter));
-    } else {
-        if (threadIdx.y != 0 || c >= a.c) return;
-        st = ChannelStats{param<P>(a.running_mean, c, 0.0f), 0.0f,
-                          invstd_of(param<P>(a.running_var, c, 1.0f), a.eps)};
-        save_stats(a, c, st.mh, 0.0f, st.invstd);
-    }
+    StatsAcc<1> w;
+    const bool head =
+        merge_splits(w, reinterpret_cast<const float*>(a.partials), a.splits, a.c, c, smem);
+    if (!head || c >= a.c) return;
+    const ChannelStats st = finish_batch_stats<P>(a, c, w.mh[0], w.ml[0], w.m2[0], a.count,
+                                                  running_factor(a.flags, a.momentum, a.counter));
     const Coef k = fwd_coef<P>(a.gamma, a.beta, c, st);
     for (int j = 0; j < 4; ++j) coef[j * stride + c] = k.k[j];
 }
@@ -518,10 +602,12 @@ template <typename P> __device__ __forceinline__ void finalize_bwd(const WnBatch
         return;
     }
     const float ml = a.mean_lo != 0 ? reinterpret_cast<const float*>(a.mean_lo)[c] : 0.0f;
+    const bool frozen = (a.flags & WN_BN_FROZEN) != 0;
     const Coef k = bwd_coef<P>(a.gamma, a.dgamma, a.dbeta, c,
                                reinterpret_cast<const float*>(a.mean)[c], ml,
                                reinterpret_cast<const float*>(a.invstd)[c], sdy, sdx, a.count,
-                               (a.flags & WN_BN_FROZEN) != 0);
+                               frozen);
+    if (frozen) return;  // eval-mode backward: dx is the frozen-statistics apply's
     float* coef = reinterpret_cast<float*>(a.coef);
 #pragma unroll
     for (int j = 0; j < 4; ++j) coef[j * a.coef_stride + c] = k.k[j];
@@ -529,24 +615,69 @@ template <typename P> __device__ __forceinline__ void finalize_bwd(const WnBatch
 
 /* ---------------------------------------------------------------- elementwise passes */
 
-/** One output pack from the K coefficients of its channel(s) (CV = channels per pack). */
-template <typename T, int V, int CV, bool BWD>
-__device__ __forceinline__ Pack<T, V> apply_pack(const Pack<T, V>& px, const Pack<T, V>& pd,
-                                                 const float (&k)[4][CV]) {
-    Pack<T, V> out;
+/**
+ * Coefficient sources of the elementwise passes: `at(c)` gives channel c's four coefficients.
+ * WorkspaceCoef reads the arrays a finalize kernel wrote; FrozenCoef<P> computes them from the
+ * parameters and frozen statistics (eval: one launch, see WnBatchNormApplyArgs) with the same
+ * per-channel rules as the finalize (bn_finalize.cuh), so both give the same bits.
+ */
+struct WorkspaceCoef {
+    static constexpr bool kFrozen = false;
+    // Pointer and stride are read from the arguments (the parameter bank) at each use, not
+    // copied: copies held in registers took the f32 backward apply to spills on sm_120.
+    const WnBatchNormApplyArgs& a;
+    __device__ __forceinline__ explicit WorkspaceCoef(const WnBatchNormApplyArgs& args) : a(args) {}
+    __device__ __forceinline__ Coef at(int64_t c) const {
+        const float* coef = reinterpret_cast<const float*>(a.coef);
+        Coef k;
 #pragma unroll
-    for (int i = 0; i < V; ++i) {
-        const int j = CV == 1 ? 0 : i;
-        const float xv = to_float(px.v[i]);
-        float o;
-        if constexpr (BWD) {
-            o = fmaf(k[0][j], to_float(pd.v[i]), fmaf(k[1][j], xv - k[2][j], k[3][j]));
-        } else {
-            o = fmaf((xv - k[0][j]) - k[1][j], k[2][j], k[3][j]);
-        }
-        out.v[i] = from_float<T>(o);
+        for (int t = 0; t < 4; ++t) k.k[t] = coef[t * a.coef_stride + c];
+        return k;
     }
-    return out;
+    /** Channels c1 and c2 at once, their loads interleaved (the vecodd pass's two channels). */
+    __device__ __forceinline__ void at2(int64_t c1, int64_t c2, Coef& k1, Coef& k2) const {
+        const float* coef = reinterpret_cast<const float*>(a.coef);
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+            k1.k[t] = coef[t * a.coef_stride + c1];
+            k2.k[t] = coef[t * a.coef_stride + c2];
+        }
+    }
+};
+
+template <typename P> struct FrozenCoef {
+    static constexpr bool kFrozen = true;
+    const WnBatchNormApplyArgs& a;
+    __device__ __forceinline__ explicit FrozenCoef(const WnBatchNormApplyArgs& args) : a(args) {}
+    __device__ __forceinline__ ChannelStats stats(int64_t c) const {
+        return frozen_stats<P>(a.running_mean, a.running_var, a.invstd, c, a.eps);
+    }
+    __device__ __forceinline__ Coef at(int64_t c) const {
+        return fwd_coef<P>(a.gamma, a.beta, c, stats(c));
+    }
+    __device__ __forceinline__ void at2(int64_t c1, int64_t c2, Coef& k1, Coef& k2) const {
+        k1 = at(c1);
+        k2 = at(c2);
+    }
+};
+
+/**
+ * The frozen-statistics kernels write save_mean / save_mean_lo / save_invstd (each when not
+ * 0): the grid's threads in their linear order take consecutive channels (coalesced).
+ */
+template <class Src> __device__ __forceinline__ void save_frozen(const WnBatchNormApplyArgs& a) {
+    if constexpr (Src::kFrozen) {
+        if (a.save_mean == 0 && a.save_mean_lo == 0 && a.save_invstd == 0) return;
+        const Src src(a);
+        const int64_t per_block = static_cast<int64_t>(blockDim.x) * blockDim.y;
+        const int64_t threads = per_block * gridDim.x * gridDim.y;
+        const int64_t block = static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x;
+        for (int64_t c = block * per_block + threadIdx.y * blockDim.x + threadIdx.x; c < a.c;
+             c += threads) {
+            const ChannelStats st = src.stats(c);
+            save_stats(a, c, st.mh, st.ml, st.invstd);
+        }
+    }
 }
 
 /**
@@ -554,9 +685,10 @@ __device__ __forceinline__ Pack<T, V> apply_pack(const Pack<T, V>& px, const Pac
  * is (p / (S / V)) % C, tracked incrementally (one 64-bit division per thread). kUnroll packs
  * are loaded before any is computed.
  */
-template <typename T, int V, bool BWD>
+template <typename T, int V, bool BWD, class Src = WorkspaceCoef>
 __device__ __forceinline__ void apply_nchw(const WnBatchNormApplyArgs& a) {
     bump(a.counter_bump);
+    save_frozen<Src>(a);
     const int64_t total = a.n * a.c * a.s / V;
     const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
     int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -568,7 +700,7 @@ __device__ __forceinline__ void apply_nchw(const WnBatchNormApplyArgs& a) {
     const int64_t sq = stride / inner;
     const int64_t sr = stride - sq * inner;
     const int64_t sc = sq % a.c;
-    const float* coef = reinterpret_cast<const float*>(a.coef);
+    const Src src(a);
     const T* x = reinterpret_cast<const T*>(a.x);
     const T* dy = reinterpret_cast<const T*>(a.dy);
     T* out = reinterpret_cast<T*>(a.out);
@@ -591,9 +723,10 @@ __device__ __forceinline__ void apply_nchw(const WnBatchNormApplyArgs& a) {
 #pragma unroll
         for (int j = 0; j < kUnroll; ++j) {
             if (p + j * stride >= total) break;
+            const Coef kc = src.at(chs[j]);
             float k[4][1];
 #pragma unroll
-            for (int t = 0; t < 4; ++t) k[t][0] = coef[t * a.coef_stride + chs[j]];
+            for (int t = 0; t < 4; ++t) k[t][0] = kc.k[t];
             store_pack<T, V>(out + (p + j * stride) * V, apply_pack<T, V, 1, BWD>(px[j].pack(), pd[j].pack(), k));
         }
     }
@@ -608,12 +741,13 @@ __device__ __forceinline__ void apply_nchw(const WnBatchNormApplyArgs& a) {
  * incrementally (one 64-bit division per thread). The tensor's last pack, when
  * N * C * S % V != 0, is moved element by element.
  */
-template <typename T, int V, bool BWD>
+template <typename T, int V, bool BWD, class Src = WorkspaceCoef>
 __device__ __forceinline__ void apply_nchw_odd(const WnBatchNormApplyArgs& a) {
     // 16-bit types: 2 packs in flight (not kUnroll): the two channels' coefficients per pack
     // took the bf16 kernel to 94 registers with 4 (2 blocks of 256 threads per SM).
     constexpr int kOddUnroll = sizeof(T) == 4 ? kUnroll : 2;
     bump(a.counter_bump);
+    save_frozen<Src>(a);
     const int64_t numel = a.n * a.c * a.s;
     const int64_t total = (numel + V - 1) / V;
     const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -626,7 +760,7 @@ __device__ __forceinline__ void apply_nchw_odd(const WnBatchNormApplyArgs& a) {
     const int64_t sq = se / a.s;
     const int64_t sr = se - sq * a.s;
     const int64_t sc = sq % a.c;
-    const float* coef = reinterpret_cast<const float*>(a.coef);
+    const Src src(a);
     const T* x = reinterpret_cast<const T*>(a.x);
     const T* dy = reinterpret_cast<const T*>(a.dy);
     T* out = reinterpret_cast<T*>(a.out);
@@ -659,16 +793,13 @@ __device__ __forceinline__ void apply_nchw_odd(const WnBatchNormApplyArgs& a) {
         for (int j = 0; j < kOddUnroll; ++j) {
             if (p + j * stride >= total) break;
             const int64_t ch2 = chs[j] + 1 == a.c ? 0 : chs[j] + 1;
-            float ka[4], kb[4], k[4][V];
-#pragma unroll
-            for (int t = 0; t < 4; ++t) {
-                ka[t] = coef[t * a.coef_stride + chs[j]];
-                kb[t] = coef[t * a.coef_stride + ch2];
-            }
+            Coef ka, kb;
+            src.at2(chs[j], ch2, ka, kb);
+            float k[4][V];
 #pragma unroll
             for (int t = 0; t < 4; ++t) {
 #pragma unroll
-                for (int i = 0; i < V; ++i) k[t][i] = i < split[j] ? ka[t] : kb[t];
+                for (int i = 0; i < V; ++i) k[t][i] = i < split[j] ? ka.k[t] : kb.k[t];
             }
             store_pack_in<T, V>(out, (p + j * stride) * V, numel,
                                 apply_pack<T, V, V, BWD>(px[j], pd[j], k));
@@ -681,16 +812,22 @@ __device__ __forceinline__ void apply_nchw_odd(const WnBatchNormApplyArgs& a) {
  * (x, y) owns channels ((blockIdx.x * bx + x) * V, + V), loads their coefficients once, and
  * walks rows blockIdx.y * by + y in steps of gridDim.y * by, kUnroll rows in flight.
  */
-template <typename T, int V, bool BWD>
+template <typename T, int V, bool BWD, class Src = WorkspaceCoef>
 __device__ __forceinline__ void apply_nhwc(const WnBatchNormApplyArgs& a) {
     bump(a.counter_bump);
+    save_frozen<Src>(a);
     const int64_t cv = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     const int64_t c0 = static_cast<int64_t>(blockIdx.x) * blockDim.x * V;
     const int valid = static_cast<int>(min(static_cast<int64_t>(blockDim.x) * V, a.c - c0));
-    const float* coef = reinterpret_cast<const float*>(a.coef);
     float k[4][V];
+    if constexpr (Src::kFrozen) {
+        const Src src(a);
+        block_coef_row<V>([&](int64_t ch) { return src.at(ch); }, c0, valid, k);
+    } else {
+        const float* coef = reinterpret_cast<const float*>(a.coef);
 #pragma unroll
-    for (int t = 0; t < 4; ++t) warp_load_row<V>(coef + t * a.coef_stride + c0, valid, k[t]);
+        for (int t = 0; t < 4; ++t) warp_load_row<V>(coef + t * a.coef_stride + c0, valid, k[t]);
+    }
     if (cv * V >= a.c) return;
     const int64_t rows = a.n * a.s;
     const int64_t step = static_cast<int64_t>(gridDim.y) * blockDim.y;
@@ -1131,9 +1268,19 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
 }  // namespace warpnorm
 
 #define WN_BN_LAUNCH_BOUNDS __launch_bounds__(256)
+/* Resident blocks asked of ptxas where its own choice spilled: the backward vecodd pass spilled
+ * 4 bytes at 80 registers on sm_100 (2 blocks: 99 registers there, as before the ABI grew the
+ * eval fields); the nchw vec backward pass 20 bytes at 64 registers on sm_120 (3 blocks: up
+ * to 80; 72 to 80 on sm_90 and sm_120); the eval passes' scalar variant, with its per-element
+ * 1 / sqrt(var + eps), 8 bytes at the 40 registers ptxas aimed for on sm_120 (4 blocks: up
+ * to 64). minBlocks 1 would let ptxas take what it likes, 142 registers for the backward
+ * vecodd pass on sm_100: one block per SM. */
+#define WN_BN_BOUNDS_2 __launch_bounds__(256, 2)
+#define WN_BN_BOUNDS_3 __launch_bounds__(256, 3)
+#define WN_BN_BOUNDS_4 __launch_bounds__(256, 4)
 
 /* Entry points of one activation type, layout and access variant. */
-#define WN_BN_ACT(T, TN, LAYOUT, NHWC, ACCESS, V)                                                  \
+#define WN_BN_ACT(T, TN, LAYOUT, NHWC, ACCESS, V, BWD_APPLY_BOUNDS)                                \
     extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
         warpnorm_batch_norm_fwd_##TN##_stats_##LAYOUT##_##ACCESS(const WnBatchNormReduceArgs a) { \
         if constexpr (NHWC) warpnorm::bn::reduce_nhwc<T, V, false>(a);                           \
@@ -1149,7 +1296,7 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
         if constexpr (NHWC) warpnorm::bn::apply_nhwc<T, V, false>(a);                            \
         else warpnorm::bn::apply_nchw<T, V, false>(a);                                            \
     }                                                                                              \
-    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+    extern "C" __global__ void BWD_APPLY_BOUNDS                                                    \
         warpnorm_batch_norm_bwd_##TN##_apply_##LAYOUT##_##ACCESS(const WnBatchNormApplyArgs a) {  \
         if constexpr (NHWC) warpnorm::bn::apply_nhwc<T, V, true>(a);                             \
         else warpnorm::bn::apply_nchw<T, V, true>(a);                                             \
@@ -1169,17 +1316,17 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
         warpnorm_batch_norm_fwd_##TN##_apply_nchw_vecodd(const WnBatchNormApplyArgs a) {          \
         warpnorm::bn::apply_nchw_odd<T, warpnorm::kVec<T>, false>(a);                             \
     }                                                                                              \
-    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+    extern "C" __global__ void WN_BN_BOUNDS_2                                                      \
         warpnorm_batch_norm_bwd_##TN##_apply_nchw_vecodd(const WnBatchNormApplyArgs a) {          \
         warpnorm::bn::apply_nchw_odd<T, warpnorm::kVec<T>, true>(a);                              \
     }
 
 #define WN_BN_ACT_ALL(T, TN)                                       \
     WN_BN_ACT_ODD(T, TN)                                           \
-    WN_BN_ACT(T, TN, nchw, false, vec, warpnorm::kVec<T>)          \
-    WN_BN_ACT(T, TN, nchw, false, scalar, 1)                       \
-    WN_BN_ACT(T, TN, nhwc, true, vec, warpnorm::kVec<T>)           \
-    WN_BN_ACT(T, TN, nhwc, true, scalar, 1)
+    WN_BN_ACT(T, TN, nchw, false, vec, warpnorm::kVec<T>, WN_BN_BOUNDS_3)          \
+    WN_BN_ACT(T, TN, nchw, false, scalar, 1, WN_BN_LAUNCH_BOUNDS)                  \
+    WN_BN_ACT(T, TN, nhwc, true, vec, warpnorm::kVec<T>, WN_BN_LAUNCH_BOUNDS)      \
+    WN_BN_ACT(T, TN, nhwc, true, scalar, 1, WN_BN_LAUNCH_BOUNDS)
 
 /* Entry points of one parameter type. */
 #define WN_BN_PARAM(P, PN)                                                                        \
@@ -1198,6 +1345,39 @@ WN_BN_ACT_ALL(__nv_bfloat16, bf16)
 WN_BN_PARAM(float, f32)
 WN_BN_PARAM(__half, f16)
 WN_BN_PARAM(__nv_bfloat16, bf16)
+
+/* Frozen-statistics elementwise pass (eval forward in one launch; eval-mode backward's dx) of
+ * one activation and parameter type, every layout and access variant. */
+
+#define WN_BN_EVAL_ONE(T, TN, P, PN, LAYOUT, ACCESS, FN, V, BOUNDS)                                \
+    extern "C" __global__ void BOUNDS                                                              \
+        warpnorm_batch_norm_fwd_##TN##_##PN##params_eval_apply_##LAYOUT##_##ACCESS(                \
+            const WnBatchNormApplyArgs a) {                                                        \
+        warpnorm::bn::FN<T, V, false, warpnorm::bn::FrozenCoef<P>>(a);                             \
+    }
+
+#define WN_BN_EVAL_APPLY(T, TN, P, PN)                                                   \
+    WN_BN_EVAL_ONE(T, TN, P, PN, nchw, vec, apply_nchw, warpnorm::kVec<T>, WN_BN_LAUNCH_BOUNDS)           \
+    WN_BN_EVAL_ONE(T, TN, P, PN, nchw, vecodd, apply_nchw_odd, warpnorm::kVec<T>, WN_BN_LAUNCH_BOUNDS)    \
+    WN_BN_EVAL_ONE(T, TN, P, PN, nchw, scalar, apply_nchw, 1, WN_BN_BOUNDS_4)                             \
+    WN_BN_EVAL_ONE(T, TN, P, PN, nhwc, vec, apply_nhwc, warpnorm::kVec<T>, WN_BN_LAUNCH_BOUNDS)           \
+    WN_BN_EVAL_ONE(T, TN, P, PN, nhwc, scalar, apply_nhwc, 1, WN_BN_BOUNDS_4)
+
+/* Eval-mode backward sums that also write dx = dy * gamma * invstd (vec and scalar; the vecodd
+ * shapes take the sums, the finalize and the eval apply). */
+#define WN_BN_EVAL_RED_ONE(T, TN, P, PN, LAYOUT, ACCESS, FN, V)                                    \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_bwd_##TN##_##PN##params_eval_reduce_##LAYOUT##_##ACCESS(               \
+            const WnBatchNormReduceArgs a) {                                                       \
+        warpnorm::bn::FN<T, V, true, P, true>(a);                                                  \
+    }
+
+#define WN_BN_EVAL(T, TN, P, PN)                                                         \
+    WN_BN_EVAL_APPLY(T, TN, P, PN)                                                       \
+    WN_BN_EVAL_RED_ONE(T, TN, P, PN, nchw, vec, reduce_nchw, warpnorm::kVec<T>)          \
+    WN_BN_EVAL_RED_ONE(T, TN, P, PN, nchw, scalar, reduce_nchw, 1)                       \
+    WN_BN_EVAL_RED_ONE(T, TN, P, PN, nhwc, vec, reduce_nhwc, warpnorm::kVec<T>)          \
+    WN_BN_EVAL_RED_ONE(T, TN, P, PN, nhwc, scalar, reduce_nhwc, 1)
 
 /* Fused forward and backward entry points of one activation/parameter type pair. */
 /* The fused kernels hold a tile's coefficients and accumulators at once; minBlocks 1 lets
@@ -1234,8 +1414,13 @@ WN_BN_PARAM(__nv_bfloat16, bf16)
     WN_BN_FUSED_ONE(T, TN, P, PN, nhwc, true, vec, warpnorm::kVec<T>)              \
     WN_BN_FUSED_ONE(T, TN, P, PN, nhwc, true, scalar, 1)
 
-WN_BN_FUSED(float, f32, float, f32)
-WN_BN_FUSED(__half, f16, float, f32)
-WN_BN_FUSED(__nv_bfloat16, bf16, float, f32)
-WN_BN_FUSED(__half, f16, __half, f16)
-WN_BN_FUSED(__nv_bfloat16, bf16, __nv_bfloat16, bf16)
+/* Every kernel of one activation / parameter type pair: the fused tiers and the eval passes. */
+#define WN_BN_PAIR(T, TN, P, PN) \
+    WN_BN_FUSED(T, TN, P, PN)    \
+    WN_BN_EVAL(T, TN, P, PN)
+
+WN_BN_PAIR(float, f32, float, f32)
+WN_BN_PAIR(__half, f16, float, f32)
+WN_BN_PAIR(__nv_bfloat16, bf16, float, f32)
+WN_BN_PAIR(__half, f16, __half, f16)
+WN_BN_PAIR(__nv_bfloat16, bf16, __nv_bfloat16, bf16)

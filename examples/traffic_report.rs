@@ -330,6 +330,16 @@ fn batch_norm<T: Element + Default>(
         &t,
         None,
     );
+    let t = run(&mut s, &bn::plan_backward(&eval_desc, &bp, &props).unwrap());
+    row(
+        notes,
+        "BatchNorm eval bwd grads",
+        &shape,
+        &dt,
+        3.0 * s_ * n,
+        &t,
+        None,
+    );
 }
 
 fn main() {
@@ -342,9 +352,9 @@ fn main() {
     );
     println!(
         "min = the op's minimum DRAM bytes (LayerNorm fwd 2s, bwd 3s; BatchNorm train fwd 3s, \
-         train bwd 5s, eval fwd 2s per element, s = activation bytes). unique/min counts every \
-         32-byte sector touched once per launch (parameters, statistics and partial results \
-         included), summed over the plan's launches: a later launch that re-reads a sector \
+         train bwd 5s, eval fwd 2s, eval bwd with dgamma / dbeta 3s per element, s = activation \
+         bytes). unique/min counts every 32-byte sector touched once per launch (parameters, \
+         statistics and partial results included), summed over the plan's launches: a later launch that re-reads a sector \
          (BatchNorm's second sweep over x) pays for it again. One exception: the LayerNorm \
          backward's per-block partial rows (dgamma, dbeta: 8 bytes per column per block, rows \
          padded to 8 floats) are written by the main kernel and read back at once by the \

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch side of the warpnorm benchmarks: times torch.nn.functional.layer_norm (forward, and
 backward through autograd) and torch.nn.functional.batch_norm (training forward, backward,
-eval forward) on the SAME shapes and dtypes as the Rust benches, with the same method:
+eval forward, eval backward without and with the parameters' gradients) on the SAME shapes and dtypes as the Rust benches, with the same method:
 
 - shapes: copied from benches/layer_norm.rs (`main`) and benches/batch_norm.rs (`run`); keep
   them in sync with those files;
@@ -9,7 +9,7 @@ eval forward) on the SAME shapes and dtypes as the Rust benches, with the same m
   LayerNorm, 512 MiB for BatchNorm, as the benches), one warm-up call, median of 20 (the upper
   median, element 10 of the sorted 20, as the benches);
 - GB/s of the minimum traffic: LayerNorm fwd 2s bytes per element, bwd 3s; BatchNorm train fwd
-  3s, bwd 5s, eval 2s; s = the activation's element size; plus a device-to-device copy
+  3s, bwd 5s, eval fwd 2s, eval bwd 2s (3s with the gradients); s = the activation's element size; plus a device-to-device copy
   roofline of the same size as each bench's.
 
 Prints a table and one `RESULT {json}` line per result (the format of the Rust benches), and
@@ -286,8 +286,21 @@ def batch_norm_case(torch, F, device, timer, gen, copy_gbs, dims, xd, layout, re
     t_b = timer.time(bwd)
     del y, bwd
     t_e = timer.time(eval_fwd)
+    # Eval-mode backward (running statistics): dx alone, and with the parameters' gradients.
+    ye = F.batch_norm(xg, rm, rv, wg, bg, False, MOMENTUM, EPS)
+
+    def eval_bwd():
+        torch.autograd.grad(ye, (xg,), dy, retain_graph=True)
+
+    def eval_bwd_grads():
+        torch.autograd.grad(ye, (xg, wg, bg), dy, retain_graph=True)
+
+    t_eb = timer.time(eval_bwd)
+    t_ebg = timer.time(eval_bwd_grads)
+    del ye
     s = x.element_size()
-    for op, ms, k in [("train_fwd", t_f, 3.0), ("train_bwd", t_b, 5.0), ("eval_fwd", t_e, 2.0)]:
+    for op, ms, k in [("train_fwd", t_f, 3.0), ("train_bwd", t_b, 5.0), ("eval_fwd", t_e, 2.0),
+                      ("eval_bwd", t_eb, 2.0), ("eval_bwd_grads", t_ebg, 3.0)]:
         nbytes = k * s * n
         rate = gbs(nbytes, ms)
         print(f"{label} {op.replace('_', ' '):<10} {ms * 1e3:>9.1f} us {rate:>8.1f} GB/s "

@@ -15,8 +15,6 @@
 #ifndef WARPNORM_ABI_BATCH_NORM_H
 #define WARPNORM_ABI_BATCH_NORM_H
 
-/** finalize flag: normalize with the batch statistics (training, or no running stats). */
-#define WN_BN_BATCH_STATS 1u
 /** finalize flag: momentum None - running stats use 1 / (num_batches_tracked + 1). */
 #define WN_BN_CUMULATIVE 2u
 /** backward finalize flag: frozen statistics (eval-mode backward: dx = dy * gamma * invstd). */
@@ -29,12 +27,19 @@
  * The forward statistics read x and accumulate a compensated Welford partial (the mean as a
  * (hi, lo) pair, cuda/common/welford.cuh). The backward sums read x, dy and the saved mean
  * (C floats) and sum dy * (x - mean); the finalize applies the mean's lo part.
+ * The eval-mode backward's sums (`..._bwd_<T>_<P>params_eval_reduce_*`, vec and scalar) also
+ * write dx = dy * gamma * invstd (`gamma` of type P, 1 when 0; `invstd` the saved C floats)
+ * with the bits of the eval apply; `dx` may equal `dy`. The other kernels ignore dx, gamma
+ * and invstd.
  */
 typedef struct WnBatchNormReduceArgs {
     wn_devptr x;
     wn_devptr dy;
     wn_devptr mean;
     wn_devptr partials;
+    wn_devptr dx;
+    wn_devptr gamma;
+    wn_devptr invstd;
     int64_t n;
     int64_t c;
     int64_t s;
@@ -44,12 +49,12 @@ typedef struct WnBatchNormReduceArgs {
 /**
  * Forward finalize (`..._fwd_<P>params_finalize`): block (bx, by) with bx = C rounded up to a
  * power of two, at most 8; thread (x, y) merges the splits y, y + by, ... of channel
- * blockIdx.x * bx + x, then the rows are merged in a fixed order. With
- * WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and
- * biased variance and (when running_mean is not 0) updates the running statistics with the
- * unbiased variance; otherwise it reads the running statistics. It writes save_mean (the
- * mean rounded to f32), save_mean_lo (its rounding error: the mean is save_mean + save_mean_lo;
- * 0 in eval) and save_invstd (each when not 0), and the coefficient arrays 0..3 (of coef_stride
+ * blockIdx.x * bx + x, then the rows are merged in a fixed order. It merges `splits` partials
+ * in a fixed order into the batch mean and biased variance and (when running_mean is not 0)
+ * updates the running statistics with the unbiased variance (training; eval forward is one
+ * `..._params_eval_apply_*` launch). It writes save_mean (the mean rounded to f32),
+ * save_mean_lo (its rounding error: the mean is save_mean + save_mean_lo) and save_invstd
+ * (each when not 0), and the coefficient arrays 0..3 (of coef_stride
  * floats each) at channel c: save_mean, save_mean_lo, gamma * invstd, beta.
  * `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented
  * once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens.
@@ -81,8 +86,9 @@ typedef struct WnBatchNormFinalizeArgs {
  * partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and
  * dbeta = sum(dy) (when not 0), and the dx coefficients: training, arrays 0..3 at channel c =
  * a, b, mean, d with dx = a * dy + b * (x - mean) + d (mean = `mean` + `mean_lo`, the forward's
- * saved pair; `mean_lo` 0 = zeros; d includes -b * mean_lo); WN_BN_FROZEN, the forward layout, arrays 0..3 =
- * 0, 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel).
+ * saved pair; `mean_lo` 0 = zeros; d includes -b * mean_lo); WN_BN_FROZEN (eval-mode backward:
+ * dgamma and dbeta only, the coefficients are not written; dx = dy * gamma * invstd is the
+ * frozen-statistics apply kernel's, see WnBatchNormApplyArgs).
  */
 typedef struct WnBatchNormBwdFinalizeArgs {
     wn_devptr partials;
@@ -104,8 +110,19 @@ typedef struct WnBatchNormBwdFinalizeArgs {
 /**
  * Elementwise passes over the whole tensor (`..._fwd_<T>_apply_*`:
  * y = ((x - coef0) - coef1) * coef2 + coef3; `..._bwd_<T>_apply_*`: dx = coef0 * dy + coef1 * (x - coef2) + coef3), grid-stride
- * over packs of V elements. `counter_bump` (when not 0) is incremented once by thread 0 of
+ * over packs of V elements, the coefficients read from the workspace (`coef`, written by a
+ * finalize kernel). `counter_bump` (when not 0) is incremented once by thread 0 of
  * block 0 (after the finalize kernel has read it).
+ *
+ * Frozen statistics (`..._fwd_<T>_<P>params_eval_apply_*`, one launch, no workspace): the
+ * forward coefficients of every channel come from the parameters themselves: mean =
+ * running_mean (0 when 0), invstd = `invstd` (C floats) when not 0, else
+ * 1 / sqrt(running_var + eps), scale = gamma * invstd (gamma 1 when 0), shift = beta (0 when
+ * 0); y = (x - mean) * scale + shift. Eval forward passes the running statistics; eval-mode
+ * backward passes dy as x, gamma and the saved invstd (dx = dy * gamma * invstd). The kernel
+ * also writes save_mean = mean, save_mean_lo = 0 and save_invstd = invstd (each when not 0).
+ * `coef`, `coef_stride` and `counter_bump` are unused there; the workspace kernels ignore the
+ * parameter fields.
  */
 typedef struct WnBatchNormApplyArgs {
     wn_devptr x;
@@ -113,10 +130,20 @@ typedef struct WnBatchNormApplyArgs {
     wn_devptr out;
     wn_devptr coef;
     wn_devptr counter_bump;
+    wn_devptr gamma;
+    wn_devptr beta;
+    wn_devptr running_mean;
+    wn_devptr running_var;
+    wn_devptr invstd;
+    wn_devptr save_mean;
+    wn_devptr save_mean_lo;
+    wn_devptr save_invstd;
     int64_t n;
     int64_t c;
     int64_t s;
     int64_t coef_stride;
+    float eps;
+    uint32_t _pad;
 } WnBatchNormApplyArgs;
 
 /**

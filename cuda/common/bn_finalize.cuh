@@ -23,7 +23,9 @@
  *   k1 = -k0 * invstd^2 * sum(dy * (x - mean)) / count, k2 = save_mean,
  *   k3 = -k0 * sum(dy) / count - k1 * save_mean_lo; the sums are taken against save_mean and
  *   sum(dy * (x - mean)) = sum(dy * (x - save_mean)) - save_mean_lo * sum(dy).
- *   Frozen statistics (eval-mode backward) use the forward coefficients (0, 0, gamma * invstd, 0).
+ * - Frozen statistics (eval): mean = running_mean, invstd = 1 / sqrt(running_var + eps) (or
+ *   the saved invstd, eval-mode backward), the forward coefficients from them; eval-mode
+ *   backward is dx = dy * gamma * invstd, the same coefficients with mean 0 and beta 0.
  */
 #pragma once
 
@@ -95,6 +97,18 @@ __device__ __forceinline__ ChannelStats finish_batch_stats(const Args& a, int64_
     return ChannelStats{mean, lo, invstd};
 }
 
+/**
+ * Frozen statistics of channel c (eval): mean = running_mean (0 when 0), lo 0, invstd =
+ * `invstd` (f32) when not 0, else 1 / sqrt(running_var + eps) (running_var 1 when 0).
+ */
+template <typename P>
+__device__ __forceinline__ ChannelStats frozen_stats(wn_devptr running_mean, wn_devptr running_var,
+                                                     wn_devptr invstd, int64_t c, float eps) {
+    const float is = invstd != 0 ? reinterpret_cast<const float*>(invstd)[c]
+                                 : invstd_of(param<P>(running_var, c, 1.0f), eps);
+    return ChannelStats{param<P>(running_mean, c, 0.0f), 0.0f, is};
+}
+
 /** Per-channel coefficients k[0..3] of an elementwise pass (see the header). */
 struct Coef {
     float k[4];
@@ -111,8 +125,8 @@ __device__ __forceinline__ Coef fwd_coef(wn_devptr gamma, wn_devptr beta, int64_
  * Backward of channel c from its sums sdy = sum(dy), sdx_hi = sum(dy * (x - mh)) over `count`
  * values, mean = mh + ml: sum(dy * (x - mean)) = sdx_hi - ml * sdy (x - mh is exact or nearly
  * so where the lo part matters, so this is as accurate as centring each x on the pair). Writes
- * dgamma / dbeta (when not 0) and returns the dx coefficients (frozen: the forward layout
- * (0, 0, gamma * invstd, 0)). The mean's lo part enters dx through k3:
+ * dgamma / dbeta (when not 0) and returns the dx coefficients (frozen: none; dx is the
+ * frozen-statistics apply's). The mean's lo part enters dx through k3:
  * k1 * (x - mean) = k1 * (x - mh) - k1 * ml.
  */
 template <typename P>
@@ -122,8 +136,8 @@ __device__ __forceinline__ Coef bwd_coef(wn_devptr gamma, wn_devptr dgamma, wn_d
     const float sdx = fmaf(-ml, sdy, sdx_hi);
     if (dgamma != 0) reinterpret_cast<P*>(dgamma)[c] = from_float<P>(sdx * invstd);
     if (dbeta != 0) reinterpret_cast<P*>(dbeta)[c] = from_float<P>(sdy);
+    if (frozen) return Coef{{0.0f, 0.0f, 0.0f, 0.0f}};
     const float k = param<P>(gamma, c, 1.0f) * invstd;
-    if (frozen) return Coef{{0.0f, 0.0f, k, 0.0f}};
     const float n = static_cast<float>(count);
     const float k1 = -k * invstd * invstd * (sdx / n);
     return Coef{{k, k1, mh, fmaf(-k1, ml, -k * (sdy / n))}};

@@ -27,8 +27,12 @@ pub enum Op {
     BnTrainBwd,
     /// BatchNorm eval forward (an apply pass with the running statistics).
     BnEvalFwd,
-    /// BatchNorm eval backward (dx = dy * gamma * invstd: an apply pass).
+    /// BatchNorm eval backward (dx = dy * gamma * invstd: an apply pass), without the
+    /// parameters' gradients.
     BnEvalBwd,
+    /// BatchNorm eval backward with dgamma and dbeta: x is read too (dgamma = sum(dy * (x -
+    /// mean)) * invstd), so the minimum is 3 bytes per element of the activation size.
+    BnEvalBwdGrads,
     /// Device-to-device copy (the roofline itself).
     Copy,
     /// RMSNorm forward (with a weight).
@@ -61,6 +65,7 @@ impl Op {
             Op::BnTrainBwd => "BatchNorm-train-bwd",
             Op::BnEvalFwd => "BatchNorm-eval-fwd",
             Op::BnEvalBwd => "BatchNorm-eval-bwd",
+            Op::BnEvalBwdGrads => "BatchNorm-eval-bwd-grads",
             Op::Copy => "copy",
             Op::RmsFwd => "RMSNorm-fwd",
             Op::RmsBwd => "RMSNorm-bwd",
@@ -81,7 +86,7 @@ impl Op {
     pub fn min_bytes_factor(self) -> f64 {
         match self {
             Op::LnFwd | Op::RmsFwd | Op::BnEvalFwd | Op::BnEvalBwd | Op::Copy => 2.0,
-            Op::LnBwd | Op::RmsBwd | Op::BnTrainFwd => 3.0,
+            Op::LnBwd | Op::RmsBwd | Op::BnTrainFwd | Op::BnEvalBwdGrads => 3.0,
             Op::LnResFwd
             | Op::RmsResFwd
             | Op::LnResBwd
@@ -95,7 +100,8 @@ impl Op {
     /// The budget (fraction of the copy roofline) issue 11 sets: 90% for LayerNorm forward and
     /// BatchNorm eval/apply passes, 85% for LayerNorm backward and BatchNorm training; RMSNorm
     /// and the fused residual forwards (issue 17) as the LayerNorm forward, the fused residual
-    /// backwards as the LayerNorm backward.
+    /// backwards as the LayerNorm backward; the eval backward with the parameters' gradients
+    /// (a reduction over x and dy, as in training) as BatchNorm training.
     pub fn budget(self) -> Option<f64> {
         match self {
             Op::LnFwd
@@ -111,7 +117,8 @@ impl Op {
             | Op::LnResBwdBias
             | Op::RmsResBwdBias
             | Op::BnTrainFwd
-            | Op::BnTrainBwd => Some(0.85),
+            | Op::BnTrainBwd
+            | Op::BnEvalBwdGrads => Some(0.85),
             Op::Copy => None,
         }
     }
@@ -286,9 +293,15 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
         if k.contains("_stats_") {
             return t(ns, 0.0);
         }
+        // The eval-mode backward sums also write dx.
+        if k.contains("_eval_reduce_") {
+            return t(2.0 * ns, ns);
+        }
         if k.contains("_reduce_") {
             return t(2.0 * ns, 0.0);
         }
+        // The eval apply (`..._params_eval_apply_*`) is a forward pass, also for the eval
+        // backward (dy in, dx out).
         if k.contains("_fused_") || k.contains("_apply_") {
             return if fwd { t(ns, ns) } else { t(2.0 * ns, ns) };
         }
@@ -666,6 +679,23 @@ fn batch_norm(
         )?,
         case(
             Op::BnEvalBwd,
+            shape.clone(),
+            d.clone(),
+            (n, s),
+            bn::plan_backward(
+                &eval,
+                &bn::BackwardPtrs {
+                    dgamma: None,
+                    dbeta: None,
+                    ..bp
+                },
+                props,
+            )
+            .map_err(e)?,
+            (0.0, 0.0),
+        )?,
+        case(
+            Op::BnEvalBwdGrads,
             shape,
             d,
             (n, s),

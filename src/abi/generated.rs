@@ -16,7 +16,6 @@ pub const WN_LN_FINALIZE_COLS: u32 = 32;
 pub const WN_LN_FINALIZE_LANES: u32 = 8;
 pub const WN_LN_COLSUM_LANES: u32 = 32;
 pub const WN_LN_COLSUM_ROWS: u32 = 8;
-pub const WN_BN_BATCH_STATS: u32 = 1;
 pub const WN_BN_CUMULATIVE: u32 = 2;
 pub const WN_BN_FROZEN: u32 = 4;
 #[doc = " A device address (what cuMemAlloc returns), as a plain 64-bit integer."]
@@ -281,7 +280,7 @@ const _: () = {
     ["Offset of field: WnLayerNormColSumArgs::_pad"]
         [::core::mem::offset_of!(WnLayerNormColSumArgs, _pad) - 52usize];
 };
-#[doc = " Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).\n Grid (channel tiles, splits); split k covers reduction units k * chunk up to (k + 1) * chunk (exclusive)\n where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).\n The forward statistics read x and accumulate a compensated Welford partial (the mean as a\n (hi, lo) pair, cuda/common/welford.cuh). The backward sums read x, dy and the saved mean\n (C floats) and sum dy * (x - mean); the finalize applies the mean's lo part."]
+#[doc = " Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).\n Grid (channel tiles, splits); split k covers reduction units k * chunk up to (k + 1) * chunk (exclusive)\n where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).\n The forward statistics read x and accumulate a compensated Welford partial (the mean as a\n (hi, lo) pair, cuda/common/welford.cuh). The backward sums read x, dy and the saved mean\n (C floats) and sum dy * (x - mean); the finalize applies the mean's lo part.\n The eval-mode backward's sums (`..._bwd_<T>_<P>params_eval_reduce_*`, vec and scalar) also\n write dx = dy * gamma * invstd (`gamma` of type P, 1 when 0; `invstd` the saved C floats)\n with the bits of the eval apply; `dx` may equal `dy`. The other kernels ignore dx, gamma\n and invstd."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormReduceArgs {
@@ -289,6 +288,9 @@ pub struct WnBatchNormReduceArgs {
     pub dy: wn_devptr,
     pub mean: wn_devptr,
     pub partials: wn_devptr,
+    pub dx: wn_devptr,
+    pub gamma: wn_devptr,
+    pub invstd: wn_devptr,
     pub n: i64,
     pub c: i64,
     pub s: i64,
@@ -296,7 +298,7 @@ pub struct WnBatchNormReduceArgs {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of WnBatchNormReduceArgs"][::core::mem::size_of::<WnBatchNormReduceArgs>() - 64usize];
+    ["Size of WnBatchNormReduceArgs"][::core::mem::size_of::<WnBatchNormReduceArgs>() - 88usize];
     ["Alignment of WnBatchNormReduceArgs"]
         [::core::mem::align_of::<WnBatchNormReduceArgs>() - 8usize];
     ["Offset of field: WnBatchNormReduceArgs::x"]
@@ -307,16 +309,22 @@ const _: () = {
         [::core::mem::offset_of!(WnBatchNormReduceArgs, mean) - 16usize];
     ["Offset of field: WnBatchNormReduceArgs::partials"]
         [::core::mem::offset_of!(WnBatchNormReduceArgs, partials) - 24usize];
+    ["Offset of field: WnBatchNormReduceArgs::dx"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, dx) - 32usize];
+    ["Offset of field: WnBatchNormReduceArgs::gamma"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, gamma) - 40usize];
+    ["Offset of field: WnBatchNormReduceArgs::invstd"]
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, invstd) - 48usize];
     ["Offset of field: WnBatchNormReduceArgs::n"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, n) - 32usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, n) - 56usize];
     ["Offset of field: WnBatchNormReduceArgs::c"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, c) - 40usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, c) - 64usize];
     ["Offset of field: WnBatchNormReduceArgs::s"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, s) - 48usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, s) - 72usize];
     ["Offset of field: WnBatchNormReduceArgs::chunk"]
-        [::core::mem::offset_of!(WnBatchNormReduceArgs, chunk) - 56usize];
+        [::core::mem::offset_of!(WnBatchNormReduceArgs, chunk) - 80usize];
 };
-#[doc = " Forward finalize (`..._fwd_<P>params_finalize`): block (bx, by) with bx = C rounded up to a\n power of two, at most 8; thread (x, y) merges the splits y, y + by, ... of channel\n blockIdx.x * bx + x, then the rows are merged in a fixed order. With\n WN_BN_BATCH_STATS it merges `splits` partials in a fixed order into the batch mean and\n biased variance and (when running_mean is not 0) updates the running statistics with the\n unbiased variance; otherwise it reads the running statistics. It writes save_mean (the\n mean rounded to f32), save_mean_lo (its rounding error: the mean is save_mean + save_mean_lo;\n 0 in eval) and save_invstd (each when not 0), and the coefficient arrays 0..3 (of coef_stride\n floats each) at channel c: save_mean, save_mean_lo, gamma * invstd, beta.\n `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented\n once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens."]
+#[doc = " Forward finalize (`..._fwd_<P>params_finalize`): block (bx, by) with bx = C rounded up to a\n power of two, at most 8; thread (x, y) merges the splits y, y + by, ... of channel\n blockIdx.x * bx + x, then the rows are merged in a fixed order. It merges `splits` partials\n in a fixed order into the batch mean and biased variance and (when running_mean is not 0)\n updates the running statistics with the unbiased variance (training; eval forward is one\n `..._params_eval_apply_*` launch). It writes save_mean (the mean rounded to f32),\n save_mean_lo (its rounding error: the mean is save_mean + save_mean_lo) and save_invstd\n (each when not 0), and the coefficient arrays 0..3 (of coef_stride\n floats each) at channel c: save_mean, save_mean_lo, gamma * invstd, beta.\n `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented\n once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormFinalizeArgs {
@@ -385,7 +393,7 @@ const _: () = {
     ["Offset of field: WnBatchNormFinalizeArgs::_pad"]
         [::core::mem::offset_of!(WnBatchNormFinalizeArgs, _pad) - 132usize];
 };
-#[doc = " Backward finalize (`..._bwd_<P>params_finalize`): threads as the forward finalize; merges `splits`\n partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and\n dbeta = sum(dy) (when not 0), and the dx coefficients: training, arrays 0..3 at channel c =\n a, b, mean, d with dx = a * dy + b * (x - mean) + d (mean = `mean` + `mean_lo`, the forward's\n saved pair; `mean_lo` 0 = zeros; d includes -b * mean_lo); WN_BN_FROZEN, the forward layout, arrays 0..3 =\n 0, 0, gamma * invstd, 0 (dx = dy * gamma * invstd through the forward apply kernel)."]
+#[doc = " Backward finalize (`..._bwd_<P>params_finalize`): threads as the forward finalize; merges `splits`\n partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and\n dbeta = sum(dy) (when not 0), and the dx coefficients: training, arrays 0..3 at channel c =\n a, b, mean, d with dx = a * dy + b * (x - mean) + d (mean = `mean` + `mean_lo`, the forward's\n saved pair; `mean_lo` 0 = zeros; d includes -b * mean_lo); WN_BN_FROZEN (eval-mode backward:\n dgamma and dbeta only, the coefficients are not written; dx = dy * gamma * invstd is the\n frozen-statistics apply kernel's, see WnBatchNormApplyArgs)."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormBwdFinalizeArgs {
@@ -439,7 +447,7 @@ const _: () = {
     ["Offset of field: WnBatchNormBwdFinalizeArgs::_pad"]
         [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, _pad) - 100usize];
 };
-#[doc = " Elementwise passes over the whole tensor (`..._fwd_<T>_apply_*`:\n y = ((x - coef0) - coef1) * coef2 + coef3; `..._bwd_<T>_apply_*`: dx = coef0 * dy + coef1 * (x - coef2) + coef3), grid-stride\n over packs of V elements. `counter_bump` (when not 0) is incremented once by thread 0 of\n block 0 (after the finalize kernel has read it)."]
+#[doc = " Elementwise passes over the whole tensor (`..._fwd_<T>_apply_*`:\n y = ((x - coef0) - coef1) * coef2 + coef3; `..._bwd_<T>_apply_*`: dx = coef0 * dy + coef1 * (x - coef2) + coef3), grid-stride\n over packs of V elements, the coefficients read from the workspace (`coef`, written by a\n finalize kernel). `counter_bump` (when not 0) is incremented once by thread 0 of\n block 0 (after the finalize kernel has read it).\n\n Frozen statistics (`..._fwd_<T>_<P>params_eval_apply_*`, one launch, no workspace): the\n forward coefficients of every channel come from the parameters themselves: mean =\n running_mean (0 when 0), invstd = `invstd` (C floats) when not 0, else\n 1 / sqrt(running_var + eps), scale = gamma * invstd (gamma 1 when 0), shift = beta (0 when\n 0); y = (x - mean) * scale + shift. Eval forward passes the running statistics; eval-mode\n backward passes dy as x, gamma and the saved invstd (dx = dy * gamma * invstd). The kernel\n also writes save_mean = mean, save_mean_lo = 0 and save_invstd = invstd (each when not 0).\n `coef`, `coef_stride` and `counter_bump` are unused there; the workspace kernels ignore the\n parameter fields."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormApplyArgs {
@@ -448,14 +456,24 @@ pub struct WnBatchNormApplyArgs {
     pub out: wn_devptr,
     pub coef: wn_devptr,
     pub counter_bump: wn_devptr,
+    pub gamma: wn_devptr,
+    pub beta: wn_devptr,
+    pub running_mean: wn_devptr,
+    pub running_var: wn_devptr,
+    pub invstd: wn_devptr,
+    pub save_mean: wn_devptr,
+    pub save_mean_lo: wn_devptr,
+    pub save_invstd: wn_devptr,
     pub n: i64,
     pub c: i64,
     pub s: i64,
     pub coef_stride: i64,
+    pub eps: f32,
+    pub _pad: u32,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of WnBatchNormApplyArgs"][::core::mem::size_of::<WnBatchNormApplyArgs>() - 72usize];
+    ["Size of WnBatchNormApplyArgs"][::core::mem::size_of::<WnBatchNormApplyArgs>() - 144usize];
     ["Alignment of WnBatchNormApplyArgs"][::core::mem::align_of::<WnBatchNormApplyArgs>() - 8usize];
     ["Offset of field: WnBatchNormApplyArgs::x"]
         [::core::mem::offset_of!(WnBatchNormApplyArgs, x) - 0usize];
@@ -467,14 +485,34 @@ const _: () = {
         [::core::mem::offset_of!(WnBatchNormApplyArgs, coef) - 24usize];
     ["Offset of field: WnBatchNormApplyArgs::counter_bump"]
         [::core::mem::offset_of!(WnBatchNormApplyArgs, counter_bump) - 32usize];
+    ["Offset of field: WnBatchNormApplyArgs::gamma"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, gamma) - 40usize];
+    ["Offset of field: WnBatchNormApplyArgs::beta"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, beta) - 48usize];
+    ["Offset of field: WnBatchNormApplyArgs::running_mean"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, running_mean) - 56usize];
+    ["Offset of field: WnBatchNormApplyArgs::running_var"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, running_var) - 64usize];
+    ["Offset of field: WnBatchNormApplyArgs::invstd"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, invstd) - 72usize];
+    ["Offset of field: WnBatchNormApplyArgs::save_mean"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, save_mean) - 80usize];
+    ["Offset of field: WnBatchNormApplyArgs::save_mean_lo"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, save_mean_lo) - 88usize];
+    ["Offset of field: WnBatchNormApplyArgs::save_invstd"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, save_invstd) - 96usize];
     ["Offset of field: WnBatchNormApplyArgs::n"]
-        [::core::mem::offset_of!(WnBatchNormApplyArgs, n) - 40usize];
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, n) - 104usize];
     ["Offset of field: WnBatchNormApplyArgs::c"]
-        [::core::mem::offset_of!(WnBatchNormApplyArgs, c) - 48usize];
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, c) - 112usize];
     ["Offset of field: WnBatchNormApplyArgs::s"]
-        [::core::mem::offset_of!(WnBatchNormApplyArgs, s) - 56usize];
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, s) - 120usize];
     ["Offset of field: WnBatchNormApplyArgs::coef_stride"]
-        [::core::mem::offset_of!(WnBatchNormApplyArgs, coef_stride) - 64usize];
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, coef_stride) - 128usize];
+    ["Offset of field: WnBatchNormApplyArgs::eps"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, eps) - 136usize];
+    ["Offset of field: WnBatchNormApplyArgs::_pad"]
+        [::core::mem::offset_of!(WnBatchNormApplyArgs, _pad) - 140usize];
 };
 #[doc = " Fused training forward for channel tiles that fit on chip\n (`..._fwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block\n reads x of its channels once into dynamic shared memory while accumulating the statistics,\n finalizes them (running statistics, save_mean / save_mean_lo / save_invstd, as the finalize\n kernel does)\n and writes y from shared memory. Traffic 2s per element. `counter` is only read\n (WN_BN_CUMULATIVE); the planner bumps it with a following launch."]
 #[repr(C)]

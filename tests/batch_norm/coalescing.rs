@@ -253,8 +253,9 @@ fn batch_norm_aligned_shapes_are_fully_coalesced() {
                 pair.add(&what, arch, bn::run_all(case, arch));
             }
         }
-        // Every tier ran: split statistics and sums, both finalizes, both applies (the eval
-        // backward uses the forward apply), the fused forward and backward, in both layouts.
+        // Every tier ran: split statistics and sums, both finalizes, both applies, the eval
+        // (frozen-statistics) apply of eval forward and eval-mode backward, the fused forward
+        // and backward, in both layouts.
         let mut want = vec![
             format!("warpnorm_batch_norm_fwd_{pt}params_finalize"),
             format!("warpnorm_batch_norm_bwd_{pt}params_finalize"),
@@ -262,6 +263,9 @@ fn batch_norm_aligned_shapes_are_fully_coalesced() {
         for l in ["nchw", "nhwc"] {
             want.push(format!("warpnorm_batch_norm_fwd_{dt}_stats_{l}_vec"));
             want.push(format!("warpnorm_batch_norm_bwd_{dt}_reduce_{l}_vec"));
+            want.push(format!(
+                "warpnorm_batch_norm_fwd_{dt}_{pt}params_eval_apply_{l}_vec"
+            ));
             for dir in ["fwd", "bwd"] {
                 want.push(format!("warpnorm_batch_norm_{dir}_{dt}_apply_{l}_vec"));
                 want.push(format!(

@@ -1,7 +1,10 @@
 //! Pure planner tests (no GPU, no simulator): tiers, variants, grids for H200 and SIM, the
 //! workspace, empty batches, and every rejected input with its error variant.
 
-use warpnorm::abi::{WnBatchNormFinalizeArgs, WnBatchNormReduceArgs};
+use warpnorm::abi::{
+    WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormFinalizeArgs,
+    WnBatchNormReduceArgs,
+};
 use warpnorm::batch_norm::{
     plan_backward, plan_forward, workspace_bytes, BackwardPtrs, BatchNormDesc, Direction,
     ForwardPtrs, Layout, Mode, Momentum,
@@ -268,27 +271,126 @@ fn sim_device_reaches_split_reductions_with_small_shapes() {
 fn eval_and_backward_plans() {
     let props = DeviceProps::H200;
     let d = desc(&[8, 64, 14, 14], Layout::Contiguous, DType::F32);
-    let p = plan_forward(&d.clone().with_mode(Mode::eval()), &fwd_ptrs(), &props).unwrap();
+    // Eval forward: one launch, the coefficients from the running statistics; it also saves
+    // the statistics, and does not count the batch.
+    let f = fwd_ptrs();
+    let p = plan_forward(&d.clone().with_mode(Mode::eval()), &f, &props).unwrap();
+    sane(&p, &props);
     assert_eq!(
         names(&p),
-        [
-            "warpnorm_batch_norm_fwd_f32params_finalize",
-            "warpnorm_batch_norm_fwd_f32_apply_nchw_vec"
-        ]
+        ["warpnorm_batch_norm_fwd_f32_f32params_eval_apply_nchw_vec"]
     );
-    // Eval must not count the batch.
-    let f: WnBatchNormFinalizeArgs = p.launches[0].args.get().unwrap();
-    assert_eq!((f.counter, f.counter_bump), (0, 0));
-    // Frozen backward without parameter gradients: no reduction, dx through the forward apply.
+    let a: WnBatchNormApplyArgs = p.launches[0].args.get().unwrap();
+    assert_eq!(
+        (a.x, a.out, a.gamma, a.beta, a.running_mean, a.running_var),
+        (
+            f.x,
+            f.y,
+            f.gamma.unwrap(),
+            f.beta.unwrap(),
+            f.running_mean.unwrap(),
+            f.running_var.unwrap()
+        )
+    );
+    assert_eq!(
+        (a.save_mean, a.save_mean_lo, a.save_invstd),
+        (
+            f.save_mean.unwrap(),
+            f.save_mean_lo.unwrap(),
+            f.save_invstd.unwrap()
+        )
+    );
+    assert_eq!((a.invstd, a.coef, a.counter_bump), (0, 0, 0));
+    assert_eq!(a.eps, d.eps);
+    // 16-bit parameters name their own kernel; channels-last too.
+    let h = BatchNormDesc::new(
+        &[8, 64, 14, 14],
+        Layout::ChannelsLast,
+        DType::BF16,
+        DType::BF16,
+    );
+    let p = plan_forward(&h.with_mode(Mode::eval()), &f, &props).unwrap();
+    sane(&p, &props);
+    assert_eq!(
+        names(&p),
+        ["warpnorm_batch_norm_fwd_bf16_bf16params_eval_apply_nhwc_vec"]
+    );
+    // Frozen backward without parameter gradients: one launch, dx = dy * gamma * invstd by
+    // the frozen-statistics pass over dy (mean and beta 0, the saved invstd).
     let mut b = bwd_ptrs();
     b.dgamma = None;
     b.dbeta = None;
     let p = plan_backward(&d.clone().with_mode(Mode::eval()), &b, &props).unwrap();
+    sane(&p, &props);
+    assert_eq!(
+        names(&p),
+        ["warpnorm_batch_norm_fwd_f32_f32params_eval_apply_nchw_vec"]
+    );
+    let a: WnBatchNormApplyArgs = p.launches[0].args.get().unwrap();
+    assert_eq!(
+        (a.x, a.out, a.gamma, a.invstd),
+        (b.dy, b.dx, b.gamma.unwrap(), b.save_invstd)
+    );
+    assert_eq!(
+        (
+            a.beta,
+            a.running_mean,
+            a.running_var,
+            a.save_mean,
+            a.save_mean_lo,
+            a.save_invstd
+        ),
+        (0, 0, 0, 0, 0, 0)
+    );
+    // With parameter gradients: one sweep, the sums writing dx too, then the finalize
+    // (dgamma, dbeta; no coefficients).
+    let b = bwd_ptrs();
+    let p = plan_backward(&d.clone().with_mode(Mode::eval()), &b, &props).unwrap();
+    sane(&p, &props);
     assert_eq!(
         names(&p),
         [
+            "warpnorm_batch_norm_bwd_f32_f32params_eval_reduce_nchw_vec",
+            "warpnorm_batch_norm_bwd_f32params_finalize"
+        ]
+    );
+    let r: WnBatchNormReduceArgs = p.launches[0].args.get().unwrap();
+    assert_eq!(
+        (r.x, r.dy, r.dx, r.mean, r.gamma, r.invstd),
+        (
+            b.x,
+            b.dy,
+            b.dx,
+            b.save_mean,
+            b.gamma.unwrap(),
+            b.save_invstd
+        )
+    );
+    let f: WnBatchNormBwdFinalizeArgs = p.launches[1].args.get().unwrap();
+    assert_eq!(
+        (f.splits, f.partials),
+        (p.launches[0].grid[1] as i64, r.partials)
+    );
+    // The training sums never write dx (a shape that takes the split tier, not the fused one).
+    let t = desc(&[32, 256, 14, 14], Layout::Contiguous, DType::F32);
+    let p = plan_backward(&t, &b, &props).unwrap();
+    assert_eq!(
+        p.launches[0].kernel,
+        "warpnorm_batch_norm_bwd_f32_reduce_nchw_vec"
+    );
+    let r: WnBatchNormReduceArgs = p.launches[0].args.get().unwrap();
+    assert_eq!((r.dx, r.gamma, r.invstd), (0, 0, 0));
+    // 7 x 7 bf16 (vecodd: the sums read covering sectors of other channels): sums, finalize,
+    // then the eval apply for dx.
+    let o = desc(&[8, 64, 7, 7], Layout::Contiguous, DType::BF16);
+    let p = plan_backward(&o.with_mode(Mode::eval()), &b, &props).unwrap();
+    sane(&p, &props);
+    assert_eq!(
+        names(&p),
+        [
+            "warpnorm_batch_norm_bwd_bf16_reduce_nchw_vecodd",
             "warpnorm_batch_norm_bwd_f32params_finalize",
-            "warpnorm_batch_norm_fwd_f32_apply_nchw_vec"
+            "warpnorm_batch_norm_fwd_bf16_f32params_eval_apply_nchw_vecodd"
         ]
     );
 }
@@ -637,7 +739,7 @@ fn h200_fused_backward_tier() {
             .unwrap()
             .launches
             .len(),
-        2
+        1
     );
     let d = desc(&[256, 4096], Layout::Contiguous, DType::F32);
     assert_eq!(
@@ -645,7 +747,7 @@ fn h200_fused_backward_tier() {
             .unwrap()
             .launches
             .len(),
-        3
+        2
     );
 }
 

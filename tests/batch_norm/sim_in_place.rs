@@ -128,8 +128,9 @@ fn case_in_place<T: Element + Default, P: Element + Default>(
                 "{ctx}: forward {what} in place differs"
             );
         }
-        // Backward (eval-mode after an eval forward) from the saved statistics, dx == dy.
-        let mut backward = |sim: &mut Sim, in_place: bool| -> Vec<Vec<u64>> {
+        // Backward (eval-mode after an eval forward) from the saved statistics, dx == dy; with
+        // and (eval) without the parameters' gradients.
+        let mut backward = |sim: &mut Sim, in_place: bool, grads: bool| -> Vec<Vec<u64>> {
             let px = sim.upload(&x, off);
             let pdy = sim.upload(&dy, off);
             let pdx = if in_place {
@@ -146,8 +147,8 @@ fn case_in_place<T: Element + Default, P: Element + Default>(
                 save_mean: sm,
                 save_mean_lo: Some(sl),
                 save_invstd: si,
-                dgamma: Some(dg),
-                dbeta: Some(db),
+                dgamma: grads.then_some(dg),
+                dbeta: grads.then_some(db),
                 workspace: ws,
                 workspace_bytes: ws_bytes as u64,
             };
@@ -161,13 +162,24 @@ fn case_in_place<T: Element + Default, P: Element + Default>(
                 bits::<P>(sim, db, c),
             ]
         };
-        let apart = backward(sim, false);
-        let inplace = backward(sim, true);
+        let apart = backward(sim, false, true);
+        let inplace = backward(sim, true, true);
         for (k, what) in ["dx", "dgamma", "dbeta"].iter().enumerate() {
             assert!(
                 apart[k] == inplace[k],
                 "{ctx}: backward {what} in place differs"
             );
+        }
+        if !training {
+            // Eval-mode dx without the gradients (the eval apply over dy) has the bits of the
+            // one-sweep dx the sums write with them, apart and in place.
+            for in_place in [false, true] {
+                let dx = &backward(sim, in_place, false)[0];
+                assert!(
+                    *dx == apart[0],
+                    "{ctx}: eval dx without gradients (in place {in_place}) differs"
+                );
+            }
         }
     }
     kernels

@@ -330,16 +330,22 @@ pub(super) fn apply_launch(
     ))
 }
 
-/// Pointers of a reduction launch (see `WnBatchNormReduceArgs`).
+/// Pointers of a reduction launch (see `WnBatchNormReduceArgs`; `dx`, `gamma` and `invstd`
+/// are the eval-mode backward sums' and 0 elsewhere).
+#[derive(Default)]
 pub(super) struct ReduceInputs {
     pub(super) x: u64,
     pub(super) dy: u64,
     pub(super) mean: u64,
     pub(super) partials: u64,
+    pub(super) dx: u64,
+    pub(super) gamma: u64,
+    pub(super) invstd: u64,
 }
 
 /// Pushes the per-channel reduction `warpnorm_batch_norm_<dir>_<T>_<stage>_<layout>_<access>`
-/// (vector access when `reads` allow it); returns its number of splits.
+/// (vector access when `reads` - every activation buffer it touches - allow it); returns its
+/// number of splits.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn push_reduce(
     plan: &mut Plan,
@@ -359,6 +365,9 @@ pub(super) fn push_reduce(
         dy: p.dy,
         mean: p.mean,
         partials: p.partials,
+        dx: p.dx,
+        gamma: p.gamma,
+        invstd: p.invstd,
         n: g.n as i64,
         c: g.c as i64,
         s: g.s as i64,
@@ -396,17 +405,42 @@ pub(super) fn push_fused<T: AbiArgs>(
     Ok(())
 }
 
+/// Where an elementwise pass takes each channel's coefficients from.
+pub(super) enum CoefSource {
+    /// The workspace arrays at this address, written by a finalize kernel; the kernel
+    /// `warpnorm_batch_norm_<dir>_<T>_apply_<layout>_<access>`.
+    Workspace(u64),
+    /// Frozen statistics and parameters (eval; see `WnBatchNormApplyArgs`): the kernel
+    /// `warpnorm_batch_norm_fwd_<T>_<P>params_eval_apply_<layout>_<access>`, which also
+    /// writes the saved statistics.
+    Frozen(FrozenInputs),
+}
+
+/// The frozen-statistics fields of `WnBatchNormApplyArgs` (0 = not given).
+#[derive(Default)]
+pub(super) struct FrozenInputs {
+    pub(super) gamma: u64,
+    pub(super) beta: u64,
+    pub(super) running_mean: u64,
+    pub(super) running_var: u64,
+    pub(super) invstd: u64,
+    pub(super) save_mean: u64,
+    pub(super) save_mean_lo: u64,
+    pub(super) save_invstd: u64,
+    pub(super) eps: f32,
+}
+
 /// Pointers of an elementwise launch (see `WnBatchNormApplyArgs`).
 pub(super) struct ApplyInputs {
     pub(super) x: u64,
     pub(super) dy: u64,
     pub(super) out: u64,
-    pub(super) coef: u64,
+    pub(super) source: CoefSource,
     pub(super) counter_bump: u64,
 }
 
-/// Pushes the elementwise pass `warpnorm_batch_norm_<dir>_<T>_apply_<layout>_<access>`
-/// (vector access when `reads` allow it).
+/// Pushes the elementwise pass `dir` (`fwd`, or `bwd` with workspace coefficients) with the
+/// kernel of its coefficient source (vector access when `reads` allow it).
 pub(super) fn push_apply(
     plan: &mut Plan,
     desc: &BatchNormDesc,
@@ -417,19 +451,37 @@ pub(super) fn push_apply(
     p: ApplyInputs,
 ) -> Result<()> {
     let acc = access(g, desc.dtype, reads);
+    let (coef, f, stage) = match p.source {
+        CoefSource::Workspace(coef) => (coef, FrozenInputs::default(), "apply".to_string()),
+        CoefSource::Frozen(f) => (0, f, format!("{}params_eval_apply", desc.param_dtype)),
+    };
     let args = WnBatchNormApplyArgs {
         x: p.x,
         dy: p.dy,
         out: p.out,
-        coef: p.coef,
+        coef,
         counter_bump: p.counter_bump,
+        gamma: f.gamma,
+        beta: f.beta,
+        running_mean: f.running_mean,
+        running_var: f.running_var,
+        invstd: f.invstd,
+        save_mean: f.save_mean,
+        save_mean_lo: f.save_mean_lo,
+        save_invstd: f.save_invstd,
         n: g.n as i64,
         c: g.c as i64,
         s: g.s as i64,
-        coef_stride: coef_stride(g.c) as i64,
+        coef_stride: if coef != 0 {
+            coef_stride(g.c) as i64
+        } else {
+            0
+        },
+        eps: f.eps,
+        _pad: 0,
     };
     let kernel = format!(
-        "warpnorm_batch_norm_{dir}_{}_apply_{}_{}",
+        "warpnorm_batch_norm_{dir}_{}_{stage}_{}_{}",
         desc.dtype,
         layout_name(g),
         acc.name()

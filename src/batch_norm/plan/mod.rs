@@ -17,8 +17,15 @@
 //! - `warpnorm_batch_norm_fwd_<T>_apply_<layout>_<access>`, grid-stride elementwise,
 //! - `warpnorm_batch_norm_bwd_<T>_reduce_<layout>_<access>`, same grid as the statistics,
 //! - `warpnorm_batch_norm_bwd_<P>params_finalize`,
-//! - `warpnorm_batch_norm_bwd_<T>_apply_<layout>_<access>` (training backward; eval-mode
-//!   backward uses the forward apply kernel on dy),
+//! - `warpnorm_batch_norm_bwd_<T>_apply_<layout>_<access>` (training backward),
+//! - `warpnorm_batch_norm_fwd_<T>_<P>params_eval_apply_<layout>_<access>`: the eval forward in
+//!   one launch (each channel's coefficients computed from the running statistics and
+//!   parameters; it writes the saved statistics too), and the eval-mode backward's dx =
+//!   dy * gamma * invstd (over dy, from the saved invstd) when no parameter gradient is asked
+//!   for or the shape is vecodd,
+//! - `warpnorm_batch_norm_bwd_<T>_<P>params_eval_reduce_<layout>_<access>` (vec and scalar):
+//!   the eval-mode backward with dgamma / dbeta in one sweep, the sums over x and dy writing
+//!   dx as well, then the backward finalize (3 bytes per element of the activation size),
 //! - `warpnorm_batch_norm_fwd_<T>_<P>params_fused_<layout>_<access>`: the whole training
 //!   forward in one pass (2s per element) under the same conditions as the fused backward,
 //!   followed by the finalize kernel as a one-thread counter bump when a counter is given,
@@ -36,8 +43,8 @@
 
 use crate::abi::{
     WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormFinalizeArgs,
-    WnBatchNormFusedBwdArgs, WnBatchNormFusedFwdArgs, WnBatchNormReduceArgs, WN_BN_BATCH_STATS,
-    WN_BN_CUMULATIVE, WN_BN_FROZEN,
+    WnBatchNormFusedBwdArgs, WnBatchNormFusedFwdArgs, WnBatchNormReduceArgs, WN_BN_CUMULATIVE,
+    WN_BN_FROZEN,
 };
 use crate::check::{check_workspace, Buffers};
 use crate::device::DeviceProps;
@@ -50,7 +57,7 @@ use super::desc::{BatchNormDesc, Momentum, Ncs, Problem};
 mod launches;
 use launches::{
     access, coef_stride, finalize_launch, fused_geom, push_apply, push_fused, push_reduce,
-    reduce_geom, reduce_kernel, Access, ApplyInputs, ReduceInputs,
+    reduce_geom, reduce_kernel, Access, ApplyInputs, CoefSource, FrozenInputs, ReduceInputs,
 };
 
 crate::abi::abi_args!(
@@ -152,10 +159,16 @@ pub fn workspace_bytes_checked(
     // time): size for whichever of it and the scalar variant needs more.
     // The splits follow the kernel's occupancy: size for both directions' reductions.
     let shape_access = access(g, desc.dtype, &[]);
+    let eval_reduce = eval_reduce_stage(desc);
     let splits = [Access::Scalar, shape_access]
         .iter()
         .flat_map(|&acc| {
-            [("fwd", "stats"), ("bwd", "reduce")].map(|(dir, stage)| {
+            [
+                ("fwd", "stats"),
+                ("bwd", "reduce"),
+                ("bwd", eval_reduce.as_str()),
+            ]
+            .map(|(dir, stage)| {
                 let kernel = reduce_kernel(desc, g, dir, stage, acc);
                 reduce_geom(g, acc, desc.dtype, props, &kernel).splits
             })
@@ -168,6 +181,12 @@ pub fn workspace_bytes_checked(
         .and_then(|f| f.checked_mul(4))
         .ok_or_else(|| Error::Overflow("BatchNorm workspace size".into()))?;
     usize::try_from(floats).map_err(|_| Error::Overflow("BatchNorm workspace size".into()))
+}
+
+/// The stage name of the eval-mode backward sums that also write dx
+/// (`warpnorm_batch_norm_bwd_<T>_<P>params_eval_reduce_<layout>_<access>`).
+fn eval_reduce_stage(desc: &BatchNormDesc) -> String {
+    format!("{}params_eval_reduce", desc.param_dtype)
 }
 
 /// The in-place pairs BatchNorm accepts: `y == x` forward, `dx == dy` backward.
@@ -273,11 +292,7 @@ pub fn plan_forward_checked(
         coef_stride: coef_stride(g.c) as i64,
         momentum,
         eps: desc.eps,
-        flags: if mode.batch_stats {
-            WN_BN_BATCH_STATS
-        } else {
-            0
-        } | if cumulative { WN_BN_CUMULATIVE } else { 0 },
+        flags: if cumulative { WN_BN_CUMULATIVE } else { 0 },
         _pad: 0,
     };
     if g.numel == 0 {
@@ -331,21 +346,34 @@ pub fn plan_forward_checked(
             return Ok(plan);
         }
     }
-    if mode.batch_stats {
+    let source = if mode.batch_stats {
         let ins = ReduceInputs {
             x: ptrs.x,
-            dy: 0,
-            mean: 0,
             partials: fin.partials,
+            ..ReduceInputs::default()
         };
         fin.splits = push_reduce(&mut plan, desc, g, props, "fwd", "stats", &[ptrs.x], ins)?;
-    }
-    plan.push(finalize_launch(&finalize_kernel, g.c, &fin)?);
+        plan.push(finalize_launch(&finalize_kernel, g.c, &fin)?);
+        CoefSource::Workspace(ptrs.workspace)
+    } else {
+        // Eval: one launch, the coefficients computed from the running statistics.
+        CoefSource::Frozen(FrozenInputs {
+            gamma: fin.gamma,
+            beta: fin.beta,
+            running_mean: fin.running_mean,
+            running_var: fin.running_var,
+            invstd: 0,
+            save_mean: fin.save_mean,
+            save_mean_lo: fin.save_mean_lo,
+            save_invstd: fin.save_invstd,
+            eps: desc.eps,
+        })
+    };
     let ins = ApplyInputs {
         x: ptrs.x,
         dy: 0,
         out: ptrs.y,
-        coef: ptrs.workspace,
+        source,
         counter_bump: counter.unwrap_or(0),
     };
     push_apply(&mut plan, desc, g, props, "fwd", &[ptrs.x, ptrs.y], ins)?;
@@ -449,27 +477,61 @@ pub fn plan_backward_checked(
             return Ok(plan);
         }
     }
+    if frozen && grads && access(g, desc.dtype, &[ptrs.x, ptrs.dy, ptrs.dx]) != Access::VecOdd {
+        // Eval-mode backward with the parameters' gradients in one sweep: the sums over x and
+        // dy also write dx = dy * gamma * invstd (3 bytes per element of the activation size,
+        // not 4), then the finalize writes dgamma and dbeta. (The vecodd sums read whole
+        // covering sectors, other channels' lanes too: they take the eval apply for dx.)
+        let ins = ReduceInputs {
+            x: ptrs.x,
+            dy: ptrs.dy,
+            mean: ptrs.save_mean,
+            partials: fin.partials,
+            dx: ptrs.dx,
+            gamma: fin.gamma,
+            invstd: ptrs.save_invstd,
+        };
+        let reads = [ptrs.x, ptrs.dy, ptrs.dx];
+        let stage = eval_reduce_stage(desc);
+        fin.splits = push_reduce(&mut plan, desc, g, props, "bwd", &stage, &reads, ins)?;
+        plan.push(finalize_launch(&finalize_kernel, g.c, &fin)?);
+        plan.check(props)?;
+        return Ok(plan);
+    }
     if grads || !frozen {
         let ins = ReduceInputs {
             x: ptrs.x,
             dy: ptrs.dy,
             mean: ptrs.save_mean,
             partials: fin.partials,
+            ..ReduceInputs::default()
         };
         let reads = [ptrs.x, ptrs.dy];
         fin.splits = push_reduce(&mut plan, desc, g, props, "bwd", "reduce", &reads, ins)?;
+        plan.push(finalize_launch(&finalize_kernel, g.c, &fin)?);
     }
-    plan.push(finalize_launch(&finalize_kernel, g.c, &fin)?);
-    let ins = ApplyInputs {
-        x: if frozen { ptrs.dy } else { ptrs.x },
-        dy: ptrs.dy,
-        out: ptrs.dx,
-        coef: ptrs.workspace,
-        counter_bump: 0,
-    };
     if frozen {
+        // dx = dy * gamma * invstd: the frozen-statistics pass on dy (mean 0, beta 0).
+        let ins = ApplyInputs {
+            x: ptrs.dy,
+            dy: 0,
+            out: ptrs.dx,
+            source: CoefSource::Frozen(FrozenInputs {
+                gamma: fin.gamma,
+                invstd: ptrs.save_invstd,
+                ..FrozenInputs::default()
+            }),
+            counter_bump: 0,
+        };
         push_apply(&mut plan, desc, g, props, "fwd", &[ptrs.dy, ptrs.dx], ins)?;
     } else {
+        let ins = ApplyInputs {
+            x: ptrs.x,
+            dy: ptrs.dy,
+            out: ptrs.dx,
+            source: CoefSource::Workspace(ptrs.workspace),
+            counter_bump: 0,
+        };
         let reads = [ptrs.x, ptrs.dy, ptrs.dx];
         push_apply(&mut plan, desc, g, props, "bwd", &reads, ins)?;
     }
