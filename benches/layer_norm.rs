@@ -75,6 +75,7 @@ struct Bufs<T, P> {
     db: CudaSlice<P>,
     mean: CudaSlice<f32>,
     rstd: CudaSlice<f32>,
+    mean_lo: CudaSlice<f32>,
     ws: CudaSlice<u8>,
 }
 
@@ -111,6 +112,7 @@ fn setup<T: Element, P: Element>(
         db: s.clone_htod(&hb)?,
         mean: s.clone_htod(&vec![0.0f32; rows])?,
         rstd: s.clone_htod(&vec![0.0f32; rows])?,
+        mean_lo: s.clone_htod(&vec![0.0f32; rows])?,
         ws: s.clone_htod(&vec![0u8; ws])?,
     };
     Ok((bufs, hx, hdy, hg, hb))
@@ -127,6 +129,7 @@ fn run_fwd<T: Element, P: Element>(s: &Arc<CudaStream>, b: &mut Bufs<T, P>) -> R
             beta: Some(b.b.as_view()),
             mean: Some(b.mean.as_view_mut()),
             rstd: Some(b.rstd.as_view_mut()),
+            mean_lo: Some(b.mean_lo.as_view_mut()),
             workspace: Some(b.ws.as_view_mut()),
         },
     )?;
@@ -142,6 +145,7 @@ fn run_bwd<T: Element, P: Element>(s: &Arc<CudaStream>, b: &mut Bufs<T, P>) -> R
             dy: b.dy.as_view(),
             mean: b.mean.as_view(),
             rstd: b.rstd.as_view(),
+            mean_lo: Some(b.mean_lo.as_view()),
             gamma: Some(b.g.as_view()),
             dx: b.dx.as_view_mut(),
             dgamma: Some(b.dg.as_view_mut()),
@@ -161,7 +165,9 @@ fn check<T: Element, P: Element>(s: &Arc<CudaStream>, rows: usize, cols: usize) 
     let r = cpu::forward::<T, P>(&b.desc, &hx, Some(&hg), Some(&hb))?;
     let mean = s.clone_dtoh(&b.mean)?;
     let rstd = s.clone_dtoh(&b.rstd)?;
-    let rb = cpu::backward::<T, P>(&b.desc, &hx, &hdy, &mean, &rstd, Some(&hg))?;
+    let mean_lo = s.clone_dtoh(&b.mean_lo)?;
+    let saved = (&mean[..], &rstd[..], Some(&mean_lo[..]));
+    let rb = cpu::backward::<T, P>(&b.desc, &hx, &hdy, saved, Some(&hg))?;
     let tol = |u: f64, scale: f64| (2.0 * u + 64.0 * 6e-8 * (cols as f64).log2()) * scale;
     let err = |a: &[f64], r: &[f64]| {
         a.iter()

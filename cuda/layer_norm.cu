@@ -2,7 +2,8 @@
  * layer_norm.cu - LayerNorm forward and backward over rows of D contiguous elements.
  *
  * y = (x - mean) * rstd * gamma + beta, biased variance, rstd = 1 / sqrt(var + eps); x, y, dy,
- * dx in T (f32, f16, bf16), gamma/beta in P (T or f32), saved mean/rstd in f32. Everything
+ * dx in T (f32, f16, bf16), gamma/beta in P (T or f32), saved mean, mean_lo (the mean's
+ * rounding error: the backward re-centres x on the pair) and rstd in f32. Everything
  * that accumulates is f32. Statistics come from the row held in
  * registers: a sum for the mean (compensated for 16-bit activations), then the corrected
  * two-pass residuals (sum of x - mean0 with their exact rounding errors, and sum (x - mean0)^2,
@@ -629,6 +630,7 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
         float hi, lo;
         mean_pair(st, hi, lo);
         save_stat(a.mean, row, hi * st.unscale);
+        save_stat(a.mean_lo, row, lo * st.unscale);
         if constexpr (kExact) {
             save_stat(a.rstd, row, rstd + rlo);
         } else if constexpr (!kIsBlockTeam<Team>) {
@@ -770,7 +772,11 @@ __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
             rstd = invstd_of(var, a.eps);
         }
         if (c == 0 && threadIdx.x == 0) {
-            save_stat(a.mean, row, 2.0f * mh);
+            // The saved pair normalized: mean = fl(mean), as the other tiers save it.
+            float hi, lo;
+            two_sum(2.0f * mh, 2.0f * ml, hi, lo);
+            save_stat(a.mean, row, hi);
+            save_stat(a.mean_lo, row, lo);
             save_stat(a.rstd, row, kExact ? rstd + rlo : saved_rstd(var, a.eps, rstd));
         }
         const int64_t off = row * a.cols + c * a.chunk;
@@ -791,7 +797,8 @@ __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
 
 // ------------------------------------------------------------------------------------------
 // Backward: dx = rstd * (g*dy - mean(g*dy) - xhat * mean(g*dy*xhat)),
-//           dgamma = sum_rows dy * xhat, dbeta = sum_rows dy.
+//           dgamma = sum_rows dy * xhat, dbeta = sum_rows dy,
+//           xhat = ((x - mean) - mean_lo) * rstd from the saved statistics (centre_tile).
 // Vector variants need x, dy and dx congruent mod the access width. A row's head offset depends only
 // on its index mod V' = VEC / gcd(D, VEC), and the planner makes every grid-stride step a
 // multiple of V', so each team sees one head: its columns are fixed and dgamma/dbeta
@@ -823,12 +830,60 @@ struct ParamGrads {
     }
 };
 
-/** Local (this thread's) sums of g*dy and g*dy*xhat over the held segment. */
+/**
+ * A row's saved statistics as the backward reads them: rstd, and for LayerNorm the mean as
+ * the forward's pair (mean, mean_lo); a.mean_lo 0 reads as zeros.
+ */
+struct RowStats {
+    float rstd;
+    float mean;
+    float mean_lo;
+};
+
+template <Norm N>
+__device__ __forceinline__ RowStats row_stats(const WnLayerNormBwdArgs& a, int64_t row,
+                                              bool active) {
+    RowStats r{0.0f, 0.0f, 0.0f};
+    if (!active) return r;
+    r.rstd = reinterpret_cast<const float*>(a.rstd)[row];
+    if constexpr (N == Norm::Layer) {
+        r.mean = reinterpret_cast<const float*>(a.mean)[row];
+        if (a.mean_lo != 0) r.mean_lo = reinterpret_cast<const float*>(a.mean_lo)[row];
+    }
+    return r;
+}
+
+/**
+ * LayerNorm: re-centres the held segment of x in place on the saved mean pair,
+ * x = (x - mean) - mean_lo, before the row sums and dx, which then take xhat = x * rstd (as
+ * RMSNorm's uncentred x). x - mean is exact where x is within a factor 2 of the mean (rows
+ * with a large offset), so xhat there is as accurate as the forward's, not off by
+ * u32 |mean| rstd. One pass, so that mean and mean_lo are dead before the row sums and dx
+ * (no more instructions per element than x - mean in each of them: the same two FADDs).
+ */
+template <Norm N, int VEC, int NPACK>
+__device__ __forceinline__ void centre_tile(float (&x)[NPACK][VEC], const RowStats& rs) {
+    if constexpr (N == Norm::Layer) {
+        // Every held value, unpredicated: those outside the segment are never read as x
+        // (the sums and dx test in_seg) nor stored (tile_store is predicated), and the
+        // predicates cost the 128-register kernels a spill on sm_100.
+#pragma unroll
+        for (int k = 0; k < NPACK; ++k)
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) x[k][i] = (x[k][i] - rs.mean) - rs.mean_lo;
+    }
+}
+
+/**
+ * Local (this thread's) sums of g*dy and g*dy*xhat over the held segment, xhat =
+ * (x - mean) * rstd: `mean` 0 where x was re-centred (centre_tile), the f32 mean in the split
+ * tier's first pass (which applies mean_lo to the sums afterwards).
+ */
 template <Norm N, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void bwd_local_sums(const float (&x)[NPACK][VEC],
                                                const float (&dy)[NPACK][VEC], const TileGeom& g,
-                                               float mean, float rstd, const P* gamma,
-                                               float& sa, float& sb) {
+                                               float mean, float rstd, const P* gamma, float& sa,
+                                               float& sb) {
     sa = 0.0f;
     sb = 0.0f;
 #pragma unroll
@@ -855,8 +910,8 @@ __device__ __forceinline__ void bwd_local_sums(const float (&x)[NPACK][VEC],
  */
 template <Norm N, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)[NPACK][VEC],
-                                       const TileGeom& g, float mean, float rstd, float c1,
-                                       float c2, const P* gamma, bool db_dx, bool db_here,
+                                       const TileGeom& g, float rstd, float c1, float c2,
+                                       const P* gamma, bool db_dx, bool db_here,
                                        ParamGrads<VEC, NPACK>& acc) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
@@ -867,7 +922,7 @@ __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
             if (in_seg(lo + i, g.n)) {
-                const float xhat = (x[k][i] - mean) * rstd;
+                const float xhat = x[k][i] * rstd;  // x re-centred (centre_tile)
                 const float gdy = gamma != nullptr ? dy[k][i] * gm[i] : dy[k][i];
                 acc.dg[k][i] = fmaf(dy[k][i], xhat, acc.dg[k][i]);
                 const float d = (gdy - fmaf(xhat, c2, c1)) * rstd;
@@ -1027,11 +1082,12 @@ __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row
     const TileGeom g{active ? a.cols : 0, off, t, team_size};
     float x[NPACK][VEC], dy[NPACK][VEC];
     tile_load2<T, VEC, NPACK>(xr, reinterpret_cast<const T*>(a.dy) + base, g, x, dy);
-    const float mean = N == Norm::Layer && active ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
-    const float rstd = active ? reinterpret_cast<const float*>(a.rstd)[row] : 0.0f;
+    const RowStats rs = row_stats<N>(a, row, active);
+    centre_tile<N, VEC, NPACK>(x, rs);
+    const float rstd = rs.rstd;
     const P* gamma = reinterpret_cast<const P*>(a.gamma);
     float sa, sb;
-    bwd_local_sums<N, P, VEC, NPACK>(x, dy, g, mean, rstd, gamma, sa, sb);
+    bwd_local_sums<N, P, VEC, NPACK>(x, dy, g, 0.0f, rstd, gamma, sa, sb);
     team.sum2(sa, sb);
     if (!active) return;
     const float inv_n = 1.0f / static_cast<float>(a.cols);
@@ -1041,8 +1097,8 @@ __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row
     // store_dx); RMSNorm's warp tiers in bwd_dx, dh's share in store_dx; RMSNorm's block tier
     // with the dh add (add_dh_acc).
     const bool db_here = N == Norm::Rms && kIsGroupTeam<Team> && db_dx;
-    bwd_dx<N, P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, db_dx,
-                             db_here, acc);
+    bwd_dx<N, P, VEC, NPACK>(x, dy, g, rstd, sa * inv_n, sb * inv_n, gamma, db_dx, db_here,
+                             acc);
     if constexpr (!kIsGroupTeam<Team>) {
         // The block tier keeps the dh add apart from the store (store_dx's form spilled its
         // f32-parameter kernels on sm_100; this one spills the 16-bit warp kernels there).
@@ -1159,6 +1215,21 @@ __device__ __forceinline__ void bwd_warp(const WnLayerNormBwdArgs& a) {
 }
 
 /**
+ * Whether bwd_block recomputes its team's head offset for every row (the same value: the
+ * planner's grid-stride rule) instead of holding it across the row loop. Held it is one
+ * register, which LayerNorm's bias-gradient block kernels with 16-bit activations and f32
+ * parameters spill on sm_100 (at their 128-register bound); recomputed, the packs' bounds are
+ * no longer loop-invariant and the loop has about a quarter more instructions, so only there.
+ */
+template <Norm N, typename T, typename P, int kDb>
+constexpr bool kHeadPerRow =
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000 && __CUDA_ARCH__ < 1200
+    N == Norm::Layer && kDb == kDbOn && sizeof(P) > sizeof(T);
+#else
+    false;
+#endif
+
+/**
  * block tier: blockDim.y rows at a time per block, one per team of blockDim.x threads, so
  * that a 512-thread block covers several short rows; the teams' accumulators are summed in
  * team order into partial row blockIdx.x.
@@ -1169,14 +1240,17 @@ __device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
     extern __shared__ float smem[];
     const RowTeam team{scratch};
     const int64_t teams = blockDim.y;
-    const int off = row_head<T, VEC>(a, blockIdx.x * teams + threadIdx.y);
+    constexpr bool kPerRow = kHeadPerRow<N, T, P, kDb>;
+    const int held = kPerRow ? 0 : row_head<T, VEC>(a, blockIdx.x * teams + threadIdx.y);
     ParamGrads<VEC, NPACK> acc;
     acc.zero();
     for (int64_t base = blockIdx.x * teams; base < a.rows; base += gridDim.x * teams) {
         const int64_t row = base + threadIdx.y;
+        const int off = kPerRow ? row_head<T, VEC>(a, row) : held;
         bwd_row<N, T, P, VEC, NPACK, kDb>(a, row, row < a.rows, team, threadIdx.x,
                                           blockDim.x, off, acc);
     }
+    const int off = kPerRow ? row_head<T, VEC>(a, blockIdx.x * teams + threadIdx.y) : held;
     const TileGeom g{a.cols, off, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
     store_partials<P, VEC, NPACK>(a, g, threadIdx.y, blockDim.y, 0, acc, smem);
 }
@@ -1206,6 +1280,10 @@ __device__ __forceinline__ void bwd_split_sums(const WnLayerNormBwdArgs& a) {
         // sm_90 for some 16-bit pairs (64 before), and its occupancy halved.
         tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off, g, x);
         tile_load_each<T, VEC, NPACK>(reinterpret_cast<const T*>(a.dy) + off, g, dy);
+        // xhat from the f32 mean alone here; split_dx applies mean_lo to the row's sums:
+        // sum g dy ((x - mean) - mean_lo) rstd = sum g dy (x - mean) rstd - mean_lo rstd sum g dy.
+        // (Any use of mean_lo here took these kernels from 64 to 71 registers on sm_90, past
+        // 64: half the occupancy.)
         const float mean = N == Norm::Layer ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
         const float rstd = reinterpret_cast<const float*>(a.rstd)[row];
         float sa, sb;
@@ -1248,10 +1326,12 @@ __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
         float x[NPACK][VEC], dy[NPACK][VEC];
         tile_load2<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off,
                                   reinterpret_cast<const T*>(a.dy) + off, g, x, dy);
-        const float mean = N == Norm::Layer ? reinterpret_cast<const float*>(a.mean)[row] : 0.0f;
-        const float rstd = reinterpret_cast<const float*>(a.rstd)[row];
+        const RowStats rs = row_stats<N>(a, row, true);
+        centre_tile<N, VEC, NPACK>(x, rs);
+        // split_sums formed sb from the f32 mean: mean_lo's share, -mean_lo rstd sum g dy.
+        if constexpr (N == Norm::Layer) sb = fmaf(-rs.mean_lo * rs.rstd, sa, sb);
         const bool db_dx = a.db_dx != 0;  // as bwd_row's warp tiers
-        bwd_dx<N, P, VEC, NPACK>(x, dy, g, mean, rstd, sa * inv_n, sb * inv_n, gamma, db_dx,
+        bwd_dx<N, P, VEC, NPACK>(x, dy, g, rs.rstd, sa * inv_n, sb * inv_n, gamma, db_dx,
                                  N == Norm::Rms && db_dx, acc);
         store_dx<N, T, VEC, NPACK>(a, off, g, x, acc);  // + dh, dbias: the fused residual add
     }

@@ -139,6 +139,7 @@ fn sim_layer_norm() {
     let pdx = s.alloc::<bf16>(rows * cols, 0);
     let pm = s.alloc::<f32>(rows, 0);
     let pr = s.alloc::<f32>(rows, 0);
+    let plo = s.alloc::<f32>(rows, 0);
     let pdg = s.alloc::<f32>(cols, 0);
     let pdb = s.alloc::<f32>(cols, 0);
     let ws_bytes = ln::workspace_bytes(&desc, Direction::Backward, &props)
@@ -155,6 +156,7 @@ fn sim_layer_norm() {
             beta: Some(pb),
             mean: Some(pm),
             rstd: Some(pr),
+            mean_lo: Some(plo),
             workspace: pws,
             workspace_bytes: ws_bytes as u64,
         },
@@ -172,6 +174,7 @@ fn sim_layer_norm() {
             gamma: Some(pg),
             mean: pm,
             rstd: pr,
+            mean_lo: Some(plo),
             dgamma: Some(pdg),
             dbeta: Some(pdb),
             workspace: pws,
@@ -185,8 +188,9 @@ fn sim_layer_norm() {
 
     let want =
         cpu::layer_norm::forward(&desc, &x, Some(&gamma), Some(&beta)).expect("reference forward");
-    let grads = cpu::layer_norm::backward(&desc, &x, &dy, &want.mean, &want.rstd, Some(&gamma))
-        .expect("reference backward");
+    let saved = (&want.mean[..], &want.rstd[..], Some(&want.mean_lo[..]));
+    let grads =
+        cpu::layer_norm::backward(&desc, &x, &dy, saved, Some(&gamma)).expect("reference backward");
     let y: Vec<bf16> = s.download(py, rows * cols);
     let dx: Vec<bf16> = s.download(pdx, rows * cols);
     let dg: Vec<f32> = s.download(pdg, cols);
@@ -361,7 +365,8 @@ mod gpu {
         let dx = stream.clone_dtoh(&grads.dx).map_err(drv)?;
         let desc = m.desc::<bf16>(&[rows, cols])?;
         let want = cpu::layer_norm::forward(&desc, &x, Some(&gamma), Some(&beta))?;
-        let wg = cpu::layer_norm::backward(&desc, &x, &dy, &want.mean, &want.rstd, Some(&gamma))?;
+        let saved = (&want.mean[..], &want.rstd[..], Some(&want.mean_lo[..]));
+        let wg = cpu::layer_norm::backward(&desc, &x, &dy, saved, Some(&gamma))?;
         println!(
             "  max error vs f64 reference (relative to max|ref|): y {:.2e}, dx {:.2e}",
             max_rel_err(&y, &want.y),

@@ -137,6 +137,7 @@ fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usi
     let dx = s.alloc::<T>(rows * cols, 0);
     let m = s.alloc::<f32>(rows, 0);
     let r = s.alloc::<f32>(rows, 0);
+    let lo = s.alloc::<f32>(rows, 0);
     let dg = s.alloc::<f32>(cols, 0);
     let db = s.alloc::<f32>(cols, 0);
     let ws_bytes = ln::workspace_bytes(&desc, Direction::Backward, &props)
@@ -150,6 +151,7 @@ fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usi
         beta: Some(b),
         mean: Some(m),
         rstd: Some(r),
+        mean_lo: Some(lo),
         workspace: ws,
         workspace_bytes: ws_bytes as u64,
     };
@@ -160,6 +162,7 @@ fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usi
         gamma: Some(g),
         mean: m,
         rstd: r,
+        mean_lo: Some(lo),
         dgamma: Some(dg),
         dbeta: Some(db),
         workspace: ws,
@@ -220,6 +223,7 @@ fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usi
         gamma: Some(at(3)),
         mean: at(4),
         rstd: at(5),
+        mean_lo: Some(at(9)),
         dgamma: Some(at(6)),
         dbeta: Some(at(7)),
         workspace: at(8),

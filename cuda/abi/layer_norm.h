@@ -41,6 +41,12 @@ typedef struct WnLayerNormFwdArgs {
     wn_devptr mean;
     /** Saved 1 / sqrt(var + eps), f32, rows elements, or 0: not saved. */
     wn_devptr rstd;
+    /**
+     * The saved mean's rounding error, f32, rows elements, or 0: not saved. The row mean is
+     * `mean + mean_lo` to about a rounding of the row's spread (`mean` is it rounded to f32);
+     * the backward re-centres x on the pair. LayerNorm only (RMSNorm saves no mean).
+     */
+    wn_devptr mean_lo;
     /** Split tier: rows * splits float4 (mean hi, mean lo, m2 / cols, 0), 16-byte aligned; else 0. */
     wn_devptr partials;
     /** Number of rows (M). */
@@ -87,6 +93,11 @@ typedef struct WnLayerNormBwdArgs {
     wn_devptr mean;
     /** Saved rstd, f32, rows. */
     wn_devptr rstd;
+    /**
+     * The forward's saved mean_lo, f32, rows, or 0 (zeros: a mean saved without it, as
+     * PyTorch's). xhat = ((x - mean) - mean_lo) * rstd.
+     */
+    wn_devptr mean_lo;
     /** f32 partial dgamma rows (row = blockIdx.x, stride part_stride), or 0 without affine. */
     wn_devptr dgamma_part;
     /** f32 partial dbeta rows (stride part_stride), or 0 without bias. */

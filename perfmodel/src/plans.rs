@@ -226,7 +226,8 @@ fn dt(t: DType, p: DType) -> String {
 }
 
 /// DRAM bytes of one launch, from its kernel name: the activation passes it makes (`n` elements
-/// of `s` bytes), plus LayerNorm's per-row statistics and the backward's partial rows.
+/// of `s` bytes), plus the per-row statistics (LayerNorm: mean, rstd and mean_lo, 12 bytes;
+/// RMSNorm: rstd) and the backward's partial rows.
 /// Parameters (O(C) or O(D), read from L2 after the first block) and the finalize kernels
 /// (a few MB at most, read from L2 right after they were written) count nothing.
 fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> {
@@ -252,7 +253,7 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
         }
         if k.contains("_res_") {
             let stats = if k.starts_with("warpnorm_layer_norm") {
-                8.0
+                12.0
             } else {
                 4.0
             };
@@ -263,15 +264,15 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
         if k.contains("split_stats") {
             return t(ns, 0.0);
         }
-        return t(ns, ns + 8.0 * rows);
+        return t(ns, ns + 12.0 * rows);
     }
     if k.starts_with("warpnorm_layer_norm_bwd") {
         if k.contains("split_sums") {
-            return t(2.0 * ns + 8.0 * rows, 0.0);
+            return t(2.0 * ns + 12.0 * rows, 0.0);
         }
         // Partial rows of dgamma and dbeta: one f32 row each per block.
         let partial = l.grid[0] as f64 * cols * 8.0;
-        return t(2.0 * ns + 8.0 * rows, ns + partial);
+        return t(2.0 * ns + 12.0 * rows, ns + partial);
     }
     // RMSNorm: LayerNorm's passes with one saved statistic (rstd) and one partial row
     // (dweight) per block.
@@ -386,6 +387,7 @@ fn layer_norm(
         a.next(),
         a.next(),
     );
+    let lo = a.next();
     let fp = ln::ForwardPtrs {
         x,
         y,
@@ -393,6 +395,7 @@ fn layer_norm(
         beta: Some(b),
         mean: Some(m),
         rstd: Some(r),
+        mean_lo: Some(lo),
         workspace: w,
         workspace_bytes: ws,
     };
@@ -403,6 +406,7 @@ fn layer_norm(
         gamma: Some(g),
         mean: m,
         rstd: r,
+        mean_lo: Some(lo),
         dgamma: Some(dg),
         dbeta: Some(db),
         workspace: w,

@@ -53,6 +53,8 @@ pub struct WnLayerNormFwdArgs {
     pub mean: wn_devptr,
     #[doc = " Saved 1 / sqrt(var + eps), f32, rows elements, or 0: not saved."]
     pub rstd: wn_devptr,
+    #[doc = " The saved mean's rounding error, f32, rows elements, or 0: not saved. The row mean is\n `mean + mean_lo` to about a rounding of the row's spread (`mean` is it rounded to f32);\n the backward re-centres x on the pair. LayerNorm only (RMSNorm saves no mean)."]
+    pub mean_lo: wn_devptr,
     #[doc = " Split tier: rows * splits float4 (mean hi, mean lo, m2 / cols, 0), 16-byte aligned; else 0."]
     pub partials: wn_devptr,
     #[doc = " Number of rows (M)."]
@@ -76,7 +78,7 @@ pub struct WnLayerNormFwdArgs {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of WnLayerNormFwdArgs"][::core::mem::size_of::<WnLayerNormFwdArgs>() - 120usize];
+    ["Size of WnLayerNormFwdArgs"][::core::mem::size_of::<WnLayerNormFwdArgs>() - 128usize];
     ["Alignment of WnLayerNormFwdArgs"][::core::mem::align_of::<WnLayerNormFwdArgs>() - 8usize];
     ["Offset of field: WnLayerNormFwdArgs::x"]
         [::core::mem::offset_of!(WnLayerNormFwdArgs, x) - 0usize];
@@ -90,26 +92,28 @@ const _: () = {
         [::core::mem::offset_of!(WnLayerNormFwdArgs, mean) - 32usize];
     ["Offset of field: WnLayerNormFwdArgs::rstd"]
         [::core::mem::offset_of!(WnLayerNormFwdArgs, rstd) - 40usize];
+    ["Offset of field: WnLayerNormFwdArgs::mean_lo"]
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, mean_lo) - 48usize];
     ["Offset of field: WnLayerNormFwdArgs::partials"]
-        [::core::mem::offset_of!(WnLayerNormFwdArgs, partials) - 48usize];
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, partials) - 56usize];
     ["Offset of field: WnLayerNormFwdArgs::rows"]
-        [::core::mem::offset_of!(WnLayerNormFwdArgs, rows) - 56usize];
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, rows) - 64usize];
     ["Offset of field: WnLayerNormFwdArgs::cols"]
-        [::core::mem::offset_of!(WnLayerNormFwdArgs, cols) - 64usize];
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, cols) - 72usize];
     ["Offset of field: WnLayerNormFwdArgs::chunk"]
-        [::core::mem::offset_of!(WnLayerNormFwdArgs, chunk) - 72usize];
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, chunk) - 80usize];
     ["Offset of field: WnLayerNormFwdArgs::splits"]
-        [::core::mem::offset_of!(WnLayerNormFwdArgs, splits) - 80usize];
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, splits) - 88usize];
     ["Offset of field: WnLayerNormFwdArgs::eps"]
-        [::core::mem::offset_of!(WnLayerNormFwdArgs, eps) - 88usize];
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, eps) - 96usize];
     ["Offset of field: WnLayerNormFwdArgs::group"]
-        [::core::mem::offset_of!(WnLayerNormFwdArgs, group) - 92usize];
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, group) - 100usize];
     ["Offset of field: WnLayerNormFwdArgs::residual"]
-        [::core::mem::offset_of!(WnLayerNormFwdArgs, residual) - 96usize];
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, residual) - 104usize];
     ["Offset of field: WnLayerNormFwdArgs::bias"]
-        [::core::mem::offset_of!(WnLayerNormFwdArgs, bias) - 104usize];
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, bias) - 112usize];
     ["Offset of field: WnLayerNormFwdArgs::h"]
-        [::core::mem::offset_of!(WnLayerNormFwdArgs, h) - 112usize];
+        [::core::mem::offset_of!(WnLayerNormFwdArgs, h) - 120usize];
 };
 #[doc = " LayerNorm backward: dx from x, dy and the saved statistics; per-block f32 partial sums of\n dgamma / dbeta (reduced by the finalize kernel). Fields a tier does not use are 0."]
 #[repr(C)]
@@ -127,6 +131,8 @@ pub struct WnLayerNormBwdArgs {
     pub mean: wn_devptr,
     #[doc = " Saved rstd, f32, rows."]
     pub rstd: wn_devptr,
+    #[doc = " The forward's saved mean_lo, f32, rows, or 0 (zeros: a mean saved without it, as\n PyTorch's). xhat = ((x - mean) - mean_lo) * rstd."]
+    pub mean_lo: wn_devptr,
     #[doc = " f32 partial dgamma rows (row = blockIdx.x, stride part_stride), or 0 without affine."]
     pub dgamma_part: wn_devptr,
     #[doc = " f32 partial dbeta rows (stride part_stride), or 0 without bias."]
@@ -156,7 +162,7 @@ pub struct WnLayerNormBwdArgs {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of WnLayerNormBwdArgs"][::core::mem::size_of::<WnLayerNormBwdArgs>() - 144usize];
+    ["Size of WnLayerNormBwdArgs"][::core::mem::size_of::<WnLayerNormBwdArgs>() - 152usize];
     ["Alignment of WnLayerNormBwdArgs"][::core::mem::align_of::<WnLayerNormBwdArgs>() - 8usize];
     ["Offset of field: WnLayerNormBwdArgs::x"]
         [::core::mem::offset_of!(WnLayerNormBwdArgs, x) - 0usize];
@@ -170,32 +176,34 @@ const _: () = {
         [::core::mem::offset_of!(WnLayerNormBwdArgs, mean) - 32usize];
     ["Offset of field: WnLayerNormBwdArgs::rstd"]
         [::core::mem::offset_of!(WnLayerNormBwdArgs, rstd) - 40usize];
+    ["Offset of field: WnLayerNormBwdArgs::mean_lo"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, mean_lo) - 48usize];
     ["Offset of field: WnLayerNormBwdArgs::dgamma_part"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, dgamma_part) - 48usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, dgamma_part) - 56usize];
     ["Offset of field: WnLayerNormBwdArgs::dbeta_part"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, dbeta_part) - 56usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, dbeta_part) - 64usize];
     ["Offset of field: WnLayerNormBwdArgs::row_sums"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, row_sums) - 64usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, row_sums) - 72usize];
     ["Offset of field: WnLayerNormBwdArgs::dgamma"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, dgamma) - 72usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, dgamma) - 80usize];
     ["Offset of field: WnLayerNormBwdArgs::dbeta"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, dbeta) - 80usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, dbeta) - 88usize];
     ["Offset of field: WnLayerNormBwdArgs::rows"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, rows) - 88usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, rows) - 96usize];
     ["Offset of field: WnLayerNormBwdArgs::cols"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, cols) - 96usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, cols) - 104usize];
     ["Offset of field: WnLayerNormBwdArgs::chunk"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, chunk) - 104usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, chunk) - 112usize];
     ["Offset of field: WnLayerNormBwdArgs::splits"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, splits) - 112usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, splits) - 120usize];
     ["Offset of field: WnLayerNormBwdArgs::part_stride"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, part_stride) - 120usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, part_stride) - 128usize];
     ["Offset of field: WnLayerNormBwdArgs::group"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, group) - 128usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, group) - 136usize];
     ["Offset of field: WnLayerNormBwdArgs::db_dx"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, db_dx) - 132usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, db_dx) - 140usize];
     ["Offset of field: WnLayerNormBwdArgs::dh"]
-        [::core::mem::offset_of!(WnLayerNormBwdArgs, dh) - 136usize];
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, dh) - 144usize];
 };
 #[doc = " dgamma(c) = sum over p of dgamma_part(p * part_stride + c) (likewise dbeta), summed in a fixed\n order and rounded once to the parameter dtype. part_rows == 0 writes zeros."]
 #[repr(C)]

@@ -275,16 +275,11 @@ impl<P: Element> BatchNorm<P> {
             .with_mode(mode))
     }
 
-    /// Grows the cached workspace to what `problem` needs on `props`.
-    fn workspace(&mut self, problem: &Problem, props: &DeviceProps) -> Result<()> {
-        let need = workspace_bytes_checked(problem, Direction::Forward, props)?
-            .max(workspace_bytes_checked(
-                problem,
-                Direction::Backward,
-                props,
-            )?)
-            .max(16);
-        if self.workspace.as_ref().is_none_or(|w| w.len() < need) {
+    /// Grows the cached workspace to what `problem` needs in direction `dir` on `props`
+    /// (nothing when it needs none: eval inference never allocates one).
+    fn workspace(&mut self, problem: &Problem, dir: Direction, props: &DeviceProps) -> Result<()> {
+        let need = workspace_bytes_checked(problem, dir, props)?;
+        if need > 0 && self.workspace.as_ref().is_none_or(|w| w.len() < need) {
             self.workspace = Some(
                 alloc_uninit::<u8>(&self.stream, need)
                     .map_err(drv("allocating the BatchNorm workspace"))?,
@@ -369,7 +364,7 @@ impl<P: Element> BatchNorm<P> {
         let batch_stats = problem.desc().mode.batch_stats;
         let s = self.stream.clone();
         let mut exec = GpuExecutor::new(&s)?;
-        self.workspace(problem, exec.props())?;
+        self.workspace(problem, Direction::Forward, exec.props())?;
         // Eval reads the running statistics; a training call updates them and the counter.
         let counter = match batch_stats {
             true => self.num_batches_tracked.as_mut().map(|p| p.as_view_mut()),
@@ -473,7 +468,7 @@ impl<P: Element> BatchNorm<P> {
         let _range = profile::range(Op::BatchNormModuleBackward, &problem);
         let s = self.stream.clone();
         let mut exec = GpuExecutor::new(&s)?;
-        self.workspace(&problem, exec.props())?;
+        self.workspace(&problem, Direction::Backward, exec.props())?;
         let call = Backward {
             x: x.slice(..),
             grad: InOut::Apart(dy.slice(..), grads.dx),

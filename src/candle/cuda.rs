@@ -99,6 +99,7 @@ pub(crate) fn ln_forward<T: CudaElem, P: CudaElem>(
     let mut y = alloc::<T>(&stream, n)?;
     let mut mean = alloc::<f32>(&stream, desc.rows)?;
     let mut rstd = alloc::<f32>(&stream, desc.rows)?;
+    let mut mean_lo = alloc::<f32>(&stream, desc.rows)?;
     let mut ws = workspace(
         &stream,
         ln::forward_workspace_bytes(&stream, desc).map_err(wrap)?,
@@ -113,13 +114,18 @@ pub(crate) fn ln_forward<T: CudaElem, P: CudaElem>(
             beta: b.map(|(s, l)| view::<P>("bias", s, l)).transpose()?,
             mean: Some(mean.as_view_mut()),
             rstd: Some(rstd.as_view_mut()),
+            mean_lo: Some(mean_lo.as_view_mut()),
             workspace: ws.as_mut().map(|w| w.as_view_mut()),
         },
     )
     .map_err(wrap)?;
     stash(
         saved,
-        (tensor(mean, desc.rows, dev), tensor(rstd, desc.rows, dev)),
+        (
+            tensor(mean, desc.rows, dev),
+            tensor(rstd, desc.rows, dev),
+            tensor(mean_lo, desc.rows, dev),
+        ),
     )?;
     Ok((
         CudaStorage::wrap_cuda_slice(y, dev.clone()),
@@ -132,8 +138,7 @@ pub(crate) fn ln_backward<T: CudaElem, P: CudaElem>(
     x: &Tensor,
     w: Option<&Tensor>,
     dy: &Tensor,
-    mean: &Tensor,
-    rstd: &Tensor,
+    (mean, rstd, mean_lo): &super::layer_norm::Saved,
 ) -> Result<(Tensor, Option<Tensor>, Option<Tensor>)> {
     let (xg, xl) = x.storage_and_layout();
     let Storage::Cuda(xs) = &*xg else {
@@ -166,22 +171,25 @@ pub(crate) fn ln_backward<T: CudaElem, P: CudaElem>(
     with_cuda(dy, "dy", |dys, dyl| {
         with_cuda(mean, "mean", |ms, ml| {
             with_cuda(rstd, "rstd", |rs, rl| {
-                ln::backward::<T, P>(
-                    &stream,
-                    desc,
-                    ln::BackwardBuffers {
-                        x: view::<T>("x", xs, xl)?,
-                        dy: view::<T>("dy", dys, dyl)?,
-                        mean: view::<f32>("mean", ms, ml)?,
-                        rstd: view::<f32>("rstd", rs, rl)?,
-                        gamma,
-                        dx: dx.as_view_mut(),
-                        dgamma: dgamma.as_mut().map(|d| d.as_view_mut()),
-                        dbeta: dbeta.as_mut().map(|d| d.as_view_mut()),
-                        workspace: ws.as_mut().map(|w| w.as_view_mut()),
-                    },
-                )
-                .map_err(wrap)
+                with_cuda(mean_lo, "mean_lo", |los, lol| {
+                    ln::backward::<T, P>(
+                        &stream,
+                        desc,
+                        ln::BackwardBuffers {
+                            x: view::<T>("x", xs, xl)?,
+                            dy: view::<T>("dy", dys, dyl)?,
+                            mean: view::<f32>("mean", ms, ml)?,
+                            rstd: view::<f32>("rstd", rs, rl)?,
+                            mean_lo: Some(view::<f32>("mean_lo", los, lol)?),
+                            gamma,
+                            dx: dx.as_view_mut(),
+                            dgamma: dgamma.as_mut().map(|d| d.as_view_mut()),
+                            dbeta: dbeta.as_mut().map(|d| d.as_view_mut()),
+                            workspace: ws.as_mut().map(|w| w.as_view_mut()),
+                        },
+                    )
+                    .map_err(wrap)
+                })
             })
         })
     })?;

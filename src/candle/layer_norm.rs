@@ -13,8 +13,9 @@ use crate::cpu::layer_norm as cpu_ln;
 use crate::layer_norm::{Affine, LayerNormDesc};
 use crate::DType;
 
-/// What a forward pass saves for its backward: mean and rstd, one f32 per row.
-pub(crate) type Saved = (Tensor, Tensor);
+/// What a forward pass saves for its backward: mean, rstd and mean_lo (the mean's rounding
+/// error, so that the backward re-centres x on the exact mean), one f32 per row each.
+pub(crate) type Saved = (Tensor, Tensor, Tensor);
 
 /// One LayerNorm call over the last dim, as a candle custom op (1, 2 or 3 inputs: x, weight,
 /// bias).
@@ -72,10 +73,10 @@ impl NormOp for LnOp {
         x: &Tensor,
         w: Option<&Tensor>,
         dy: &Tensor,
-        (mean, rstd): &Saved,
+        saved: &Saved,
     ) -> Result<Grads> {
         let desc = self.desc(x.shape())?;
-        cpu_backward::<T, P>(&desc, x, w, dy, mean, rstd)
+        cpu_backward::<T, P>(&desc, x, w, dy, saved)
     }
 
     #[cfg(feature = "candle-cuda")]
@@ -95,10 +96,10 @@ impl NormOp for LnOp {
         x: &Tensor,
         w: Option<&Tensor>,
         dy: &Tensor,
-        (mean, rstd): &Saved,
+        saved: &Saved,
     ) -> Result<Grads> {
         let desc = self.desc(x.shape())?;
-        super::cuda::ln_backward::<T, P>(&desc, x, w, dy, mean, rstd)
+        super::cuda::ln_backward::<T, P>(&desc, x, w, dy, saved)
     }
 }
 
@@ -115,7 +116,8 @@ fn cpu_forward<T: Elem, P: Elem>(
     let out = cpu_ln::forward::<T, P>(desc, xs, ws, bs).map_err(wrap)?;
     let mean = Tensor::from_vec(out.mean, desc.rows, &Device::Cpu)?;
     let rstd = Tensor::from_vec(out.rstd, desc.rows, &Device::Cpu)?;
-    stash(saved, (mean, rstd))?;
+    let mean_lo = Tensor::from_vec(out.mean_lo, desc.rows, &Device::Cpu)?;
+    stash(saved, (mean, rstd, mean_lo))?;
     Ok((T::to_cpu_storage_owned(out.y), x.1.shape().clone()))
 }
 
@@ -124,14 +126,15 @@ fn cpu_backward<T: Elem, P: Elem>(
     x: &Tensor,
     w: Option<&Tensor>,
     dy: &Tensor,
-    mean: &Tensor,
-    rstd: &Tensor,
+    (mean, rstd, mean_lo): &Saved,
 ) -> Result<Grads> {
     let xv = x.flatten_all()?.to_vec1::<T>()?;
     let dyv = dy.flatten_all()?.to_vec1::<T>()?;
     let wv = w.map(|w| w.to_vec1::<P>()).transpose()?;
     let (mv, rv) = (mean.to_vec1::<f32>()?, rstd.to_vec1::<f32>()?);
-    let out = cpu_ln::backward::<T, P>(desc, &xv, &dyv, &mv, &rv, wv.as_deref()).map_err(wrap)?;
+    let lv = mean_lo.to_vec1::<f32>()?;
+    let saved = (&mv[..], &rv[..], Some(&lv[..]));
+    let out = cpu_ln::backward::<T, P>(desc, &xv, &dyv, saved, wv.as_deref()).map_err(wrap)?;
     let dev = &Device::Cpu;
     let dx = Tensor::from_vec(out.dx, x.shape(), dev)?;
     let dw = out

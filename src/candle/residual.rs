@@ -60,7 +60,8 @@ impl Params {
     }
 }
 
-/// What the forward saves for the backward: the mean (LayerNorm) and rstd, f32 per row.
+/// What the forward saves for the backward: the mean (LayerNorm: 2 * rows f32, the saved
+/// mean and then its rounding error mean_lo) and rstd, f32 per row.
 #[derive(Clone)]
 struct Saved {
     mean: Option<Tensor>,
@@ -222,7 +223,9 @@ fn cpu_forward<T: Elem, P: Elem>(
         Desc::Ln(d) => {
             let (h, out) =
                 cpu_ln::forward_residual::<T, P>(&d, xs, rs, bias, w, beta).map_err(wrap)?;
-            (h, out.y, Some(out.mean), out.rstd)
+            let mut mean = out.mean;
+            mean.extend(out.mean_lo);
+            (h, out.y, Some(mean), out.rstd)
         }
         Desc::Rms(d) => {
             let (h, out) = cpu_rms::forward_residual::<T, P>(&d, xs, rs, bias, w).map_err(wrap)?;
@@ -233,7 +236,9 @@ fn cpu_forward<T: Elem, P: Elem>(
     stash(
         &op.saved,
         Saved {
-            mean: mean.map(|m| Tensor::from_vec(m, rows, dev)).transpose()?,
+            mean: mean
+                .map(|m| Tensor::from_vec(m, 2 * rows, dev))
+                .transpose()?,
             rstd: Tensor::from_vec(rstd, rows, dev)?,
         },
     )?;
@@ -265,13 +270,13 @@ fn cpu_backward<T: Elem, P: Elem>(
                 bail!("warpnorm LayerNorm: no saved mean");
             };
             let mean = mean.to_vec1::<f32>()?;
+            let (mean, mean_lo) = mean.split_at(d.rows);
             cpu_ln::backward_residual::<T, P>(
                 &d,
                 &hv,
                 &dyv,
                 Some(&dhv),
-                &mean,
-                &rstd,
+                (mean, &rstd, Some(mean_lo)),
                 w,
                 op.params.bias,
             )
@@ -543,7 +548,7 @@ mod cuda {
         let mut out = alloc::<T>(&stream, 2 * n)?;
         let mut rstd = alloc::<f32>(&stream, rows)?;
         let mut mean = match desc {
-            Desc::Ln(_) => Some(alloc::<f32>(&stream, rows)?),
+            Desc::Ln(_) => Some(alloc::<f32>(&stream, 2 * rows)?),
             Desc::Rms(_) => None,
         };
         let params = p
@@ -559,6 +564,13 @@ mod cuda {
                     &stream,
                     ln::forward_workspace_bytes(&stream, d).map_err(wrap)?,
                 )?;
+                let (mean, mean_lo) = match mean.as_mut() {
+                    Some(m) => {
+                        let (a, b) = m.split_at_mut(rows);
+                        (Some(a), Some(b))
+                    }
+                    None => (None, None),
+                };
                 ln::forward_residual::<T, P>(
                     &stream,
                     d,
@@ -569,8 +581,9 @@ mod cuda {
                         y,
                         gamma: w,
                         beta,
-                        mean: mean.as_mut().map(|m| m.as_view_mut()),
+                        mean,
                         rstd: Some(rstd.as_view_mut()),
+                        mean_lo,
                         workspace: ws.as_mut().map(|w| w.as_view_mut()),
                     },
                 )
@@ -599,7 +612,7 @@ mod cuda {
         stash(
             &op.saved,
             Saved {
-                mean: mean.map(|m| tensor(m, rows, dev)),
+                mean: mean.map(|m| tensor(m, 2 * rows, dev)),
                 rstd: tensor(rstd, rows, dev),
             },
         )?;
@@ -663,6 +676,7 @@ mod cuda {
                                     .map_err(wrap)?,
                             )?;
                             with_cuda(mean, "mean", |ms, ml| {
+                                let pair = view::<f32>("mean", ms, ml)?;
                                 ln::backward_residual::<T, P>(
                                     &stream,
                                     d,
@@ -670,8 +684,9 @@ mod cuda {
                                         h: hv,
                                         dy: dyv,
                                         dh_dx,
-                                        mean: view::<f32>("mean", ms, ml)?,
+                                        mean: pair.slice(..d.rows),
                                         rstd,
+                                        mean_lo: Some(pair.slice(d.rows..)),
                                         gamma: w,
                                         dgamma: dw.as_mut().map(|g| g.as_view_mut()),
                                         dbeta: dbeta.as_mut().map(|g| g.as_view_mut()),

@@ -7,7 +7,10 @@
 //!   (PyTorch's f32 behaviour for rows such as [1e30, -1e30, 0, 0]); otherwise
 //!   rstd = 1 / sqrt(var + eps).
 //! - y = (x - mean) * rstd * gamma + beta in f64, rounded once to the activation dtype.
-//! - Backward uses the saved (f32) mean and rstd, like the kernels and PyTorch:
+//! - The saved mean is the f64 mean rounded to f32 (PyTorch's), and `mean_lo` its rounding
+//!   error (rounded to f32): the mean is `mean + mean_lo` to about 2^-48 of |mean|.
+//! - Backward uses the saved (f32) mean, mean_lo and rstd, like the kernels:
+//!   xhat = ((x - mean) - mean_lo) * rstd (mean_lo `None`: zeros, PyTorch's backward),
 //!   dx = rstd * (g*dy - mean(g*dy) - xhat * mean(g*dy*xhat)), dgamma = sum dy * xhat,
 //!   dbeta = sum dy, each rounded once.
 //! - Fused residual add ([`forward_residual`], [`backward_residual`]; the rules are
@@ -25,7 +28,8 @@
 //! let fwd = forward::<f32, f32>(&desc, &x, None, None).unwrap();
 //! assert!((fwd.mean[0] - 3.5).abs() < 1e-6);
 //! let dy = [1.0f32, 0.0, 0.0, 0.0];
-//! let bwd = backward::<f32, f32>(&desc, &x, &dy, &fwd.mean, &fwd.rstd, None).unwrap();
+//! let saved = (&fwd.mean[..], &fwd.rstd[..], Some(&fwd.mean_lo[..]));
+//! let bwd = backward::<f32, f32>(&desc, &x, &dy, saved, None).unwrap();
 //! assert!((bwd.dx.iter().map(|v| *v as f64).sum::<f64>()).abs() < 1e-6);
 //! ```
 
@@ -43,7 +47,13 @@ pub struct ForwardOut<T> {
     pub mean: Vec<f32>,
     /// Row 1 / sqrt(var + eps).
     pub rstd: Vec<f32>,
+    /// Row mean minus `mean` (the saved mean's rounding error), rounded to f32.
+    pub mean_lo: Vec<f32>,
 }
+
+/// The forward's saved statistics as the backward takes them: mean, rstd and (optionally)
+/// mean_lo, one f32 per row each. `None` for mean_lo takes it as zeros.
+pub type Saved<'a> = (&'a [f32], &'a [f32], Option<&'a [f32]>);
 
 /// Backward results.
 #[derive(Clone, Debug, PartialEq)]
@@ -135,6 +145,7 @@ pub fn forward<T: Element, P: Element>(
         y: Vec::with_capacity(x.len()),
         mean: Vec::with_capacity(rows),
         rstd: Vec::with_capacity(rows),
+        mean_lo: Vec::with_capacity(rows),
     };
     let mut row = vec![0.0f64; cols];
     for r in 0..rows {
@@ -144,6 +155,7 @@ pub fn forward<T: Element, P: Element>(
         let (mean, rstd) = row_stats(&row, eps);
         out.mean.push(mean as f32);
         out.rstd.push(rstd as f32);
+        out.mean_lo.push((mean - f64::from(mean as f32)) as f32);
         for (c, v) in row.iter().enumerate() {
             let mut y = (v - mean) * rstd;
             if let Some(g) = gamma {
@@ -185,13 +197,12 @@ pub fn backward_residual<T: Element, P: Element>(
     h: &[T],
     dy: &[T],
     dh: Option<&[T]>,
-    mean: &[f32],
-    rstd: &[f32],
+    saved: Saved<'_>,
     gamma: Option<&[P]>,
     has_bias: bool,
 ) -> Result<Residual<T, P>> {
     let (rows, cols) = check::<T, P>(desc)?;
-    let (dx, dgamma, dbeta) = backward_f64(desc, h, dy, mean, rstd, gamma)?;
+    let (dx, dgamma, dbeta) = backward_f64(desc, h, dy, saved, gamma)?;
     add_dh(rows, cols, dx, dh, has_bias, dgamma, dbeta)
 }
 
@@ -201,11 +212,10 @@ pub fn backward<T: Element, P: Element>(
     desc: &LayerNormDesc,
     x: &[T],
     dy: &[T],
-    mean: &[f32],
-    rstd: &[f32],
+    saved: Saved<'_>,
     gamma: Option<&[P]>,
 ) -> Result<BackwardOut<T, P>> {
-    let (dx, dgamma, dbeta) = backward_f64(desc, x, dy, mean, rstd, gamma)?;
+    let (dx, dgamma, dbeta) = backward_f64(desc, x, dy, saved, gamma)?;
     Ok(BackwardOut {
         dx: dx.into_iter().map(T::from_f64).collect(),
         dgamma,
@@ -220,8 +230,7 @@ fn backward_f64<T: Element, P: Element>(
     desc: &LayerNormDesc,
     x: &[T],
     dy: &[T],
-    mean: &[f32],
-    rstd: &[f32],
+    (mean, rstd, mean_lo): Saved<'_>,
     gamma: Option<&[P]>,
 ) -> Result<BackwardF64<P>> {
     let (rows, cols) = check::<T, P>(desc)?;
@@ -232,6 +241,9 @@ fn backward_f64<T: Element, P: Element>(
     check_len("dy", dy.len(), n)?;
     check_len("mean", mean.len(), rows)?;
     check_len("rstd", rstd.len(), rows)?;
+    if let Some(lo) = mean_lo {
+        check_len("mean_lo", lo.len(), rows)?;
+    }
     if let Some(g) = gamma {
         check_len("gamma", g.len(), cols)?;
     }
@@ -243,7 +255,8 @@ fn backward_f64<T: Element, P: Element>(
         let xs = &x[r * cols..(r + 1) * cols];
         let dys = &dy[r * cols..(r + 1) * cols];
         let (m, rs) = (mean[r] as f64, rstd[r] as f64);
-        let xhat = |c: usize| (xs[c].to_f64() - m) * rs;
+        let lo = mean_lo.map_or(0.0, |l| f64::from(l[r]));
+        let xhat = |c: usize| ((xs[c].to_f64() - m) - lo) * rs;
         let (mut sa, mut sb) = (0.0f64, 0.0f64);
         for (c, d) in dys.iter().enumerate() {
             let gdy = d.to_f64() * g(c);

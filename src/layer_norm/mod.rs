@@ -3,7 +3,8 @@
 //! y = (x - mean) * rstd * gamma + beta per row of D elements (the product of
 //! `normalized_shape`), with the biased variance and rstd = 1 / sqrt(var + eps). Activations
 //! in f32, f16 or bf16; parameters in the activation dtype or in f32; saved statistics always
-//! f32; all accumulation in f32.
+//! f32 (mean, rstd, and `mean_lo`, the mean's rounding error, on which the backward
+//! re-centres x: rows with a large offset keep an accurate backward); all accumulation in f32.
 //!
 //! Every op in warpnorm has the same shape (see also [`crate::batch_norm`]):
 //! 1. **Describe** the call: [`LayerNormDesc::new`] (PyTorch-style shapes) or

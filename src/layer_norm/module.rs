@@ -35,6 +35,9 @@ pub struct SavedStats {
     pub mean: CudaSlice<f32>,
     /// Saved 1 / sqrt(var + eps) (f32), one per row.
     pub rstd: CudaSlice<f32>,
+    /// The saved mean's rounding error (f32), one per row: the row mean is `mean + mean_lo`
+    /// (see [`crate::layer_norm::ForwardBuffers::mean_lo`]).
+    pub mean_lo: CudaSlice<f32>,
 }
 
 /// The caller's buffers that [`LayerNorm::backward_into`] writes (views of the caller's
@@ -229,8 +232,13 @@ impl<P: Element> LayerNorm<P> {
         let mut y = self.alloc::<T>(n, "allocating y")?;
         let mean = self.alloc::<f32>(d.rows, "allocating mean")?;
         let rstd = self.alloc::<f32>(d.rows, "allocating rstd")?;
+        let mean_lo = self.alloc::<f32>(d.rows, "allocating mean_lo")?;
         let mut ws = self.workspace(ws_bytes)?;
-        let mut saved = SavedStats { mean, rstd };
+        let mut saved = SavedStats {
+            mean,
+            rstd,
+            mean_lo,
+        };
         let io = InOut::Apart(x.slice(..), y.as_view_mut());
         let call = forward_call(io, &self.gamma, &self.beta, Some(&mut saved), ws.as_mut());
         forward_checked(&mut exec, &problem, call)?;
@@ -272,7 +280,8 @@ impl<P: Element> LayerNorm<P> {
         Ok(Gradients { dx, dgamma, dbeta })
     }
 
-    /// Saved statistics for an input of shape `x_shape` (one f32 mean and rstd per row), to
+    /// Saved statistics for an input of shape `x_shape` (one f32 mean, rstd and mean_lo per
+    /// row), to
     /// pass to [`LayerNorm::forward_into`] call after call. Uninitialized until a forward
     /// writes them.
     pub fn alloc_saved(&self, x_shape: &[usize]) -> Result<SavedStats> {
@@ -280,6 +289,7 @@ impl<P: Element> LayerNorm<P> {
         Ok(SavedStats {
             mean: self.alloc::<f32>(rows, "allocating mean")?,
             rstd: self.alloc::<f32>(rows, "allocating rstd")?,
+            mean_lo: self.alloc::<f32>(rows, "allocating mean_lo")?,
         })
     }
 
@@ -398,10 +408,7 @@ impl<P: Element> LayerNorm<P> {
         let stream = self.stream.clone();
         let mut exec = GpuExecutor::new(&stream)?;
         self.cached_workspace(&problem, Direction::Forward, exec.props())?;
-        let (mean, rstd) = match saved {
-            Some(s) => (Some(s.mean.as_view_mut()), Some(s.rstd.as_view_mut())),
-            None => (None, None),
-        };
+        let (mean, rstd, mean_lo) = saved_views(saved);
         let b = ForwardResidualBuffers {
             x: x.slice(..),
             residual_h,
@@ -411,6 +418,7 @@ impl<P: Element> LayerNorm<P> {
             beta: self.beta.as_ref().map(|b| b.as_view()),
             mean,
             rstd,
+            mean_lo,
             workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
         };
         forward_residual_checked(&mut exec, &problem, b)
@@ -447,6 +455,7 @@ impl<P: Element> LayerNorm<P> {
             dh_dx,
             mean: saved.mean.as_view(),
             rstd: saved.rstd.as_view(),
+            mean_lo: Some(saved.mean_lo.as_view()),
             gamma: self.gamma.as_ref().map(|g| g.as_view()),
             dgamma,
             dbeta,
@@ -454,6 +463,24 @@ impl<P: Element> LayerNorm<P> {
             workspace: self.workspace.as_mut().map(|w| w.as_view_mut()),
         };
         backward_residual_checked(&mut exec, &problem, b)
+    }
+}
+
+/// Views of the saved statistics the forward writes (mean, rstd, mean_lo), or none.
+type SavedViews<'a> = (
+    Option<CudaViewMut<'a, f32>>,
+    Option<CudaViewMut<'a, f32>>,
+    Option<CudaViewMut<'a, f32>>,
+);
+
+fn saved_views(saved: Option<&mut SavedStats>) -> SavedViews<'_> {
+    match saved {
+        Some(s) => (
+            Some(s.mean.as_view_mut()),
+            Some(s.rstd.as_view_mut()),
+            Some(s.mean_lo.as_view_mut()),
+        ),
+        None => (None, None, None),
     }
 }
 
@@ -466,16 +493,14 @@ fn forward_call<'a, T, P: DeviceRepr>(
     saved: Option<&'a mut SavedStats>,
     workspace: Option<&'a mut CudaSlice<u8>>,
 ) -> Forward<'a, T, P> {
-    let (mean, rstd) = match saved {
-        Some(s) => (Some(s.mean.as_view_mut()), Some(s.rstd.as_view_mut())),
-        None => (None, None),
-    };
+    let (mean, rstd, mean_lo) = saved_views(saved);
     Forward {
         io,
         gamma: gamma.as_ref().map(|g| g.as_view()),
         beta: beta.as_ref().map(|b| b.as_view()),
         mean,
         rstd,
+        mean_lo,
         workspace: workspace.map(|w| w.as_view_mut()),
     }
 }
@@ -495,6 +520,7 @@ fn backward_call<'a, T, P: DeviceRepr>(
         grad: InOut::Apart(dy.slice(..), grads.dx),
         mean: saved.mean.as_view(),
         rstd: saved.rstd.as_view(),
+        mean_lo: Some(saved.mean_lo.as_view()),
         gamma: gamma.as_ref().map(|g| g.as_view()),
         dgamma: grads.dgamma,
         dbeta: grads.dbeta,

@@ -59,6 +59,10 @@ pub struct ForwardBuffers<'a, T, P> {
     pub mean: Option<CudaViewMut<'a, f32>>,
     /// Saved 1 / sqrt(var + eps), one f32 per row (for [`backward`]); `None`: not stored.
     pub rstd: Option<CudaViewMut<'a, f32>>,
+    /// The saved mean's rounding error, one f32 per row (the row mean is `mean + mean_lo`),
+    /// for [`backward`], which re-centres x on the pair: dx on rows with a large offset is
+    /// then as accurate as y; `None`: not stored (see [`ForwardPtrs::mean_lo`]).
+    pub mean_lo: Option<CudaViewMut<'a, f32>>,
     /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0).
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
@@ -76,6 +80,8 @@ pub struct ForwardInPlaceBuffers<'a, T, P> {
     pub mean: Option<CudaViewMut<'a, f32>>,
     /// Saved rstd, one f32 per row; `None`: not stored.
     pub rstd: Option<CudaViewMut<'a, f32>>,
+    /// The saved mean's rounding error, as [`ForwardBuffers::mean_lo`].
+    pub mean_lo: Option<CudaViewMut<'a, f32>>,
     /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0).
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
@@ -90,6 +96,9 @@ pub struct BackwardBuffers<'a, T, P> {
     pub mean: CudaView<'a, f32>,
     /// The forward's saved rstd (rows f32).
     pub rstd: CudaView<'a, f32>,
+    /// The forward's saved mean_lo (rows f32), or `None`: taken as zeros (a mean saved
+    /// without it, as PyTorch's; dx is then good to about u32 |mean| rstd relative).
+    pub mean_lo: Option<CudaView<'a, f32>>,
     /// Scale, cols elements: given exactly when `desc.affine` has a weight.
     pub gamma: Option<CudaView<'a, P>>,
     /// Gradient of the input (written), rows * cols elements.
@@ -113,6 +122,9 @@ pub struct BackwardInPlaceBuffers<'a, T, P> {
     pub mean: CudaView<'a, f32>,
     /// The forward's saved rstd (rows f32).
     pub rstd: CudaView<'a, f32>,
+    /// The forward's saved mean_lo (rows f32), or `None`: taken as zeros (a mean saved
+    /// without it, as PyTorch's; dx is then good to about u32 |mean| rstd relative).
+    pub mean_lo: Option<CudaView<'a, f32>>,
     /// Scale, cols elements: given exactly when `desc.affine` has a weight.
     pub gamma: Option<CudaView<'a, P>>,
     /// Gradient of gamma (written), cols elements: given exactly when there is a weight.
@@ -131,6 +143,7 @@ pub(crate) struct Forward<'a, T, P> {
     pub(crate) beta: Option<CudaView<'a, P>>,
     pub(crate) mean: Option<CudaViewMut<'a, f32>>,
     pub(crate) rstd: Option<CudaViewMut<'a, f32>>,
+    pub(crate) mean_lo: Option<CudaViewMut<'a, f32>>,
     pub(crate) workspace: Option<CudaViewMut<'a, u8>>,
 }
 
@@ -142,6 +155,7 @@ impl<'a, T, P> From<ForwardBuffers<'a, T, P>> for Forward<'a, T, P> {
             beta: b.beta,
             mean: b.mean,
             rstd: b.rstd,
+            mean_lo: b.mean_lo,
             workspace: b.workspace,
         }
     }
@@ -155,6 +169,7 @@ impl<'a, T, P> From<ForwardInPlaceBuffers<'a, T, P>> for Forward<'a, T, P> {
             beta: b.beta,
             mean: b.mean,
             rstd: b.rstd,
+            mean_lo: b.mean_lo,
             workspace: b.workspace,
         }
     }
@@ -168,6 +183,7 @@ pub(crate) struct Backward<'a, T, P> {
     pub(crate) grad: InOut<'a, T>,
     pub(crate) mean: CudaView<'a, f32>,
     pub(crate) rstd: CudaView<'a, f32>,
+    pub(crate) mean_lo: Option<CudaView<'a, f32>>,
     pub(crate) gamma: Option<CudaView<'a, P>>,
     pub(crate) dgamma: Option<CudaViewMut<'a, P>>,
     pub(crate) dbeta: Option<CudaViewMut<'a, P>>,
@@ -181,6 +197,7 @@ impl<'a, T, P> From<BackwardBuffers<'a, T, P>> for Backward<'a, T, P> {
             grad: InOut::Apart(b.dy, b.dx),
             mean: b.mean,
             rstd: b.rstd,
+            mean_lo: b.mean_lo,
             gamma: b.gamma,
             dgamma: b.dgamma,
             dbeta: b.dbeta,
@@ -196,6 +213,7 @@ impl<'a, T, P> From<BackwardInPlaceBuffers<'a, T, P>> for Backward<'a, T, P> {
             grad: InOut::InPlace(b.dy_dx),
             mean: b.mean,
             rstd: b.rstd,
+            mean_lo: b.mean_lo,
             gamma: b.gamma,
             dgamma: b.dgamma,
             dbeta: b.dbeta,
@@ -251,6 +269,7 @@ pub(crate) fn forward_checked<T: Element, P: Element>(
         beta: lend.input_opt("beta", b.beta.as_ref(), cols)?,
         mean: lend.output_opt("mean", b.mean.as_mut(), rows)?,
         rstd: lend.output_opt("rstd", b.rstd.as_mut(), rows)?,
+        mean_lo: lend.output_opt("mean_lo", b.mean_lo.as_mut(), rows)?,
         workspace,
         workspace_bytes,
     };
@@ -306,6 +325,7 @@ pub(crate) fn backward_checked<T: Element, P: Element>(
         gamma: lend.input_opt("gamma", b.gamma.as_ref(), cols)?,
         mean: lend.input("mean", &b.mean, rows)?,
         rstd: lend.input("rstd", &b.rstd, rows)?,
+        mean_lo: lend.input_opt("mean_lo", b.mean_lo.as_ref(), rows)?,
         dgamma: lend.output_opt("dgamma", b.dgamma.as_mut(), cols)?,
         dbeta: lend.output_opt("dbeta", b.dbeta.as_mut(), cols)?,
         workspace,
@@ -354,6 +374,8 @@ pub struct ForwardResidualBuffers<'a, T, P> {
     pub mean: Option<CudaViewMut<'a, f32>>,
     /// Saved 1 / sqrt(var + eps) (rows f32); `None` for inference.
     pub rstd: Option<CudaViewMut<'a, f32>>,
+    /// The saved mean's rounding error (rows f32), as [`ForwardBuffers::mean_lo`].
+    pub mean_lo: Option<CudaViewMut<'a, f32>>,
     /// Workspace of [`forward_workspace_bytes`] bytes (`None` when that is 0).
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
@@ -371,6 +393,9 @@ pub struct BackwardResidualBuffers<'a, T, P> {
     pub mean: CudaView<'a, f32>,
     /// See `mean`.
     pub rstd: CudaView<'a, f32>,
+    /// The forward's saved mean_lo (rows f32), or `None` (zeros), as
+    /// [`BackwardBuffers::mean_lo`].
+    pub mean_lo: Option<CudaView<'a, f32>>,
     /// gamma (cols), when the LayerNorm has a weight.
     pub gamma: Option<CudaView<'a, P>>,
     /// dgamma (cols), when the LayerNorm has a weight.
@@ -423,6 +448,7 @@ pub(crate) fn forward_residual_checked<T: Element, P: Element>(
         beta: lend.input_opt("beta", b.beta.as_ref(), cols)?,
         mean: lend.output_opt("mean", b.mean.as_mut(), rows)?,
         rstd: lend.output_opt("rstd", b.rstd.as_mut(), rows)?,
+        mean_lo: lend.output_opt("mean_lo", b.mean_lo.as_mut(), rows)?,
         workspace,
         workspace_bytes,
     };
@@ -469,6 +495,7 @@ pub(crate) fn backward_residual_checked<T: Element, P: Element>(
         gamma: lend.input_opt("gamma", b.gamma.as_ref(), cols)?,
         mean: lend.input("mean", &b.mean, rows)?,
         rstd: lend.input("rstd", &b.rstd, rows)?,
+        mean_lo: lend.input_opt("mean_lo", b.mean_lo.as_ref(), rows)?,
         dgamma: lend.output_opt("dgamma", b.dgamma.as_mut(), cols)?,
         dbeta: lend.output_opt("dbeta", b.dbeta.as_mut(), cols)?,
         workspace,

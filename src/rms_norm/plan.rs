@@ -198,6 +198,7 @@ fn plan_forward_res(
         beta: None,
         mean: None,
         rstd: p.rstd,
+        mean_lo: None,
         workspace: p.workspace,
         workspace_bytes: p.workspace_bytes,
     };
@@ -280,6 +281,7 @@ fn plan_backward_res(
         gamma: p.weight,
         mean: 0,
         rstd: p.rstd,
+        mean_lo: None,
         dgamma: p.dweight,
         dbeta: None,
         workspace: p.workspace,

@@ -273,7 +273,12 @@ impl<B: Backend> Runner for B {
         let si = be.alloc::<f32>(c, 0);
         let dg = be.alloc::<P>(c, 0);
         let db = be.alloc::<P>(c, 0);
-        let ws_bytes = workspace_bytes(desc, Direction::Forward, &props)? as u64;
+        // One workspace for both directions (an eval forward needs none, its backward does).
+        let ws_bytes = workspace_bytes(desc, Direction::Forward, &props)?.max(workspace_bytes(
+            desc,
+            Direction::Backward,
+            &props,
+        )?) as u64;
         let ws = be.alloc::<f32>(ws_bytes as usize / 4, 0);
         let ptrs = ForwardPtrs {
             x: d_x,

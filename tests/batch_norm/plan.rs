@@ -889,6 +889,53 @@ fn workspace_and_overlap_checks() {
     ));
 }
 
+/// Eval needs no workspace for its forward nor for an eval-mode dx alone (one launch each,
+/// reading none); an eval-mode backward with dgamma/dbeta needs what training's does.
+#[test]
+fn eval_needs_no_workspace_except_for_parameter_gradients() {
+    let props = DeviceProps::H200;
+    for (dims, layout, dt) in [
+        (&[32usize, 64, 14, 14][..], Layout::Contiguous, DType::BF16),
+        (&[16, 256, 7, 7][..], Layout::Contiguous, DType::BF16),
+        (&[8, 64, 14, 14][..], Layout::ChannelsLast, DType::F32),
+        (&[4096, 8][..], Layout::Contiguous, DType::F32),
+    ] {
+        let train = desc(dims, layout, dt);
+        let eval = train.clone().with_mode(Mode::eval());
+        let need = workspace_bytes(&train, Direction::Backward, &props).unwrap();
+        assert!(need > 0, "{dims:?}");
+        assert_eq!(
+            workspace_bytes(&eval, Direction::Forward, &props).unwrap(),
+            0
+        );
+        assert_eq!(
+            workspace_bytes(&eval, Direction::Backward, &props).unwrap(),
+            need
+        );
+        let mut f = fwd_ptrs();
+        (f.workspace, f.workspace_bytes) = (0, 0);
+        let p = plan_forward(&eval, &f, &props).unwrap();
+        assert_eq!(p.launches.len(), 1, "{p}");
+        // Training still needs it, and says how much.
+        let e = plan_forward(&train, &f, &props).unwrap_err();
+        assert!(
+            matches!(e, Error::Workspace { needed, given: 0 } if needed == need),
+            "{e}"
+        );
+        let mut b = bwd_ptrs();
+        (b.workspace, b.workspace_bytes) = (0, 0);
+        let e = plan_backward(&eval, &b, &props).unwrap_err();
+        assert!(
+            matches!(e, Error::Workspace { needed, given: 0 } if needed == need),
+            "{e}"
+        );
+        (b.dgamma, b.dbeta) = (None, None);
+        let p = plan_backward(&eval, &b, &props).unwrap();
+        assert_eq!(p.launches.len(), 1, "{p}");
+        assert!(plan_backward(&train, &b, &props).is_err());
+    }
+}
+
 /// Grids follow the kernels' own occupancy (the build's ptxas figures for the device's SASS;
 /// `max_threads_per_sm / 256` blocks per SM where the build has none): a reduction's grid fits
 /// in one wave of its resident blocks unless its channel tiles alone exceed one, and an

@@ -17,7 +17,10 @@
 //! cover each slice of K, with the neighbouring channels' lanes masked: those elements are
 //! initialized too. Every output of K - y, save_mean, save_invstd, running_mean,
 //! running_var, dx, dgamma, dbeta - is compared with the CPU reference run on the sub-tensor
-//! of K (tolerances of `tests/batch_norm/support.rs`).
+//! of K (tolerances of `tests/batch_norm/support.rs`). Then the same for eval: the forward
+//! (`..._eval_apply_*`, one launch, no workspace) from the running statistics the training
+//! forward left, and the eval-mode backward with dgamma / dbeta (`..._eval_reduce_*`, whose
+//! sums write dx, or for vecodd the reduction and the eval apply).
 
 use std::ops::Range;
 
@@ -180,7 +183,11 @@ fn blocks_for_channels<'a>(
         let (boxes, e) = boxes_for(l, geo, dtype, k)?;
         if !e.is_empty() && l.kernel.contains("_apply_nchw") {
             let a: WnBatchNormApplyArgs = l.args.get().expect("apply args");
-            b.coefs.push((a.coef, 4 * a.coef_stride as usize));
+            // Eval's apply computes its coefficients from the parameters (coef 0): the caller
+            // initializes every channel's parameters instead.
+            if a.coef != 0 {
+                b.coefs.push((a.coef, 4 * a.coef_stride as usize));
+            }
         }
         b.extra.extend(e);
         b.work.push((l, boxes));
@@ -450,6 +457,177 @@ fn run_huge<T: Element + Default, P: Element + Default>(
         &wb,
         &gotb,
     )?;
+
+    // Eval: the forward (one launch, no workspace) with the running statistics the training
+    // forward left, then the eval-mode backward with dgamma / dbeta (its sums write dx) from
+    // the statistics the eval forward saved. The NCHW elementwise pass also visits other
+    // channels and computes their coefficients from their parameters and statistics: those
+    // channels get values here (gamma 0, beta 0, running mean 0, running var 1, saved mean 0,
+    // saved invstd 1).
+    // The eval apply also writes the saved statistics of the channels its threads take in
+    // their linear order (save_frozen: channel = linear thread index, grid-stride), reading
+    // those channels' parameters: they get values too.
+    let init_visited = |sim: &mut Sim, b: &Blocks<'_>| {
+        let mut chans: Vec<usize> = if geo.nhwc {
+            Vec::new()
+        } else {
+            b.extra
+                .iter()
+                .filter(|r| !r.is_empty())
+                .flat_map(|r| {
+                    // The vecodd pass reads a pack's next channel's coefficients too (b + 1).
+                    let (a, b) = (r.start / geo.s, (r.end - 1) / geo.s);
+                    (a..=b + 1).map(|q| q % geo.c)
+                })
+                .collect()
+        };
+        for (l, boxes) in &b.work {
+            if !l.kernel.contains("_eval_apply_") {
+                continue;
+            }
+            let per_block = (l.block[0] * l.block[1]) as usize;
+            let threads = per_block * (l.grid[0] * l.grid[1]) as usize;
+            for bx in boxes {
+                for by in bx[1].clone() {
+                    for x in bx[0].clone() {
+                        let block = by as usize * l.grid[0] as usize + x as usize;
+                        let mut start = block * per_block;
+                        while start < geo.c {
+                            chans.extend(start..(start + per_block).min(geo.c));
+                            start += threads;
+                        }
+                    }
+                }
+            }
+        }
+        let mut chans: Vec<usize> = chans.into_iter().filter(|ch| !k.contains(ch)).collect();
+        chans.sort_unstable();
+        chans.dedup();
+        for ch in chans {
+            let one = ch..ch + 1;
+            for (p, v) in [(pg, 0.0), (pb, 0.0), (prm, 0.0), (prv, 1.0)] {
+                upload_k(sim, p, &one, &[P::from_f64(v)]);
+            }
+            for (p, v) in [(psm, 0.0f32), (psml, 0.0), (psi, 1.0)] {
+                upload_k(sim, p, &one, &[v]);
+            }
+        }
+    };
+    let (mut erm, mut erv): (Vec<P>, Vec<P>) =
+        (download_k(&sim, prm, &k), download_k(&sim, prv, &k));
+    let eval = desc.clone().with_mode(Mode::eval());
+    let sub_eval = sub.clone().with_mode(Mode::eval());
+    let py = sim.alloc::<T>(numel, 0);
+    let fwd_e = plan_forward(
+        &eval,
+        &ForwardPtrs {
+            x: px,
+            y: py,
+            gamma: Some(pg),
+            beta: Some(pb),
+            running_mean: Some(prm),
+            running_var: Some(prv),
+            num_batches_tracked: None,
+            save_mean: Some(psm),
+            save_mean_lo: Some(psml),
+            save_invstd: Some(psi),
+            workspace: 0,
+            workspace_bytes: 0,
+        },
+        &props,
+    )
+    .map_err(|e| format!("plan_batch_norm_fwd (eval): {e}"))?;
+    if fwd_e.launches.len() != 1 || !fwd_e.launches[0].kernel.contains("_eval_apply_") {
+        return Err(format!(
+            "eval forward is not one eval apply launch: {fwd_e}"
+        ));
+    }
+    let b = blocks_for_channels(&fwd_e, &geo, h.dtype, &k)?;
+    init_visited(&mut sim, &b);
+    fill_zeros::<T>(&mut sim, &[px], &b.extra, &b.coefs);
+    scatter(&mut sim, px, &geo, &k, &x);
+    let blocks_ef = run_work(&mut sim, &b.work).map_err(|e| format!("{e}\n{fwd_e}"))?;
+    let want_e = cpu::forward::<T, P>(
+        &sub_eval,
+        &x,
+        Some((&gamma[..], &beta[..])),
+        Some(cpu::Running {
+            mean: &mut erm,
+            var: &mut erv,
+            num_batches_tracked: None,
+        }),
+    )
+    .map_err(|e| e.to_string())?;
+    let got_e = FwdGot {
+        y: gather::<T>(&sim, py, &geo, &k),
+        save_mean: download_k(&sim, psm, &k),
+        save_mean_lo: download_k(&sim, psml, &k),
+        save_invstd: download_k(&sim, psi, &k),
+        running_mean: download_k(&sim, prm, &k),
+        running_var: download_k(&sim, prv, &k),
+    };
+    check_forward(
+        &format!("{ctx} eval forward"),
+        &sub_eval,
+        false,
+        &x,
+        &want_e,
+        &erm,
+        &erv,
+        &got_e,
+    )?;
+    sim.dev.free(py).map_err(|e| e.to_string())?;
+    let bwd_e = plan_backward(
+        &eval,
+        &BackwardPtrs {
+            x: px,
+            dy: pdy,
+            dx: pdx,
+            gamma: Some(pg),
+            save_mean: psm,
+            save_mean_lo: Some(psml),
+            save_invstd: psi,
+            dgamma: Some(pdg),
+            dbeta: Some(pdb),
+            workspace: pws,
+            workspace_bytes: ws_bytes,
+        },
+        &props,
+    )
+    .map_err(|e| format!("plan_batch_norm_bwd (eval): {e}"))?;
+    let b = blocks_for_channels(&bwd_e, &geo, h.dtype, &k)?;
+    init_visited(&mut sim, &b);
+    fill_zeros::<T>(&mut sim, &[px, pdy], &b.extra, &b.coefs);
+    scatter(&mut sim, px, &geo, &k, &x);
+    scatter(&mut sim, pdy, &geo, &k, &dy);
+    let blocks_eb = run_work(&mut sim, &b.work).map_err(|e| format!("{e}\n{bwd_e}"))?;
+    let wbe = cpu::backward::<T, P>(
+        &sub_eval,
+        &x,
+        &dy,
+        Some(&gamma),
+        &got_e.save_mean,
+        Some(&got_e.save_mean_lo),
+        &got_e.save_invstd,
+    )
+    .map_err(|e| e.to_string())?;
+    let gotbe = BwdGot {
+        dx: gather::<T>(&sim, pdx, &geo, &k),
+        dgamma: download_k(&sim, pdg, &k),
+        dbeta: download_k(&sim, pdb, &k),
+    };
+    check_backward(
+        &format!("{ctx} eval backward"),
+        &sub_eval,
+        true,
+        &x,
+        &dy,
+        Some(&gamma),
+        &got_e.save_mean,
+        &got_e.save_invstd,
+        &wbe,
+        &gotbe,
+    )?;
     let names = |p: &Plan| {
         p.launches
             .iter()
@@ -458,7 +636,7 @@ fn run_huge<T: Element + Default, P: Element + Default>(
             .join(", ")
     };
     Ok(format!(
-        "{:?} {:?} {}/{}, channels {k:?} (elements up to {}): forward [{}] {blocks_f} blocks, backward [{}] {blocks_b} blocks",
+        "{:?} {:?} {}/{}, channels {k:?} (elements up to {}): forward [{}] {blocks_f} blocks, backward [{}] {blocks_b} blocks, eval forward [{}] {blocks_ef} blocks, eval backward [{}] {blocks_eb} blocks",
         h.dims,
         h.layout,
         h.dtype,
@@ -466,6 +644,8 @@ fn run_huge<T: Element + Default, P: Element + Default>(
         geo.ranges(&k).last().unwrap().end,
         names(&fwd),
         names(&bwd),
+        names(&fwd_e),
+        names(&bwd_e),
     ))
 }
 

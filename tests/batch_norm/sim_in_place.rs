@@ -3,7 +3,8 @@
 //! simulated arch, for every case of the coverage set (every activation dtype, layout, access
 //! variant and the fused tiers), with racecheck and initcheck on: every kernel reads an
 //! element before the element is written. A forward without saved statistics (`save_mean` /
-//! `save_invstd` None, training or eval) gives the same y and running statistics.
+//! `save_invstd` None, training or eval) gives the same y and running statistics. Eval's
+//! forward and eval-mode dx alone run without a workspace (0 bytes at address 0).
 
 use std::collections::BTreeSet;
 
@@ -82,8 +83,10 @@ fn case_in_place<T: Element + Default, P: Element + Default>(
                     save_mean: save.then_some(sm),
                     save_mean_lo: save.then_some(sl),
                     save_invstd: save.then_some(si),
-                    workspace: ws,
-                    workspace_bytes: ws_bytes as u64,
+                    // Eval runs without a workspace (its one launch reads none: memcheck
+                    // would report a read of address 0).
+                    workspace: if training { ws } else { 0 },
+                    workspace_bytes: if training { ws_bytes as u64 } else { 0 },
                 };
                 let plan = plan_forward(&d, &p, &props).unwrap();
                 sim.run(&plan)
@@ -149,8 +152,13 @@ fn case_in_place<T: Element + Default, P: Element + Default>(
                 save_invstd: si,
                 dgamma: grads.then_some(dg),
                 dbeta: grads.then_some(db),
-                workspace: ws,
-                workspace_bytes: ws_bytes as u64,
+                // Eval-mode dx alone runs without a workspace.
+                workspace: if training || grads { ws } else { 0 },
+                workspace_bytes: if training || grads {
+                    ws_bytes as u64
+                } else {
+                    0
+                },
             };
             let plan = plan_backward(&d, &p, &props).unwrap();
             sim.run(&plan)

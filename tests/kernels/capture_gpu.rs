@@ -235,6 +235,7 @@ impl Step {
                 beta: Some(self.ln_beta.as_view()),
                 mean: Some(self.mean.as_view_mut()),
                 rstd: Some(self.rstd.as_view_mut()),
+                mean_lo: None,
                 workspace: self.ln_workspace.as_mut().map(|w| w.as_view_mut()),
             },
         )?;
@@ -279,6 +280,7 @@ impl Step {
                 dy: self.dh.as_view(),
                 mean: self.mean.as_view(),
                 rstd: self.rstd.as_view(),
+                mean_lo: None,
                 gamma: Some(self.ln_gamma.as_view()),
                 dx: self.dx.as_view_mut(),
                 dgamma: Some(self.ln_dgamma.as_view_mut()),

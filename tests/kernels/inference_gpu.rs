@@ -204,6 +204,7 @@ fn layer_norm_into_in_place_and_infer_match_forward() {
                 beta: Some(b.as_view()),
                 mean: Some(mean.as_view_mut()),
                 rstd: None,
+                mean_lo: None,
                 workspace: Some(ws.as_view_mut()),
             },
         )
@@ -219,6 +220,7 @@ fn layer_norm_into_in_place_and_infer_match_forward() {
                 dy_dx: dydx.as_view_mut(),
                 mean: out.saved.mean.as_view(),
                 rstd: out.saved.rstd.as_view(),
+                mean_lo: Some(out.saved.mean_lo.as_view()),
                 gamma: Some(g.as_view()),
                 dgamma: Some(dg.as_view_mut()),
                 dbeta: Some(db.as_view_mut()),

@@ -38,7 +38,8 @@ use half::bf16;
 use testkit::sim::{skip_without_kernels, Sim, SIM_ARCHS};
 use warpnorm::cpu::layer_norm::{forward, row_stats};
 use warpnorm::layer_norm::{
-    plan_forward, workspace_bytes, Affine, Direction, ForwardPtrs, LayerNormDesc,
+    plan_backward, plan_forward, workspace_bytes, Affine, BackwardPtrs, Direction, ForwardPtrs,
+    LayerNormDesc,
 };
 use warpnorm::{DType, DeviceProps, Element, Plan};
 
@@ -58,6 +59,7 @@ struct Fwd {
     y: Vec<f64>,
     mean: Vec<f64>,
     rstd: Vec<f64>,
+    mean_lo: Vec<f64>,
     plan: Plan,
 }
 
@@ -80,6 +82,7 @@ fn sim_fwd<T: Element + Default, P: Element + Default>(
     let pb = sim.upload(beta, 0);
     let pmean = sim.alloc::<f32>(m, 0);
     let prstd = sim.alloc::<f32>(m, 0);
+    let plo = sim.alloc::<f32>(m, 0);
     let ws = workspace_bytes(desc, Direction::Forward, &props).unwrap();
     let pws = sim.alloc::<f32>(ws.div_ceil(4), 0);
     let ptrs = ForwardPtrs {
@@ -89,6 +92,7 @@ fn sim_fwd<T: Element + Default, P: Element + Default>(
         beta: Some(pb),
         mean: Some(pmean),
         rstd: Some(prstd),
+        mean_lo: Some(plo),
         workspace: pws,
         workspace_bytes: ws as u64,
     };
@@ -98,6 +102,7 @@ fn sim_fwd<T: Element + Default, P: Element + Default>(
         y: to_f64(&sim.download::<T>(py, n)),
         mean: to_f64(&sim.download::<f32>(pmean, m)),
         rstd: to_f64(&sim.download::<f32>(prstd, m)),
+        mean_lo: to_f64(&sim.download::<f32>(plo, m)),
         plan,
     }
 }
@@ -108,6 +113,8 @@ struct Errs {
     y: f64,
     mean: f64,
     rstd: f64,
+    /// The saved pair mean + mean_lo against the f64 mean.
+    pair: f64,
 }
 
 impl Errs {
@@ -116,6 +123,7 @@ impl Errs {
             y: self.y.max(o.y),
             mean: self.mean.max(o.mean),
             rstd: self.rstd.max(o.rstd),
+            pair: self.pair.max(o.pair),
         }
     }
 }
@@ -168,6 +176,10 @@ fn check<T: Element, P: Element>(
         let tol = 2.0 * U32 * mu.abs() + K_F32 * U32 * sigma;
         let want = r.mean[row] as f64;
         within("mean", row, got.mean[row], want, tol, &mut e.mean, &mut bad);
+        // The saved pair is the mean to the spread's precision, not |mean|'s.
+        let tol = K_F32 * U32 * sigma + 4.0 * U32 * U32 * mu.abs();
+        let pair = got.mean[row] + got.mean_lo[row];
+        within("mean + mean_lo", row, pair, mu, tol, &mut e.pair, &mut bad);
         let want = r.rstd[row] as f64;
         let tol = K_F32 * U32 * want;
         within("rstd", row, got.rstd[row], want, tol, &mut e.rstd, &mut bad);
@@ -251,9 +263,9 @@ fn offset_rows<T: Element + Default>(
                 }
             }
             eprintln!(
-                "{label}: max |y - ref| {:.3e}, |mean - ref| {:.3e}, |rstd - ref| {:.3e} \
-                 (worst of compute_75/80/90)",
-                worst.y, worst.mean, worst.rstd
+                "{label}: max |y - ref| {:.3e}, |mean - ref| {:.3e}, |rstd - ref| {:.3e}, \
+                 |mean + mean_lo - mean64| {:.3e} (worst of compute_75/80/90)",
+                worst.y, worst.mean, worst.rstd, worst.pair
             );
         }
     }
@@ -547,5 +559,251 @@ fn outlier_rows_are_within_two_units_in_every_tier_and_dtype_pair() {
     outlier_case::<f16, f32>(&mut failures);
     outlier_case::<bf16, bf16>(&mut failures);
     outlier_case::<bf16, f32>(&mut failures);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+// ------------------------------------------------------------------------------------------
+// Backward on rows with a large offset
+// ------------------------------------------------------------------------------------------
+
+/// Backward outputs widened to f64, and the plan that made them.
+struct Bwd {
+    dx: Vec<f64>,
+    dgamma: Vec<f64>,
+    dbeta: Vec<f64>,
+    plan: Plan,
+}
+
+/// Runs the backward on ptxsim's compute_`arch` from the statistics `fwd` saved (with its
+/// mean_lo when `with_lo`, else without: the kernels then take it as zeros, as for a
+/// PyTorch-saved mean); `scalar` offsets x (only) by one element: the scalar variant.
+#[allow(clippy::too_many_arguments)]
+fn sim_bwd<T: Element + Default>(
+    arch: u32,
+    desc: &LayerNormDesc,
+    x: &[T],
+    dy: &[T],
+    gamma: &[f32],
+    fwd: &Fwd,
+    with_lo: bool,
+    scalar: bool,
+) -> Bwd {
+    let props = DeviceProps::SIM;
+    let mut sim = Sim::new(arch);
+    let (m, d) = (desc.rows, desc.cols);
+    let f32s = |v: &[f64]| v.iter().map(|e| *e as f32).collect::<Vec<f32>>();
+    let px = sim.upload(x, usize::from(scalar));
+    let pdy = sim.upload(dy, 0);
+    let pdx = sim.alloc::<T>(m * d, 0);
+    let pg = sim.upload(gamma, 0);
+    let pm = sim.upload(&f32s(&fwd.mean), 0);
+    let pr = sim.upload(&f32s(&fwd.rstd), 0);
+    let plo = with_lo.then(|| sim.upload(&f32s(&fwd.mean_lo), 0));
+    let (pdg, pdb) = (sim.alloc::<f32>(d, 0), sim.alloc::<f32>(d, 0));
+    let ws = workspace_bytes(desc, Direction::Backward, &props).unwrap();
+    let pws = sim.alloc::<f32>(ws.div_ceil(4).max(1), 0);
+    let ptrs = BackwardPtrs {
+        x: px,
+        dy: pdy,
+        dx: pdx,
+        gamma: Some(pg),
+        mean: pm,
+        rstd: pr,
+        mean_lo: plo,
+        dgamma: Some(pdg),
+        dbeta: Some(pdb),
+        workspace: pws,
+        workspace_bytes: ws as u64,
+    };
+    let plan = plan_backward(desc, &ptrs, &props).unwrap();
+    sim.run(&plan).unwrap_or_else(|e| panic!("{e}\n{plan}"));
+    Bwd {
+        dx: to_f64(&sim.download::<T>(pdx, m * d)),
+        dgamma: to_f64(&sim.download::<f32>(pdg, d)),
+        dbeta: to_f64(&sim.download::<f32>(pdb, d)),
+        plan,
+    }
+}
+
+/// Largest errors of a backward run, each in units of its bound's f32 term (u32 * scale).
+#[derive(Clone, Copy, Debug, Default)]
+struct BwdErrs {
+    dx: f64,
+    dgamma: f64,
+    dbeta: f64,
+}
+
+/// Checks a backward run against the f64 backward of x itself (statistics in f64, nothing
+/// rounded): with xhat = (x - mean) rstd, g = gamma dy, A = mean |g|, B = mean |g xhat|,
+///
+///   |dx - ref| <= K_ROUND u_T |ref| + tiny_T + K_F32 u32 rstd (|g| + (1 + |xhat|)(A + B))
+///   |dgamma - ref| <= K_ROUND u32 |ref| + K_F32 u32 sum |dy| (1 + |xhat|)
+///   |dbeta - ref| <= K_ROUND u32 |ref| + K_F32 u32 sum |dy|
+///
+/// This is the error of the f32 formula with xhat off by a few u32 (1 + |xhat|): the
+/// saved pair mean + mean_lo is within a few u32 sigma of the mean and rstd within a few u32
+/// of its value, so xhat is as good as the forward's. With the f32 mean alone xhat is off by
+/// up to u32 |mean| rstd (6e-4 at 1e4 + N(0, 1)), far outside. Returns the errors in units of
+/// u32 * scale and the first violations.
+fn check_bwd<T: Element>(
+    desc: &LayerNormDesc,
+    x: &[T],
+    dy: &[T],
+    gamma: &[f32],
+    got: &Bwd,
+) -> (BwdErrs, Result<(), String>) {
+    let (m, d) = (desc.rows, desc.cols);
+    let (u_t, tiny_t) = (desc.dtype.unit_roundoff(), tiny(desc.dtype));
+    let mut dg = vec![0.0f64; d];
+    let mut db = vec![0.0f64; d];
+    let mut sg = vec![0.0f64; d];
+    let mut sb = vec![0.0f64; d];
+    let mut e = BwdErrs::default();
+    let mut bad = Vec::new();
+    let mut note = |what: &str, i: usize, got: f64, want: f64, round: f64, scale: f64| -> f64 {
+        let err = if got.is_finite() {
+            (got - want).abs()
+        } else {
+            f64::INFINITY
+        };
+        let tol = K_ROUND * round * want.abs() + tiny_t + K_F32 * U32 * scale;
+        if err > tol && bad.len() < 3 {
+            bad.push(format!(
+                "{what}[{i}]: got {got:e}, reference {want:e} (error {err:e} > bound {tol:e})"
+            ));
+        }
+        (err - K_ROUND * round * want.abs()).max(0.0) / (U32 * scale).max(f64::MIN_POSITIVE)
+    };
+    for row in 0..m {
+        let xs: Vec<f64> = x[row * d..(row + 1) * d]
+            .iter()
+            .map(|v| v.to_f64())
+            .collect();
+        let (mu, rstd) = row_stats(&xs, desc.eps);
+        let dys: Vec<f64> = dy[row * d..(row + 1) * d]
+            .iter()
+            .map(|v| v.to_f64())
+            .collect();
+        let xhat: Vec<f64> = xs.iter().map(|v| (v - mu) * rstd).collect();
+        let g: Vec<f64> = (0..d).map(|c| dys[c] * gamma[c] as f64).collect();
+        let n = d as f64;
+        let c1 = g.iter().sum::<f64>() / n;
+        let c2 = g.iter().zip(&xhat).map(|(a, b)| a * b).sum::<f64>() / n;
+        let a = g.iter().map(|v| v.abs()).sum::<f64>() / n;
+        let b = g.iter().zip(&xhat).map(|(a, b)| (a * b).abs()).sum::<f64>() / n;
+        for c in 0..d {
+            let i = row * d + c;
+            let want = rstd * (g[c] - c1 - xhat[c] * c2);
+            let scale = rstd * (g[c].abs() + (1.0 + xhat[c].abs()) * (a + b));
+            e.dx = e.dx.max(note("dx", i, got.dx[i], want, u_t, scale));
+            dg[c] += dys[c] * xhat[c];
+            db[c] += dys[c];
+            sg[c] += dys[c].abs() * (1.0 + xhat[c].abs());
+            sb[c] += dys[c].abs();
+        }
+    }
+    for c in 0..d {
+        e.dgamma = e
+            .dgamma
+            .max(note("dgamma", c, got.dgamma[c], dg[c], U32, sg[c]));
+        e.dbeta = e
+            .dbeta
+            .max(note("dbeta", c, got.dbeta[c], db[c], U32, sb[c]));
+    }
+    let verdict = if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(bad.join("; "))
+    };
+    (e, verdict)
+}
+
+/// (cols, rows) of the backward check on `DeviceProps::SIM`: together they run the subwarp,
+/// warp, block and split backward tiers (asserted), vector and scalar variants.
+const BWD_SHAPES: [(usize, usize); 5] = [(60, 16), (500, 8), (3000, 4), (16385, 1), (8192, 2)];
+
+#[test]
+fn backward_on_rows_with_a_large_offset_is_as_accurate_as_the_forward() {
+    if skip_without_kernels("backward_on_rows_with_a_large_offset_is_as_accurate_as_the_forward") {
+        return;
+    }
+    let mut failures = Vec::new();
+    let mut tiers = std::collections::BTreeSet::new();
+    for (offset, sigma) in [(1e4, 1.0), (1e6, 0.01)] {
+        for (si, &(cols, rows)) in BWD_SHAPES.iter().enumerate() {
+            for scalar in [false, true] {
+                if scalar && cols < 3000 {
+                    continue;
+                }
+                let d = desc(rows, cols, DType::F32);
+                let mut rng = Rng::new(si as u64 + 71);
+                let x: Vec<f32> = (0..rows * cols)
+                    .map(|_| (offset + sigma * normal(&mut rng)) as f32)
+                    .collect();
+                let dy: Vec<f32> = (0..rows * cols).map(|_| normal(&mut rng) as f32).collect();
+                let (g, b) = params(cols, si as u64 + 3);
+                let label = format!(
+                    "f32 {offset:e} + {sigma} N(0,1), {rows}x{cols}{}",
+                    if scalar { " scalar" } else { "" }
+                );
+                let mut worst = BwdErrs::default();
+                let mut without = None;
+                let mut tier = "?";
+                for arch in SIM_ARCHS {
+                    let fwd = sim_fwd::<f32, f32>(arch, &d, &x, &g, &b, scalar);
+                    let got = sim_bwd(arch, &d, &x, &dy, &g, &fwd, true, scalar);
+                    tier = tier_of(&got.plan);
+                    let variant = if scalar { "_scalar" } else { "_vec" };
+                    assert!(
+                        got.plan.launches[0].kernel.ends_with(variant),
+                        "{label}: {}",
+                        got.plan
+                    );
+                    tiers.insert((tier, scalar));
+                    let (e, verdict) = check_bwd(&d, &x, &dy, &g, &got);
+                    worst.dx = worst.dx.max(e.dx);
+                    worst.dgamma = worst.dgamma.max(e.dgamma);
+                    worst.dbeta = worst.dbeta.max(e.dbeta);
+                    if let Err(msg) = verdict {
+                        failures.push(format!("{label}, compute_{arch}: {msg}"));
+                    }
+                    if arch == 80 {
+                        // The same saved statistics without mean_lo (a PyTorch-saved mean).
+                        let plain = sim_bwd(arch, &d, &x, &dy, &g, &fwd, false, scalar);
+                        let (e, verdict) = check_bwd(&d, &x, &dy, &g, &plain);
+                        // At 1e4 + N(0, 1) the f32 mean alone puts dx outside the bound in
+                        // every shape: the bound can fail.
+                        if offset == 1e4 && verdict.is_ok() {
+                            failures.push(format!(
+                                "{label}: without mean_lo the backward is within the bound \
+                                 ({} units): the check does not see the mean's rounding",
+                                e.dx
+                            ));
+                        }
+                        without = Some(e);
+                    }
+                }
+                let w = without.unwrap_or_default();
+                eprintln!(
+                    "{label}, {} tier: errors in units of u32 * scale (bound {K_F32}): dx {:.2}, \
+                     dgamma {:.2}, dbeta {:.2}; without mean_lo (compute_80): dx {:.3e}, \
+                     dgamma {:.3e}",
+                    tier, worst.dx, worst.dgamma, worst.dbeta, w.dx, w.dgamma
+                );
+            }
+        }
+    }
+    for tier in ["subwarp", "warp", "block", "split"] {
+        assert!(
+            tiers.contains(&(tier, false)),
+            "no vector {tier} backward ran: {tiers:?}"
+        );
+    }
+    for tier in ["block", "split"] {
+        assert!(
+            tiers.contains(&(tier, true)),
+            "no scalar {tier} backward ran: {tiers:?}"
+        );
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

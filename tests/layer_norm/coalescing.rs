@@ -52,6 +52,7 @@ fn run<T: Element + Default, P: Element + Default>(case: &Case, forward: bool) -
         let py = sim.alloc::<T>(m * d, 0);
         let pmean = sim.alloc::<f32>(m, 0);
         let prstd = sim.alloc::<f32>(m, 0);
+        let plo = sim.alloc::<f32>(m, 0);
         let ws = workspace_bytes(&desc, Direction::Forward, &props).unwrap();
         let pw = sim.alloc::<f32>(ws.div_ceil(4), 0);
         let p = ForwardPtrs {
@@ -61,6 +62,7 @@ fn run<T: Element + Default, P: Element + Default>(case: &Case, forward: bool) -
             beta: pb,
             mean: Some(pmean),
             rstd: Some(prstd),
+            mean_lo: Some(plo),
             workspace: pw,
             workspace_bytes: ws as u64,
         };
@@ -72,6 +74,7 @@ fn run<T: Element + Default, P: Element + Default>(case: &Case, forward: bool) -
     let pdx = sim.alloc::<T>(m * d, 0);
     let pmean = sim.upload(&r.mean, 0);
     let prstd = sim.upload(&r.rstd, 0);
+    let plo = sim.upload(&r.mean_lo, 0);
     let pdg = data.gamma.as_ref().map(|_| sim.alloc::<P>(d, 0));
     let pdb = data.beta.as_ref().map(|_| sim.alloc::<P>(d, 0));
     let ws = workspace_bytes(&desc, Direction::Backward, &props).unwrap();
@@ -83,6 +86,7 @@ fn run<T: Element + Default, P: Element + Default>(case: &Case, forward: bool) -
         gamma: pg,
         mean: pmean,
         rstd: prstd,
+        mean_lo: Some(plo),
         dgamma: pdg,
         dbeta: pdb,
         workspace: pw,

@@ -31,6 +31,13 @@ fn hand_computed_values() {
         assert!((got - e).abs() < 1e-5, "{:?} vs {expect:?}", f.y);
     }
     assert!((f.mean[0] - 7.0 / 3.0).abs() < 1e-6);
+    // The saved pair is 7/3 to f64's precision: mean_lo = 7/3 - fl32(7/3), rounded to f32.
+    let lo = 7.0f64 / 3.0 - f64::from(f.mean[0]);
+    assert_eq!(f.mean_lo[0], lo as f32);
+    assert!(
+        f.mean_lo[0] != 0.0
+            && (f64::from(f.mean[0]) + f64::from(f.mean_lo[0]) - 7.0 / 3.0).abs() < 1e-14
+    );
     assert!((f.rstd[0] - (9.0f32 / 14.0).sqrt()).abs() < 1e-6);
     // Backward of a single row with gamma = 1: dx sums to 0 and is orthogonal to xhat.
     let dy = [0.3f32, -1.0, 0.5];
@@ -38,8 +45,7 @@ fn hand_computed_values() {
         &crate::support::ln_desc::<f32, f32>(1, 3, true, true, 1e-5),
         &[1.0, 2.0, 4.0],
         &dy,
-        &f.mean,
-        &f.rstd,
+        (&f.mean, &f.rstd, Some(&f.mean_lo)),
         Some(&[1.0; 3]),
     )
     .unwrap();
@@ -94,8 +100,7 @@ fn pytorch_special_rows() {
         &crate::support::ln_desc::<f32, f32>(0, 8, true, true, 1e-5),
         &[],
         &[],
-        &[],
-        &[],
+        (&[], &[], Some(&[])),
         Some(&[1.0; 8]),
     )
     .unwrap();
@@ -143,12 +148,23 @@ fn bad_lengths_are_errors() {
         &crate::support::ln_desc::<f32, f32>(2, 3, false, false, 1e-5),
         &[1.0; 6],
         &[1.0; 6],
-        &[0.0; 1],
-        &[1.0; 2],
+        (&[0.0; 1], &[1.0; 2], None),
         None,
     )
     .unwrap_err();
     assert!(matches!(e, Error::Length { .. }), "{e}");
+    let e = backward::<f32, f32>(
+        &crate::support::ln_desc::<f32, f32>(2, 3, false, false, 1e-5),
+        &[1.0; 6],
+        &[1.0; 6],
+        (&[0.0; 2], &[1.0; 2], Some(&[0.0; 3])),
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::Length { ref what, expected: 2, given: 3 } if what == "mean_lo"),
+        "{e}"
+    );
     let e = forward::<f32, f32>(
         &crate::support::ln_desc::<f32, f32>(usize::MAX, 2, false, false, 1e-5),
         &[],

@@ -60,6 +60,7 @@ fn torch_outputs(r: &fixtures::LayerNormResults) -> Outputs {
         y: r.y.to_f64_vec(),
         mean: r.mean.to_f64_vec(),
         rstd: r.rstd.to_f64_vec(),
+        mean_lo: Vec::new(),
         dx: r.dx.to_f64_vec(),
         dgamma: r.dgamma.as_ref().map_or(Vec::new(), |t| t.to_f64_vec()),
         dbeta: r.dbeta.as_ref().map_or(Vec::new(), |t| t.to_f64_vec()),

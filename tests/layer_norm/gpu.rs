@@ -45,6 +45,7 @@ fn run_functional<T: Element, P: Element>(s: &Arc<CudaStream>, case: &Case) -> R
     let mut y = zeros::<T>(s, n + off);
     let mut mean = zeros::<f32>(s, m);
     let mut rstd = zeros::<f32>(s, m);
+    let mut mean_lo = zeros::<f32>(s, m);
     let wsf = forward_workspace_bytes(s, &desc).map_err(|e| e.to_string())?;
     let wsb = backward_workspace_bytes(s, &desc).map_err(|e| e.to_string())?;
     let mut ws = s.clone_htod(&vec![0u8; wsf.max(wsb).max(1)]).unwrap();
@@ -60,6 +61,7 @@ fn run_functional<T: Element, P: Element>(s: &Arc<CudaStream>, case: &Case) -> R
             beta: bv,
             mean: Some(mean.slice_mut(0..m)),
             rstd: Some(rstd.slice_mut(0..m)),
+            mean_lo: Some(mean_lo.slice_mut(0..m)),
             workspace: Some(ws.slice_mut(..)),
         },
     )
@@ -68,6 +70,7 @@ fn run_functional<T: Element, P: Element>(s: &Arc<CudaStream>, case: &Case) -> R
         cpu_forward::<T, P>(&desc, &data.x, data.gamma.as_deref(), data.beta.as_deref()).unwrap();
     let rm = s.clone_htod(&r.mean).unwrap();
     let rr = s.clone_htod(&r.rstd).unwrap();
+    let rl = s.clone_htod(&r.mean_lo).unwrap();
     let mut dx = zeros::<T>(s, n + off);
     let mut dg = data.gamma.as_ref().map(|_| zeros::<P>(s, d + off));
     let mut db = data.beta.as_ref().map(|_| zeros::<P>(s, d + off));
@@ -79,6 +82,7 @@ fn run_functional<T: Element, P: Element>(s: &Arc<CudaStream>, case: &Case) -> R
             dy: dy.slice(off..),
             mean: rm.slice(..),
             rstd: rr.slice(..),
+            mean_lo: Some(rl.slice(..)),
             gamma: gv,
             dx: dx.slice_mut(off..off + n),
             dgamma: dg.as_mut().map(|v| v.slice_mut(off..off + d)),
@@ -91,6 +95,7 @@ fn run_functional<T: Element, P: Element>(s: &Arc<CudaStream>, case: &Case) -> R
         y: down(s, &y, off, n),
         mean: down(s, &mean, 0, m),
         rstd: down(s, &rstd, 0, m),
+        mean_lo: down(s, &mean_lo, 0, m),
         dx: down(s, &dx, off, n),
         dgamma: dg.as_ref().map_or(Vec::new(), |v| down(s, v, off, d)),
         dbeta: db.as_ref().map_or(Vec::new(), |v| down(s, v, off, d)),
@@ -311,6 +316,7 @@ fn bad_inputs_are_rejected_before_launch_on_gpu() {
             beta: Some(bv.slice(..)),
             mean: Some(mean.slice_mut(..)),
             rstd: Some(rstd.slice_mut(..)),
+            mean_lo: None,
             workspace: Some(ws.slice_mut(..)),
         },
     )
@@ -327,6 +333,7 @@ fn bad_inputs_are_rejected_before_launch_on_gpu() {
             beta: Some(bv.slice(..)),
             mean: Some(mean.slice_mut(..)),
             rstd: Some(rstd.slice_mut(..)),
+            mean_lo: None,
             workspace: Some(ws.slice_mut(..)),
         },
     )
@@ -343,6 +350,7 @@ fn bad_inputs_are_rejected_before_launch_on_gpu() {
             beta: Some(bv.slice(..)),
             mean: Some(mean.slice_mut(..)),
             rstd: Some(rstd.slice_mut(..)),
+            mean_lo: None,
             workspace: Some(ws.slice_mut(1..)),
         },
     )
@@ -364,6 +372,7 @@ fn bad_inputs_are_rejected_before_launch_on_gpu() {
             beta: Some(bv.slice(..)),
             mean: Some(mean.slice_mut(..)),
             rstd: Some(rstd.slice_mut(..)),
+            mean_lo: None,
             workspace: Some(ws.slice_mut(..)),
         },
     )

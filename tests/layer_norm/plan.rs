@@ -18,6 +18,7 @@ const G: u64 = 0x40_0000_0000;
 const B: u64 = 0x40_1000_0000;
 const MEAN: u64 = 0x50_0000_0000;
 const RSTD: u64 = 0x50_1000_0000;
+const MEAN_LO: u64 = 0x50_2000_0000;
 const DG: u64 = 0x60_0000_0000;
 const DB: u64 = 0x60_1000_0000;
 const WS: u64 = 0x70_0000_0000;
@@ -34,6 +35,7 @@ fn fwd_ptrs(d: &LayerNormDesc, props: &DeviceProps) -> ForwardPtrs {
         beta: d.affine.has_bias().then_some(B),
         mean: Some(MEAN),
         rstd: Some(RSTD),
+        mean_lo: Some(MEAN_LO),
         workspace: WS,
         workspace_bytes: workspace_bytes(d, Direction::Forward, props).unwrap() as u64,
     }
@@ -47,6 +49,7 @@ fn bwd_ptrs(d: &LayerNormDesc, props: &DeviceProps) -> BackwardPtrs {
         gamma: d.affine.has_weight().then_some(G),
         mean: MEAN,
         rstd: RSTD,
+        mean_lo: Some(MEAN_LO),
         dgamma: d.affine.has_weight().then_some(DG),
         dbeta: d.affine.has_bias().then_some(DB),
         workspace: WS,
@@ -405,6 +408,8 @@ fn workspace_errors_name_the_queried_bytes_and_overlaps_are_rejected() {
     assert!(overlap(fwd_err(&d, |p| p.rstd = p.mean.map(|m| m + 4))));
     assert!(overlap(fwd_err(&d, |p| p.y = p.x + 4)));
     assert!(overlap(fwd_err(&d, |p| p.mean = Some(p.x))));
+    assert!(overlap(fwd_err(&d, |p| p.mean_lo = p.rstd.map(|r| r + 8))));
+    assert!(overlap(bwd_err(&d, |p| p.mean_lo = Some(p.dx))));
     assert!(overlap(fwd_err(&d, |p| p.y = p.gamma.unwrap())));
     assert!(overlap(bwd_err(&d, |p| p.dx = p.x)));
     assert!(overlap(bwd_err(&d, |p| p.dgamma = p.dbeta)));
@@ -488,6 +493,39 @@ fn bad_inputs_return_the_right_error() {
         bwd_err(&d, |p| p.rstd = 0),
         Error::InvalidArgument { .. }
     ));
+    // mean_lo: optional both ways, checked like mean when given.
+    assert!(matches!(
+        fwd_err(&d, |p| p.mean_lo = Some(MEAN_LO + 2)),
+        Error::Alignment { required: 4, .. }
+    ));
+    assert!(matches!(
+        bwd_err(&d, |p| p.mean_lo = Some(MEAN_LO + 2)),
+        Error::Alignment { required: 4, .. }
+    ));
+    assert!(matches!(
+        bwd_err(&d, |p| p.mean_lo = Some(0)),
+        Error::InvalidArgument { .. }
+    ));
+    let h = DeviceProps::H200;
+    let mut p = fwd_ptrs(&d, &h);
+    p.mean_lo = None;
+    let a: warpnorm::abi::WnLayerNormFwdArgs = plan_forward(&d, &p, &h).unwrap().launches[0]
+        .args
+        .get()
+        .unwrap();
+    assert_eq!((a.mean, a.mean_lo), (MEAN, 0));
+    let mut p = bwd_ptrs(&d, &h);
+    let a: warpnorm::abi::WnLayerNormBwdArgs = plan_backward(&d, &p, &h).unwrap().launches[0]
+        .args
+        .get()
+        .unwrap();
+    assert_eq!((a.mean, a.mean_lo), (MEAN, MEAN_LO));
+    p.mean_lo = None;
+    let a: warpnorm::abi::WnLayerNormBwdArgs = plan_backward(&d, &p, &h).unwrap().launches[0]
+        .args
+        .get()
+        .unwrap();
+    assert_eq!(a.mean_lo, 0);
     // Descriptions.
     let e = LayerNormDesc::from_rows(4, 8, DType::BF16, DType::F16, Affine::WeightBias, 1e-5);
     assert!(matches!(e, Err(Error::DType { .. })));

@@ -199,6 +199,7 @@ fn odd_d_vector_backward_is_deterministic_with_several_teams() {
             gamma: Some(4 * a),
             mean: 5 * a,
             rstd: 6 * a,
+            mean_lo: Some(a / 2),
             dgamma: Some(7 * a),
             dbeta: Some(8 * a),
             workspace: 9 * a,
@@ -290,6 +291,7 @@ fn in_place_matches_out_of_place_in_every_tier() {
         let ws = sim.alloc::<f32>(ws_bytes.div_ceil(4).max(1), 0);
         let (pg, pb) = (sim.upload(&g, 0), sim.upload(&b, 0));
         let (pm, pr) = (sim.alloc::<f32>(rows, 0), sim.alloc::<f32>(rows, 0));
+        let plo = sim.alloc::<f32>(rows, 0);
         let px = sim.upload(&x, 0);
         let fwd = ForwardPtrs {
             x: px,
@@ -298,6 +300,7 @@ fn in_place_matches_out_of_place_in_every_tier() {
             beta: Some(pb),
             mean: Some(pm),
             rstd: Some(pr),
+            mean_lo: Some(plo),
             workspace: ws,
             workspace_bytes: ws_bytes as u64,
         };
@@ -317,6 +320,7 @@ fn in_place_matches_out_of_place_in_every_tier() {
             gamma: Some(pg),
             mean: pm,
             rstd: pr,
+            mean_lo: Some(plo),
             dgamma: Some(pdg),
             dbeta: Some(pdb),
             workspace: ws,
@@ -372,6 +376,7 @@ fn forward_without_saved_statistics_in_every_tier() {
                     beta: Some(pb),
                     mean,
                     rstd,
+                    mean_lo: None,
                     workspace: ws,
                     workspace_bytes: ws_bytes as u64,
                 };

@@ -71,7 +71,7 @@ fn run_huge<T: Element + Default, P: Element + Default>(
 
     // Forward.
     let f = plan_fwd_sim::<T>(&mut sim, &full, &props, px, 0, pg, pb)?;
-    let (fwd, py, pmean, prstd) = (f.plan, f.y, f.mean, f.rstd);
+    let (fwd, py, pmean, prstd, plo) = (f.plan, f.y, f.mean, f.rstd, f.mean_lo);
     let main = &fwd.launches[0];
     if !main.kernel.contains(h.tiers.0) {
         return Err(format!(
@@ -89,6 +89,7 @@ fn run_huge<T: Element + Default, P: Element + Default>(
         y: gather_rows::<T>(&sim, py, d, &rows_f),
         mean: gather_rows::<f32>(&sim, pmean, 1, &rows_f),
         rstd: gather_rows::<f32>(&sim, prstd, 1, &rows_f),
+        mean_lo: gather_rows::<f32>(&sim, plo, 1, &rows_f),
         ..Outputs::default()
     };
     check_forward(&sub_f, &data_f, &got_f, &format!("{fwd}"))?;
@@ -96,7 +97,15 @@ fn run_huge<T: Element + Default, P: Element + Default>(
 
     // Backward, from the reference's statistics of the block's rows.
     let pdy = sim.alloc::<T>(n, h.offset);
-    let b = plan_bwd_sim::<T, P>(&mut sim, &full, &props, (px, pdy, pg), (pmean, prstd), 0, 0)?;
+    let b = plan_bwd_sim::<T, P>(
+        &mut sim,
+        &full,
+        &props,
+        (px, pdy, pg),
+        (pmean, prstd, Some(plo)),
+        0,
+        0,
+    )?;
     let (bwd, pdx) = (b.plan, b.dx);
     let main = &bwd.launches[0];
     if !main.kernel.contains(h.tiers.1) {
@@ -114,6 +123,7 @@ fn run_huge<T: Element + Default, P: Element + Default>(
     scatter_rows(&mut sim, pdy, d, &rows_b, &data_b.dy);
     scatter_rows(&mut sim, pmean, 1, &rows_b, &r.mean);
     scatter_rows(&mut sim, prstd, 1, &rows_b, &r.rstd);
+    scatter_rows(&mut sim, plo, 1, &rows_b, &r.mean_lo);
     let blocks_b = run_block_column(&mut sim, &bwd, bx)?;
     // The block's f32 partial rows (row blockIdx.x, stride part_stride) sum its rows'
     // dgamma / dbeta: the sub-problem's gradients before rounding.

@@ -269,6 +269,25 @@ pub fn check_forward<T: Element, P: Element>(
     compare(&ctx("mean"), &got.mean, &to_f64(&r.mean), |i| {
         K_F32 * U32 * xrow[i]
     })?;
+    // mean_lo: the saved pair is the mean (to the same bound); an empty `got.mean_lo` was not
+    // read back.
+    if !got.mean_lo.is_empty() {
+        let pair: Vec<f64> = got
+            .mean
+            .iter()
+            .zip(&got.mean_lo)
+            .map(|(h, l)| h + l)
+            .collect();
+        let want: Vec<f64> = r
+            .mean
+            .iter()
+            .zip(&r.mean_lo)
+            .map(|(h, l)| *h as f64 + *l as f64)
+            .collect();
+        compare(&ctx("mean + mean_lo"), &pair, &want, |i| {
+            K_F32 * U32 * xrow[i]
+        })?;
+    }
     let rr = to_f64(&r.rstd);
     compare(&ctx("rstd"), &got.rstd, &rr, |i| K_F32 * U32 * rr[i].abs())
 }
@@ -290,14 +309,14 @@ pub fn check_backward<T: Element, P: Element>(
     let (tiny_t, tiny_p) = (tiny(case.dtype), tiny(case.param_dtype));
     let gf = gamma.map(to_f64);
     let gam = |c: usize| gf.as_ref().map_or(1.0, |g| g[c]);
-    let rb = backward::<T, P>(&case.desc(), x, dy, &r.mean, &r.rstd, gamma)
-        .map_err(|e| e.to_string())?;
+    let saved = (&r.mean[..], &r.rstd[..], Some(&r.mean_lo[..]));
+    let rb = backward::<T, P>(&case.desc(), x, dy, saved, gamma).map_err(|e| e.to_string())?;
     let dyf = to_f64(dy);
     // Per row: A = mean |g dy|, B = mean |g dy xhat|; per element
     // dx scale = rstd (|g dy| + A + |xhat| B + X (B + |xhat| A)).
     let xhat = |i: usize| {
         let row = i / d.max(1);
-        (xf[i] - r.mean[row] as f64) * r.rstd[row] as f64
+        (xf[i] - r.mean[row] as f64 - r.mean_lo[row] as f64) * r.rstd[row] as f64
     };
     let mut a_row = vec![0.0f64; m];
     let mut b_row = vec![0.0f64; m];
@@ -346,6 +365,8 @@ pub struct PlannedFwd {
     pub mean: u64,
     /// Saved rstd (rows f32).
     pub rstd: u64,
+    /// Saved mean_lo (rows f32).
+    pub mean_lo: u64,
 }
 
 /// Allocates y (`y_offset` elements past an aligned address), mean, rstd and the workspace
@@ -363,6 +384,7 @@ pub fn plan_fwd_sim<T: Element>(
     let y = be.alloc::<T>(m * desc.cols, y_offset);
     let mean = be.alloc::<f32>(m, 0);
     let rstd = be.alloc::<f32>(m, 0);
+    let mean_lo = be.alloc::<f32>(m, 0);
     let ws = workspace_bytes(desc, Direction::Forward, props).map_err(|e| e.to_string())?;
     let workspace = be.alloc::<f32>(ws.div_ceil(4), 0);
     let ptrs = ForwardPtrs {
@@ -372,6 +394,7 @@ pub fn plan_fwd_sim<T: Element>(
         beta,
         mean: Some(mean),
         rstd: Some(rstd),
+        mean_lo: Some(mean_lo),
         workspace,
         workspace_bytes: ws as u64,
     };
@@ -381,6 +404,7 @@ pub fn plan_fwd_sim<T: Element>(
         y,
         mean,
         rstd,
+        mean_lo,
     })
 }
 
@@ -405,7 +429,7 @@ pub fn plan_bwd_sim<T: Element, P: Element>(
     desc: &LayerNormDesc,
     props: &DeviceProps,
     (x, dy, gamma): (u64, u64, Option<u64>),
-    (mean, rstd): (u64, u64),
+    (mean, rstd, mean_lo): (u64, u64, Option<u64>),
     dx_offset: usize,
     param_offset: usize,
 ) -> Result<PlannedBwd, String> {
@@ -428,6 +452,7 @@ pub fn plan_bwd_sim<T: Element, P: Element>(
         gamma,
         mean,
         rstd,
+        mean_lo,
         dgamma,
         dbeta,
         workspace,
@@ -456,6 +481,7 @@ fn download_outputs<T: Element + Default, P: Element + Default>(
         y: to_f64(&be.download::<T>(f.y, m * d)),
         mean: to_f64(&be.download::<f32>(f.mean, m)),
         rstd: to_f64(&be.download::<f32>(f.rstd, m)),
+        mean_lo: to_f64(&be.download::<f32>(f.mean_lo, m)),
         dx: to_f64(&be.download::<T>(b.dx, m * d)),
         dgamma,
         dbeta,
@@ -486,12 +512,13 @@ pub fn run_case<T: Element + Default, P: Element + Default>(
     let pdy = be.upload(&data.dy, oin);
     let pmean2 = be.upload(&r.mean, 0);
     let prstd2 = be.upload(&r.rstd, 0);
+    let plo2 = be.upload(&r.mean_lo, 0);
     let b = plan_bwd_sim::<T, P>(
         be,
         &desc,
         props,
         (px, pdy, pg),
-        (pmean2, prstd2),
+        (pmean2, prstd2, Some(plo2)),
         oout,
         poff,
     )?;
@@ -540,6 +567,8 @@ pub struct Outputs {
     pub mean: Vec<f64>,
     /// Saved rstd.
     pub rstd: Vec<f64>,
+    /// Saved mean_lo (empty: not read back).
+    pub mean_lo: Vec<f64>,
     /// dx.
     pub dx: Vec<f64>,
     /// dgamma (empty without a weight).
@@ -566,7 +595,15 @@ pub fn sim_fwd_bwd<T: Element + Default, P: Element + Default>(
     be.execute(&f.plan)
         .map_err(|e| format!("forward: {e}\n{}", f.plan))?;
     let pdy = be.upload(dy, 0);
-    let b = plan_bwd_sim::<T, P>(be, desc, props, (px, pdy, pg), (f.mean, f.rstd), 0, 0)?;
+    let b = plan_bwd_sim::<T, P>(
+        be,
+        desc,
+        props,
+        (px, pdy, pg),
+        (f.mean, f.rstd, Some(f.mean_lo)),
+        0,
+        0,
+    )?;
     be.execute(&b.plan)
         .map_err(|e| format!("backward: {e}\n{}", b.plan))?;
     Ok(download_outputs::<T, P>(be, desc, &f, &b))
@@ -581,11 +618,13 @@ pub fn cpu_fwd_bwd<T: Element, P: Element>(
     dy: &[T],
 ) -> Result<Outputs, String> {
     let f = forward::<T, P>(desc, x, gamma, beta).map_err(|e| e.to_string())?;
-    let b = backward::<T, P>(desc, x, dy, &f.mean, &f.rstd, gamma).map_err(|e| e.to_string())?;
+    let saved = (&f.mean[..], &f.rstd[..], Some(&f.mean_lo[..]));
+    let b = backward::<T, P>(desc, x, dy, saved, gamma).map_err(|e| e.to_string())?;
     Ok(Outputs {
         y: to_f64(&f.y),
         mean: to_f64(&f.mean),
         rstd: to_f64(&f.rstd),
+        mean_lo: to_f64(&f.mean_lo),
         dx: to_f64(&b.dx),
         dgamma: b.dgamma.map_or(Vec::new(), |v| to_f64(&v)),
         dbeta: b.dbeta.map_or(Vec::new(), |v| to_f64(&v)),

@@ -157,6 +157,7 @@ mod gpu {
         let mut dx = zeros::<bf16>(&s, n);
         let mut mean = zeros::<f32>(&s, rows);
         let mut rstd = zeros::<f32>(&s, rows);
+        let mut mean_lo = zeros::<f32>(&s, rows);
         let mut dgamma = zeros::<f32>(&s, cols);
         let mut dbeta = zeros::<f32>(&s, cols);
         step("layer_norm forward");
@@ -170,6 +171,7 @@ mod gpu {
                 beta: Some(beta.as_view()),
                 mean: Some(mean.as_view_mut()),
                 rstd: Some(rstd.as_view_mut()),
+                mean_lo: Some(mean_lo.as_view_mut()),
                 workspace: Some(ws.as_view_mut()),
             },
         )
@@ -183,6 +185,7 @@ mod gpu {
                 dy: dy.as_view(),
                 mean: mean.as_view(),
                 rstd: rstd.as_view(),
+                mean_lo: Some(mean_lo.as_view()),
                 gamma: Some(gamma.as_view()),
                 dx: dx.as_view_mut(),
                 dgamma: Some(dgamma.as_view_mut()),
@@ -202,6 +205,7 @@ mod gpu {
                 beta: Some(beta.as_view()),
                 mean: Some(mean.as_view_mut()),
                 rstd: Some(rstd.as_view_mut()),
+                mean_lo: Some(mean_lo.as_view_mut()),
                 workspace: Some(ws.as_view_mut()),
             },
         );
@@ -219,6 +223,7 @@ mod gpu {
                 beta: Some(beta.as_view()),
                 mean: Some(mean.as_view_mut()),
                 rstd: Some(rstd.as_view_mut()),
+                mean_lo: Some(mean_lo.as_view_mut()),
                 workspace: Some(ws.as_view_mut()),
             },
         );
@@ -245,6 +250,7 @@ mod gpu {
                 beta: Some(beta.as_view()),
                 mean: None,
                 rstd: None,
+                mean_lo: None,
                 workspace: Some(ws.as_view_mut()),
             },
         )

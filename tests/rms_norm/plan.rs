@@ -61,6 +61,7 @@ fn same_tiers_as_layer_norm() {
                     beta: None,
                     mean: None,
                     rstd: Some(0x4000_0000),
+                    mean_lo: None,
                     workspace: 0x5000_0000,
                     workspace_bytes: 1 << 24,
                 },

@@ -146,8 +146,7 @@ fn cpu_backward_residual_hand_values() {
         &h,
         &[0.0; 4],
         Some(&[1.0, -2.0, 0.5, 8.0]),
-        &[3.5, 3.5],
-        &[2.0, 2.0],
+        (&[3.5, 3.5], &[2.0, 2.0], None),
         Some(&[1.0, 1.0]),
         true,
     )
@@ -227,8 +226,7 @@ fn cpu_backward_residual_matches_finite_differences() {
         &h,
         &dy,
         Some(&dh[..]),
-        &o.mean,
-        &o.rstd,
+        (&o.mean, &o.rstd, Some(&o.mean_lo)),
         Some(&gamma[..]),
         true,
     )
@@ -324,6 +322,7 @@ struct Got {
     h: Vec<f64>,
     y: Vec<f64>,
     mean: Vec<f64>,
+    mean_lo: Vec<f64>,
     rstd: Vec<f64>,
     dx: Vec<f64>,
     dgamma: Vec<f64>,
@@ -395,6 +394,7 @@ fn run_op<T: Element + Default, P: Element + Default>(
     let pb = sim.upload(&inp.beta, 0);
     let y = sim.alloc::<T>(n, c.oout);
     let mean = sim.alloc::<f32>(m, 0);
+    let mean_lo = sim.alloc::<f32>(m, 0);
     let rstd = sim.alloc::<f32>(m, 0);
     let (pres, ph, pbias) = match fused {
         Some((f, in_place)) => {
@@ -429,6 +429,7 @@ fn run_op<T: Element + Default, P: Element + Default>(
                 beta: Some(pb),
                 mean: Some(mean),
                 rstd: Some(rstd),
+                mean_lo: Some(mean_lo),
                 workspace: w,
                 workspace_bytes: ws_f as u64,
             };
@@ -487,6 +488,7 @@ fn run_op<T: Element + Default, P: Element + Default>(
                 gamma: Some(pg),
                 mean,
                 rstd,
+                mean_lo: Some(mean_lo),
                 dgamma: Some(dg),
                 dbeta: Some(db),
                 workspace: w,
@@ -519,6 +521,11 @@ fn run_op<T: Element + Default, P: Element + Default>(
         y: to_f64(&sim.download::<T>(y, n)),
         mean: if c.op == Op::Layer {
             to_f64(&sim.download::<f32>(mean, m))
+        } else {
+            Vec::new()
+        },
+        mean_lo: if c.op == Op::Layer {
+            to_f64(&sim.download::<f32>(mean_lo, m))
         } else {
             Vec::new()
         },
@@ -625,6 +632,7 @@ fn check_case<T: Element + Default, P: Element + Default>(
     let plain = run_op::<T, P>(&mut sim2, c, &h_ref, None, &inp).map_err(ctx)?;
     same("y", &got.y, &plain.y).map_err(ctx)?;
     same("mean", &got.mean, &plain.mean).map_err(ctx)?;
+    same("mean_lo", &got.mean_lo, &plain.mean_lo).map_err(ctx)?;
     same("rstd", &got.rstd, &plain.rstd).map_err(ctx)?;
     same("dgamma", &got.dgamma, &plain.dgamma).map_err(ctx)?;
     // The bias gradient: summed by the backward kernels in dbeta's accumulators; LayerNorm's
@@ -694,6 +702,7 @@ fn check_case<T: Element + Default, P: Element + Default>(
     // the plain run's error |round(D) - round(D64)|, |D - D64| <= that + u (|round(D)| +
     // |round(D64)|), and each side's rounding adds u |result|.
     let mean_f: Vec<f32> = got.mean.iter().map(|v| *v as f32).collect();
+    let mean_lo_f: Vec<f32> = got.mean_lo.iter().map(|v| *v as f32).collect();
     let rstd_f: Vec<f32> = got.rstd.iter().map(|v| *v as f32).collect();
     let dh = c.dh.then_some(&inp.dh[..]);
     let (rf, pf) = match c.op {
@@ -705,8 +714,7 @@ fn check_case<T: Element + Default, P: Element + Default>(
                     &h_ref,
                     &inp.dy,
                     dh,
-                    &mean_f,
-                    &rstd_f,
+                    (&mean_f, &rstd_f, Some(&mean_lo_f)),
                     Some(&inp.gamma[..]),
                     false,
                 )
@@ -1047,6 +1055,7 @@ fn sim_dbias_without_rows_is_zero() {
                     gamma: Some(gamma),
                     mean: some,
                     rstd: some,
+                    mean_lo: Some(some),
                     dgamma: Some(dg),
                     dbeta: Some(db),
                     workspace: 0,
@@ -1189,6 +1198,7 @@ fn plan_layer_norm_dbias_launches() {
         gamma: Some(base + 6 * n),
         mean: base + 6 * n + 4096 * 4,
         rstd: base + 6 * n + 8 * 4096,
+        mean_lo: Some(base + 6 * n + 10 * 4096),
         dgamma: Some(base + 6 * n + 12 * 4096),
         dbeta: Some(base + 6 * n + 16 * 4096),
         workspace: base + 8 * n,

@@ -430,8 +430,7 @@ fn run_cpu<T: Element, P: Element>(c: &Case) -> Result<Outputs, String> {
                 &h,
                 &i.dy,
                 i.dh.as_deref(),
-                &f.mean,
-                &f.rstd,
+                (&f.mean, &f.rstd, Some(&f.mean_lo)),
                 i.gamma.as_deref(),
                 has_bias,
             )
@@ -503,6 +502,7 @@ fn run_sim<T: Element + Default, P: Element + Default>(
     let y = sim.alloc::<T>(n, 0);
     let mean = sim.alloc::<f32>(m, 0);
     let rstd = sim.alloc::<f32>(m, 0);
+    let mean_lo = sim.alloc::<f32>(m, 0);
     let fwd = match c.desc {
         Desc::Layer(desc) => {
             let ws = ln::workspace_bytes(&desc, ln::Direction::Forward, &props).map_err(e)?;
@@ -513,6 +513,7 @@ fn run_sim<T: Element + Default, P: Element + Default>(
                 beta: pb,
                 mean: Some(mean),
                 rstd: Some(rstd),
+                mean_lo: Some(mean_lo),
                 workspace: sim.alloc::<f32>(ws.div_ceil(4), 0),
                 workspace_bytes: ws as u64,
             };
@@ -553,6 +554,7 @@ fn run_sim<T: Element + Default, P: Element + Default>(
                 gamma: pg,
                 mean,
                 rstd,
+                mean_lo: Some(mean_lo),
                 dgamma: dg,
                 dbeta: db,
                 workspace: sim.alloc::<f32>(ws.div_ceil(4), 0),

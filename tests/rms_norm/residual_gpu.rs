@@ -143,6 +143,7 @@ fn run<T: Element, P: Element>(
     let mut y = Buf::<T>::out(s, n, 0);
     let mut mean = Buf::<f32>::out(s, rows, 0);
     let mut rstd = Buf::<f32>::out(s, rows, 0);
+    let mut mean_lo = Buf::<f32>::out(s, rows, 0);
     let mut dh = Buf::new(s, &inp.dh, 0);
     let mut dx = Buf::<T>::out(s, n, 0);
     let mut dgamma = Buf::<P>::out(s, cols, 0);
@@ -169,6 +170,7 @@ fn run<T: Element, P: Element>(
                         beta: Some(beta.view()),
                         mean: Some(mean.view_mut()),
                         rstd: Some(rstd.view_mut()),
+                        mean_lo: Some(mean_lo.view_mut()),
                         workspace: ws_view(&mut ws, fw),
                     },
                 )
@@ -181,6 +183,7 @@ fn run<T: Element, P: Element>(
                         dy: dy.view(),
                         mean: mean.view(),
                         rstd: rstd.view(),
+                        mean_lo: Some(mean_lo.view()),
                         gamma: Some(gamma.view()),
                         dx: dx.view_mut(),
                         dgamma: Some(dgamma.view_mut()),
@@ -207,6 +210,7 @@ fn run<T: Element, P: Element>(
                         beta: Some(beta.view()),
                         mean: Some(mean.view_mut()),
                         rstd: Some(rstd.view_mut()),
+                        mean_lo: Some(mean_lo.view_mut()),
                         workspace: ws_view(&mut ws, fw),
                     },
                 )
@@ -226,6 +230,7 @@ fn run<T: Element, P: Element>(
                         dh_dx,
                         mean: mean.view(),
                         rstd: rstd.view(),
+                        mean_lo: Some(mean_lo.view()),
                         gamma: Some(gamma.view()),
                         dgamma: Some(dgamma.view_mut()),
                         dbeta: Some(dbeta.view_mut()),
@@ -521,6 +526,7 @@ fn fused_residual_bad_buffers_rejected() {
             beta: None,
             mean: None,
             rstd: None,
+            mean_lo: None,
             workspace: None,
         },
     )

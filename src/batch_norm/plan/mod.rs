@@ -144,6 +144,9 @@ pub struct BackwardPtrs {
 
 /// Workspace bytes the plans of `desc` in direction `dir` need on `props`: the per-channel
 /// coefficients plus one partial per (split, channel), whatever the buffers' alignment.
+/// Eval (`desc.mode.batch_stats` false) forward needs none (one launch computes each
+/// channel's coefficients from the running statistics); an eval-mode backward needs this
+/// only with dgamma or dbeta (dx alone is one launch without a workspace).
 pub fn workspace_bytes(desc: &BatchNormDesc, dir: Direction, props: &DeviceProps) -> Result<usize> {
     workspace_bytes_checked(&desc.check()?, dir, props)
 }
@@ -151,10 +154,13 @@ pub fn workspace_bytes(desc: &BatchNormDesc, dir: Direction, props: &DeviceProps
 /// [`workspace_bytes`] of a checked description.
 pub fn workspace_bytes_checked(
     problem: &Problem,
-    _dir: Direction,
+    dir: Direction,
     props: &DeviceProps,
 ) -> Result<usize> {
     let (desc, g) = (problem.desc(), problem.ncs());
+    if !desc.mode.batch_stats && dir == Direction::Forward {
+        return Ok(0);
+    }
     // A vector variant is possible when the shape allows it (alignment is only known at plan
     // time): size for whichever of it and the scalar variant needs more.
     // The splits follow the kernel's occupancy: size for both directions' reductions.
@@ -257,6 +263,7 @@ pub fn plan_forward_checked(
     bufs.output_opt("save_invstd", ptrs.save_invstd, g.c, 4)?;
     bufs.output("workspace", ptrs.workspace, ptrs.workspace_bytes, 1)?;
     bufs.finish()?;
+    // Eval needs none (0 bytes): its one launch reads no workspace.
     let need = workspace_bytes_checked(problem, Direction::Forward, props)? as u64;
     check_workspace(ptrs.workspace, ptrs.workspace_bytes, need)?;
 
@@ -417,9 +424,14 @@ pub fn plan_backward_checked(
     bufs.output_opt("dbeta", ptrs.dbeta, g.c, p)?;
     bufs.output("workspace", ptrs.workspace, ptrs.workspace_bytes, 1)?;
     bufs.finish()?;
-    let need = workspace_bytes_checked(problem, Direction::Backward, props)? as u64;
-    check_workspace(ptrs.workspace, ptrs.workspace_bytes, need)?;
     let grads = ptrs.dgamma.is_some() || ptrs.dbeta.is_some();
+    // Eval-mode dx alone is one launch that reads no workspace.
+    let need = if frozen && !grads {
+        0
+    } else {
+        workspace_bytes_checked(problem, Direction::Backward, props)? as u64
+    };
+    check_workspace(ptrs.workspace, ptrs.workspace_bytes, need)?;
     let mut plan = Plan::empty();
     let finalize_kernel = format!(
         "warpnorm_batch_norm_bwd_{}params_finalize",

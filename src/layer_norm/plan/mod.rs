@@ -239,6 +239,12 @@ pub struct ForwardPtrs {
     pub mean: Option<u64>,
     /// Saved rstd, rows f32, or `None`: not saved.
     pub rstd: Option<u64>,
+    /// The saved mean's rounding error, rows f32, or `None`: not saved. The row mean is
+    /// `mean + mean_lo` (`mean` is it rounded to f32, PyTorch's saved mean); pass it to the
+    /// backward ([`BackwardPtrs::mean_lo`]), which then re-centres x on the pair: on rows with
+    /// a large offset (1e6 + 0.01 N(0, 1)) dx is then as accurate as the forward's y, where
+    /// the f32 mean alone leaves it good to about 1e-2. LayerNorm only.
+    pub mean_lo: Option<u64>,
     /// Workspace (16-byte aligned).
     pub workspace: u64,
     /// Workspace size in bytes.
@@ -260,6 +266,9 @@ pub struct BackwardPtrs {
     pub mean: u64,
     /// Saved rstd, rows f32.
     pub rstd: u64,
+    /// The forward's saved mean_lo ([`ForwardPtrs::mean_lo`]), rows f32, or `None`: taken as
+    /// zeros (a mean saved without it, as PyTorch's). LayerNorm only.
+    pub mean_lo: Option<u64>,
     /// Gradient of gamma (written), cols (Some exactly when the desc has a weight).
     pub dgamma: Option<u64>,
     /// Gradient of beta (written), cols (Some exactly when the desc has a bias).
@@ -396,6 +405,11 @@ pub(crate) fn plan_forward_res_of(
     bufs.input_opt("beta", p.beta, cols, ps)?;
     bufs.output_opt("mean", p.mean, rows, 4)?;
     bufs.output_opt("rstd", p.rstd, rows, 4)?;
+    if op == RowNorm::Layer {
+        bufs.output_opt("mean_lo", p.mean_lo, rows, 4)?;
+    } else if p.mean_lo.is_some() {
+        return Err(Error::invalid("mean_lo", "RMSNorm has no saved mean"));
+    }
     if p.workspace_bytes > 0 {
         bufs.output("workspace", p.workspace, p.workspace_bytes, 1)?;
     }
@@ -420,6 +434,7 @@ pub(crate) fn plan_forward_res_of(
         beta: p.beta.unwrap_or(0),
         mean: p.mean.unwrap_or(0),
         rstd: p.rstd.unwrap_or(0),
+        mean_lo: p.mean_lo.unwrap_or(0),
         partials: 0,
         rows: rows as i64,
         cols: cols as i64,
@@ -671,8 +686,11 @@ pub(crate) fn plan_backward_res_of(
     bufs.input_opt("gamma", p.gamma, cols, ps)?;
     if op == RowNorm::Layer {
         bufs.input("mean", p.mean, rows, 4)?;
+        bufs.input_opt("mean_lo", p.mean_lo, rows, 4)?;
     } else if p.mean != 0 {
         return Err(Error::invalid("mean", "RMSNorm has no saved mean"));
+    } else if p.mean_lo.is_some() {
+        return Err(Error::invalid("mean_lo", "RMSNorm has no saved mean"));
     }
     bufs.input("rstd", p.rstd, rows, 4)?;
     bufs.output_opt("dgamma", p.dgamma, cols, ps)?;
@@ -756,6 +774,7 @@ pub(crate) fn plan_backward_res_of(
         gamma: p.gamma.unwrap_or(0),
         mean: p.mean,
         rstd: p.rstd,
+        mean_lo: p.mean_lo.unwrap_or(0),
         dgamma_part,
         dbeta_part: second_part,
         row_sums,
