@@ -377,7 +377,10 @@ fn batch_norm_into_in_place_and_infer_match_forward() {
     assert_eq!(b.state().unwrap(), before, "infer updates nothing");
     // The functional ops in place (eval forward, eval-mode backward).
     let desc = a.desc::<f32>(&dims, layout).unwrap();
-    let ws_bytes = bn::forward_workspace_bytes(&s, &desc).unwrap();
+    // One workspace for both calls: the eval forward needs none (0 bytes), the eval-mode
+    // backward with dgamma / dbeta does.
+    assert_eq!(bn::forward_workspace_bytes(&s, &desc).unwrap(), 0);
+    let ws_bytes = bn::backward_workspace_bytes(&s, &desc).unwrap();
     let mut ws = s.alloc_zeros::<u8>(ws_bytes).unwrap();
     let mut xy = s.clone_htod(&xh).unwrap();
     let (mut sm, mut sl, mut si) = (

@@ -1198,7 +1198,7 @@ fn plan_layer_norm_dbias_launches() {
         gamma: Some(base + 6 * n),
         mean: base + 6 * n + 4096 * 4,
         rstd: base + 6 * n + 8 * 4096,
-        mean_lo: Some(base + 6 * n + 10 * 4096),
+        mean_lo: Some(base + 6 * n + 24 * 4096),
         dgamma: Some(base + 6 * n + 12 * 4096),
         dbeta: Some(base + 6 * n + 16 * 4096),
         workspace: base + 8 * n,
