@@ -257,6 +257,90 @@ fn upload_k<E: Element>(sim: &mut Sim, base: u64, k: &Range<usize>, vals: &[E]) 
     sim.write(base + (k.start * std::mem::size_of::<E>()) as u64, vals);
 }
 
+/// Runs the blocks of `plan` that compute channels `k`: `prepare` first (values for what those
+/// blocks read of other channels' parameters), then zeros over the other channels' elements
+/// they read in every input buffer, each input's sub-tensor of K scattered in. Returns how
+/// many blocks ran.
+fn run_channels<T: Element>(
+    sim: &mut Sim,
+    plan: &Plan,
+    geo: &Geo,
+    dtype: DType,
+    k: &Range<usize>,
+    inputs: &[(u64, &[T])],
+    prepare: &dyn Fn(&mut Sim, &Blocks<'_>),
+) -> Result<u64, String> {
+    let b = blocks_for_channels(plan, geo, dtype, k)?;
+    prepare(sim, &b);
+    let bases: Vec<u64> = inputs.iter().map(|(base, _)| *base).collect();
+    fill_zeros::<T>(sim, &bases, &b.extra, &b.coefs);
+    for (base, sub) in inputs {
+        scatter(sim, *base, geo, k, sub);
+    }
+    run_work(sim, &b.work).map_err(|e| format!("{e}\n{plan}"))
+}
+
+/// A forward's outputs of channels `k`: y at `py`; `stats` = save_mean, save_mean_lo,
+/// save_invstd, running_mean, running_var.
+fn fwd_got<T: Element + Default, P: Element + Default>(
+    sim: &Sim,
+    geo: &Geo,
+    k: &Range<usize>,
+    py: u64,
+    [sm, sml, si, rm, rv]: [u64; 5],
+) -> FwdGot<T, P> {
+    FwdGot {
+        y: gather::<T>(sim, py, geo, k),
+        save_mean: download_k(sim, sm, k),
+        save_mean_lo: download_k(sim, sml, k),
+        save_invstd: download_k(sim, si, k),
+        running_mean: download_k(sim, rm, k),
+        running_var: download_k(sim, rv, k),
+    }
+}
+
+/// Checks a backward's outputs of channels `k` (dx at `pdx`, dgamma / dbeta at `pdg` / `pdb`)
+/// against the CPU reference of `sub` (whose mode says training or eval) from the statistics
+/// the forward saved, `saved`.
+#[allow(clippy::too_many_arguments)]
+fn check_backward_channels<T: Element + Default, P: Element + Default>(
+    sim: &Sim,
+    ctx: &str,
+    sub: &BatchNormDesc,
+    (geo, k): (&Geo, &Range<usize>),
+    (x, dy, gamma): (&[T], &[T], &[P]),
+    saved: &FwdGot<T, P>,
+    [pdx, pdg, pdb]: [u64; 3],
+) -> Result<(), String> {
+    let want = cpu::backward::<T, P>(
+        sub,
+        x,
+        dy,
+        Some(gamma),
+        &saved.save_mean,
+        Some(&saved.save_mean_lo),
+        &saved.save_invstd,
+    )
+    .map_err(|e| e.to_string())?;
+    let got = BwdGot {
+        dx: gather::<T>(sim, pdx, geo, k),
+        dgamma: download_k(sim, pdg, k),
+        dbeta: download_k(sim, pdb, k),
+    };
+    check_backward(
+        ctx,
+        sub,
+        !sub.mode.batch_stats,
+        x,
+        dy,
+        Some(gamma),
+        &saved.save_mean,
+        &saved.save_invstd,
+        &want,
+        &got,
+    )
+}
+
 fn run_huge<T: Element + Default, P: Element + Default>(
     arch: u32,
     h: &Huge,
@@ -360,10 +444,8 @@ fn run_huge<T: Element + Default, P: Element + Default>(
     let dy: Vec<T> = (0..x.len()).map(|_| T::from_f64(rng.signed())).collect();
 
     // Forward (training, momentum 0.1).
-    let b = blocks_for_channels(&fwd, &geo, h.dtype, &k)?;
-    fill_zeros::<T>(&mut sim, &[px], &b.extra, &b.coefs);
-    scatter(&mut sim, px, &geo, &k, &x);
-    let blocks_f = run_work(&mut sim, &b.work).map_err(|e| format!("{e}\n{fwd}"))?;
+    let none = |_: &mut Sim, _: &Blocks<'_>| {};
+    let blocks_f = run_channels(&mut sim, &fwd, &geo, h.dtype, &k, &[(px, &x)], &none)?;
     let want = cpu::forward::<T, P>(
         &sub.clone().with_mode(mode),
         &x,
@@ -375,14 +457,8 @@ fn run_huge<T: Element + Default, P: Element + Default>(
         }),
     )
     .map_err(|e| e.to_string())?;
-    let got = FwdGot {
-        y: gather::<T>(&sim, py, &geo, &k),
-        save_mean: download_k(&sim, psm, &k),
-        save_mean_lo: download_k(&sim, psml, &k),
-        save_invstd: download_k(&sim, psi, &k),
-        running_mean: download_k(&sim, prm, &k),
-        running_var: download_k(&sim, prv, &k),
-    };
+    let stats = [psm, psml, psi, prm, prv];
+    let got = fwd_got::<T, P>(&sim, &geo, &k, py, stats);
     let ctx = format!("compute_{arch} {h:?} channels {k:?}");
     check_forward(
         &format!("{ctx} forward"),
@@ -425,37 +501,17 @@ fn run_huge<T: Element + Default, P: Element + Default>(
             bwd.launches[0].kernel, h.kernels.1
         ));
     }
-    let b = blocks_for_channels(&bwd, &geo, h.dtype, &k)?;
-    fill_zeros::<T>(&mut sim, &[px, pdy], &b.extra, &b.coefs);
-    scatter(&mut sim, px, &geo, &k, &x);
-    scatter(&mut sim, pdy, &geo, &k, &dy);
-    let blocks_b = run_work(&mut sim, &b.work).map_err(|e| format!("{e}\n{bwd}"))?;
-    let wb = cpu::backward::<T, P>(
-        &sub,
-        &x,
-        &dy,
-        Some(&gamma),
-        &got.save_mean,
-        Some(&got.save_mean_lo),
-        &got.save_invstd,
-    )
-    .map_err(|e| e.to_string())?;
-    let gotb = BwdGot {
-        dx: gather::<T>(&sim, pdx, &geo, &k),
-        dgamma: download_k(&sim, pdg, &k),
-        dbeta: download_k(&sim, pdb, &k),
-    };
-    check_backward(
+    let inputs = [(px, &x[..]), (pdy, &dy[..])];
+    let blocks_b = run_channels(&mut sim, &bwd, &geo, h.dtype, &k, &inputs, &none)?;
+    let grads = [pdx, pdg, pdb];
+    check_backward_channels(
+        &sim,
         &format!("{ctx} backward"),
         &sub,
-        false,
-        &x,
-        &dy,
-        Some(&gamma),
-        &got.save_mean,
-        &got.save_invstd,
-        &wb,
-        &gotb,
+        (&geo, &k),
+        (&x, &dy, &gamma),
+        &got,
+        grads,
     )?;
 
     // Eval: the forward (one launch, no workspace) with the running statistics the training
@@ -542,11 +598,15 @@ fn run_huge<T: Element + Default, P: Element + Default>(
             "eval forward is not one eval apply launch: {fwd_e}"
         ));
     }
-    let b = blocks_for_channels(&fwd_e, &geo, h.dtype, &k)?;
-    init_visited(&mut sim, &b);
-    fill_zeros::<T>(&mut sim, &[px], &b.extra, &b.coefs);
-    scatter(&mut sim, px, &geo, &k, &x);
-    let blocks_ef = run_work(&mut sim, &b.work).map_err(|e| format!("{e}\n{fwd_e}"))?;
+    let blocks_ef = run_channels(
+        &mut sim,
+        &fwd_e,
+        &geo,
+        h.dtype,
+        &k,
+        &[(px, &x)],
+        &init_visited,
+    )?;
     let want_e = cpu::forward::<T, P>(
         &sub_eval,
         &x,
@@ -558,14 +618,7 @@ fn run_huge<T: Element + Default, P: Element + Default>(
         }),
     )
     .map_err(|e| e.to_string())?;
-    let got_e = FwdGot {
-        y: gather::<T>(&sim, py, &geo, &k),
-        save_mean: download_k(&sim, psm, &k),
-        save_mean_lo: download_k(&sim, psml, &k),
-        save_invstd: download_k(&sim, psi, &k),
-        running_mean: download_k(&sim, prm, &k),
-        running_var: download_k(&sim, prv, &k),
-    };
+    let got_e = fwd_got::<T, P>(&sim, &geo, &k, py, stats);
     check_forward(
         &format!("{ctx} eval forward"),
         &sub_eval,
@@ -595,38 +648,15 @@ fn run_huge<T: Element + Default, P: Element + Default>(
         &props,
     )
     .map_err(|e| format!("plan_batch_norm_bwd (eval): {e}"))?;
-    let b = blocks_for_channels(&bwd_e, &geo, h.dtype, &k)?;
-    init_visited(&mut sim, &b);
-    fill_zeros::<T>(&mut sim, &[px, pdy], &b.extra, &b.coefs);
-    scatter(&mut sim, px, &geo, &k, &x);
-    scatter(&mut sim, pdy, &geo, &k, &dy);
-    let blocks_eb = run_work(&mut sim, &b.work).map_err(|e| format!("{e}\n{bwd_e}"))?;
-    let wbe = cpu::backward::<T, P>(
-        &sub_eval,
-        &x,
-        &dy,
-        Some(&gamma),
-        &got_e.save_mean,
-        Some(&got_e.save_mean_lo),
-        &got_e.save_invstd,
-    )
-    .map_err(|e| e.to_string())?;
-    let gotbe = BwdGot {
-        dx: gather::<T>(&sim, pdx, &geo, &k),
-        dgamma: download_k(&sim, pdg, &k),
-        dbeta: download_k(&sim, pdb, &k),
-    };
-    check_backward(
+    let blocks_eb = run_channels(&mut sim, &bwd_e, &geo, h.dtype, &k, &inputs, &init_visited)?;
+    check_backward_channels(
+        &sim,
         &format!("{ctx} eval backward"),
         &sub_eval,
-        true,
-        &x,
-        &dy,
-        Some(&gamma),
-        &got_e.save_mean,
-        &got_e.save_invstd,
-        &wbe,
-        &gotbe,
+        (&geo, &k),
+        (&x, &dy, &gamma),
+        &got_e,
+        grads,
     )?;
     let names = |p: &Plan| {
         p.launches

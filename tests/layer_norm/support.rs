@@ -269,9 +269,9 @@ pub fn check_forward<T: Element, P: Element>(
     compare(&ctx("mean"), &got.mean, &to_f64(&r.mean), |i| {
         K_F32 * U32 * xrow[i]
     })?;
-    // mean_lo: the saved pair is the mean (to the same bound); an empty `got.mean_lo` was not
-    // read back.
-    if !got.mean_lo.is_empty() {
+    // mean_lo: the saved pair is the mean (to the same bound). Every caller reads mean_lo
+    // back: a missing one gives a pair shorter than the reference, an error.
+    {
         let pair: Vec<f64> = got
             .mean
             .iter()
