@@ -66,9 +66,13 @@
  * tier, at its register bound, spills), into dbeta's partial rows and finalize. The block
  * tier fixes the choice at compile time (`..._block_dbias_<vec|scalar>` entry points, DbMode),
  * the other tiers read a.db_dx. LayerNorm's
- * dbeta (= column sums of dy, exact inputs) then comes from two more launches: column_sum
- * (`warpnorm_layer_norm_bwd_<T>_colsum`) reads dy once more into f32 partial rows per row
- * chunk, and the finalize sums them in chunk order.
+ * dbeta (= column sums of dy, exact inputs) is then summed beside it by the block tier's
+ * `block_dbias` kernels, in thread-private shared-memory slots (add_dy_sums: no registers,
+ * which those kernels, at their bound, do not have), into its own partial rows
+ * (a.dy_sum_part) that the one finalize sums with dgamma's and dbias's; in the other tiers
+ * it comes from two more launches: column_sum (`warpnorm_layer_norm_bwd_<T>_colsum`) reads
+ * dy once more into f32 partial rows per row chunk, and the finalize sums them in chunk
+ * order.
  * Benchmark: `cargo bench --bench layer_norm`.
  * RMSNorm (cuda/rms_norm.cu) reuses every body here through the compile-time op ln::Norm:
  * with WN_LN_BODIES_ONLY defined this file defines the bodies and entry macros only.
@@ -905,6 +909,62 @@ __device__ __forceinline__ void bwd_local_sums(const float (&x)[NPACK][VEC],
 }
 
 /**
+ * LayerNorm's bias-gradient block kernels: the column sums of dy (dbeta) in thread-private
+ * shared-memory slots, since the second accumulators hold dbias and a third set of registers
+ * would spill those kernels (at the 128-register bound on sm_100). Element e = k * VEC + i of
+ * the thread's packs lives at float `(e / 4) * 4 * WN_LN_MAX_BLOCK + e % 4` after `base` =
+ * smem + 4 * (thread index in the block): slot e / 4 of every thread is one 16-byte-strided
+ * array, so a warp's 16-byte accesses are conflict-free, and every offset is a compile-time
+ * constant. No barrier: no other thread touches the slots until dy_sums_take. Values outside
+ * the segment are the loaders' zeros, and their slots are never written out.
+ */
+constexpr int kDySlotStride = 4 * WN_LN_MAX_BLOCK;
+
+template <int VEC>
+__device__ __forceinline__ void add_dy_sums(float* base, int k, const float (&dy)[VEC]) {
+    if constexpr (VEC % 4 == 0) {
+#pragma unroll
+        for (int q = 0; q < VEC / 4; ++q) {
+            float4* s = reinterpret_cast<float4*>(base + (k * (VEC / 4) + q) * kDySlotStride);
+            float4 v = *s;
+            v.x += dy[4 * q];
+            v.y += dy[4 * q + 1];
+            v.z += dy[4 * q + 2];
+            v.w += dy[4 * q + 3];
+            *s = v;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+            const int e = k * VEC + i;
+            base[(e / 4) * kDySlotStride + e % 4] += dy[i];
+        }
+    }
+}
+
+/** Zeroes this thread's dy-sum slots (add_dy_sums' layout). */
+template <int VEC, int NPACK>
+__device__ __forceinline__ void dy_sums_zero(float* base) {
+    static_assert((VEC * NPACK) % 4 == 0, "dy-sum slots are 16 bytes");
+#pragma unroll
+    for (int q = 0; q < VEC * NPACK / 4; ++q) {
+        *reinterpret_cast<float4*>(base + q * kDySlotStride) = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+}
+
+/** Reads this thread's dy sums back into registers (then a barrier may reuse the memory). */
+template <int VEC, int NPACK>
+__device__ __forceinline__ void dy_sums_take(const float* base, float (&out)[NPACK][VEC]) {
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k)
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+            const int e = k * VEC + i;
+            out[k][i] = base[(e / 4) * kDySlotStride + e % 4];
+        }
+}
+
+/**
  * dx of the held segment (written over `x`), given the row means c1 = mean(g*dy) and
  * c2 = mean(g*dy*xhat); accumulates dgamma/dbeta into `acc`.
  */
@@ -912,11 +972,12 @@ template <Norm N, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)[NPACK][VEC],
                                        const TileGeom& g, float rstd, float c1, float c2,
                                        const P* gamma, bool db_dx, bool db_here,
-                                       ParamGrads<VEC, NPACK>& acc) {
+                                       ParamGrads<VEC, NPACK>& acc, float* ysum = nullptr) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
         const int64_t lo = g.lo<VEC>(k);
         if (lo >= g.n) continue;
+        if (ysum != nullptr) add_dy_sums<VEC>(ysum, k, dy[k]);  // dbeta beside dbias
         float gm[VEC];
         if (gamma != nullptr) param_load<P, VEC>(gamma, lo, g.n, gm, 0.0f);
 #pragma unroll
@@ -1076,7 +1137,7 @@ __device__ __forceinline__ int row_head(const WnLayerNormBwdArgs& a, int64_t row
 template <Norm N, typename T, typename P, int VEC, int NPACK, int kDb, class Team>
 __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row, bool active,
                                         const Team& team, int t, int team_size, int off,
-                                        ParamGrads<VEC, NPACK>& acc) {
+                                        ParamGrads<VEC, NPACK>& acc, float* ysum = nullptr) {
     const int64_t base = row * a.cols;
     const T* xr = reinterpret_cast<const T*>(a.x) + base;
     const TileGeom g{active ? a.cols : 0, off, t, team_size};
@@ -1098,7 +1159,7 @@ __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row
     // with the dh add (add_dh_acc).
     const bool db_here = N == Norm::Rms && kIsGroupTeam<Team> && db_dx;
     bwd_dx<N, P, VEC, NPACK>(x, dy, g, rstd, sa * inv_n, sb * inv_n, gamma, db_dx, db_here,
-                             acc);
+                             acc, ysum);
     if constexpr (!kIsGroupTeam<Team>) {
         // The block tier keeps the dh add apart from the store (store_dx's form spilled its
         // f32-parameter kernels on sm_100; this one spills the 16-bit warp kernels there).
@@ -1149,18 +1210,54 @@ __device__ __forceinline__ void store_team_sums(D* dst, int64_t n, int teams, co
 }
 
 /**
- * Writes dgamma and dbeta of columns [col0, col0 + g.n): the sums, in team order, of the
- * accumulators of the block's `teams` teams (this thread is in team `team`; `g` is its team's
+ * Writes one parameter gradient of columns [col0, col0 + g.n): the sums, in team order, of the
+ * values `v` of the block's `teams` teams (this thread is in team `team`; `g` is its team's
  * geometry, head included - teams may have different heads, every team covers all g.n
  * columns). Each team writes its values to its own slice of `smem` (teams * g.n floats); after
  * a barrier store_team_sums writes them: as f32 partial row blockIdx.x (stride a.part_stride)
- * or, for a single-block grid (a.dgamma / a.dbeta set), directly as the final values in P.
+ * of `part_addr` or, for a single-block grid (`out_addr` set), directly as the final values
+ * in P. Nothing when both are 0 (block-uniform). Every thread of the block must call it.
+ */
+template <typename P, int VEC, int NPACK>
+__device__ __forceinline__ void store_partial(const WnLayerNormBwdArgs& a, wn_devptr part_addr,
+                                              wn_devptr out_addr, const TileGeom& g, int team,
+                                              int teams, int64_t col0,
+                                              const float (&v)[NPACK][VEC], float* smem) {
+    float* part = reinterpret_cast<float*>(part_addr);
+    P* out = reinterpret_cast<P*>(out_addr);
+    if (part == nullptr && out == nullptr) return;  // block-uniform
+    float* mine = smem + team * g.n;
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const int64_t lo = g.lo<VEC>(k);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+            if (in_seg(lo + i, g.n)) mine[lo + i] = v[k][i];
+        }
+    }
+    __syncthreads();
+    if (out != nullptr) {
+        store_team_sums<P>(out + col0, g.n, teams, smem);
+    } else {
+        store_team_sums<float>(part + static_cast<int64_t>(blockIdx.x) * a.part_stride + col0,
+                               g.n, teams, smem);
+    }
+    __syncthreads();
+}
+
+/**
+ * Writes dgamma and dbeta of columns [col0, col0 + g.n) (the second accumulators: dbias with
+ * a.db_dx), as store_partial of acc.dg and acc.db, in the form that LayerNorm's f32-parameter
+ * block kernels on sm_100 (at their 128-register bound) compile without a spill (calling
+ * store_partial for each spilled them); with `ys` (LayerNorm's bias-gradient block kernels)
+ * then the column sums of dy (dbeta there: a.dy_sum_part / a.dy_sum) by store_partial.
  * Every thread of the block must call it.
  */
 template <typename P, int VEC, int NPACK>
 __device__ __forceinline__ void store_partials(const WnLayerNormBwdArgs& a, const TileGeom& g,
                                                int team, int teams, int64_t col0,
-                                               const ParamGrads<VEC, NPACK>& acc, float* smem) {
+                                               const ParamGrads<VEC, NPACK>& acc, float* smem,
+                                               const float (*ys)[NPACK][VEC] = nullptr) {
 #pragma unroll
     for (int which = 0; which < 2; ++which) {
         float* part = reinterpret_cast<float*>(which == 0 ? a.dgamma_part : a.dbeta_part);
@@ -1183,6 +1280,10 @@ __device__ __forceinline__ void store_partials(const WnLayerNormBwdArgs& a, cons
                                    g.n, teams, smem);
         }
         __syncthreads();
+    }
+    if (ys != nullptr) {
+        store_partial<P, VEC, NPACK>(a, a.dy_sum_part, a.dy_sum, g, team, teams, col0, *ys,
+                                     smem);
     }
 }
 
@@ -1242,17 +1343,28 @@ __device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
     const int64_t teams = blockDim.y;
     constexpr bool kPerRow = kHeadPerRow<N, T, P, kDb>;
     const int held = kPerRow ? 0 : row_head<T, VEC>(a, blockIdx.x * teams + threadIdx.y);
+    // LayerNorm's bias-gradient kernels also sum dy (dbeta) in shared memory (add_dy_sums).
+    constexpr bool kYSum = N == Norm::Layer && kDb == kDbOn;
+    float* ysum = kYSum ? smem + 4 * (threadIdx.y * blockDim.x + threadIdx.x) : nullptr;
+    if constexpr (kYSum) dy_sums_zero<VEC, NPACK>(ysum);
     ParamGrads<VEC, NPACK> acc;
     acc.zero();
     for (int64_t base = blockIdx.x * teams; base < a.rows; base += gridDim.x * teams) {
         const int64_t row = base + threadIdx.y;
         const int off = kPerRow ? row_head<T, VEC>(a, row) : held;
         bwd_row<N, T, P, VEC, NPACK, kDb>(a, row, row < a.rows, team, threadIdx.x,
-                                          blockDim.x, off, acc);
+                                          blockDim.x, off, acc, ysum);
     }
     const int off = kPerRow ? row_head<T, VEC>(a, blockIdx.x * teams + threadIdx.y) : held;
     const TileGeom g{a.cols, off, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
-    store_partials<P, VEC, NPACK>(a, g, threadIdx.y, blockDim.y, 0, acc, smem);
+    if constexpr (kYSum) {
+        float ys[NPACK][VEC];
+        dy_sums_take<VEC, NPACK>(ysum, ys);
+        __syncthreads();  // store_partials reuses the slots' shared memory
+        store_partials<P, VEC, NPACK>(a, g, threadIdx.y, blockDim.y, 0, acc, smem, &ys);
+    } else {
+        store_partials<P, VEC, NPACK>(a, g, threadIdx.y, blockDim.y, 0, acc, smem);
+    }
 }
 
 /** block tier with the fused residual add's bias gradient (`..._block_dbias_...`). */
@@ -1347,21 +1459,24 @@ __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
 template <typename P>
 __device__ __forceinline__ void finalize(const WnLayerNormFinalizeArgs& a) {
     constexpr int kThreads = WN_LN_FINALIZE_COLS * WN_LN_FINALIZE_LANES;
-    __shared__ float smem[kThreads * 2];
+    __shared__ float smem[kThreads * 3];
     const int64_t col = static_cast<int64_t>(blockIdx.x) * WN_LN_FINALIZE_COLS + threadIdx.x;
     const float* gp = reinterpret_cast<const float*>(a.dgamma_part);
     const float* bp = reinterpret_cast<const float*>(a.dbeta_part);
-    SumAcc<2> acc;  // (dgamma, dbeta)
+    const float* sp = reinterpret_cast<const float*>(a.dy_sum_part);
+    SumAcc<3> acc;  // (dgamma, dbeta, dy_sum)
     acc.init();
     if (col < a.cols) {
         for (int64_t p = threadIdx.y; p < a.part_rows; p += WN_LN_FINALIZE_LANES) {
             if (gp != nullptr) acc.v[0] += gp[p * a.part_stride + col];
             if (bp != nullptr) acc.v[1] += bp[p * a.part_stride + col];
+            if (sp != nullptr) acc.v[2] += sp[p * a.part_stride + col];
         }
     }
     if (column_merge<kThreads>(acc, smem) && col < a.cols) {
         if (gp != nullptr) reinterpret_cast<P*>(a.dgamma)[col] = from_float<P>(acc.v[0]);
         if (bp != nullptr) reinterpret_cast<P*>(a.dbeta)[col] = from_float<P>(acc.v[1]);
+        if (sp != nullptr) reinterpret_cast<P*>(a.dy_sum)[col] = from_float<P>(acc.v[2]);
     }
 }
 

@@ -126,8 +126,8 @@ typedef struct WnLayerNormBwdArgs {
     /**
      * Fused residual add's bias gradient: 1 makes the accumulators that otherwise sum dbeta
      * sum dx instead - the f32 gradient of h before its one rounding, dh included - written
-     * through dbeta_part / dbeta (which then hold dbias; the planner forms LayerNorm's dbeta
-     * by the column sum of dy). 0 otherwise.
+     * through dbeta_part / dbeta (which then hold dbias; LayerNorm's dbeta then comes from
+     * dy_sum_part / dy_sum in the block tier, else from the column sum of dy). 0 otherwise.
      */
     uint32_t db_dx;
     /**
@@ -136,11 +136,22 @@ typedef struct WnLayerNormBwdArgs {
      * gradient of h (and of x and of the residual). `x` is h, as the forward stored it.
      */
     wn_devptr dh;
+    /**
+     * LayerNorm's bias-gradient block kernels (`..._block_dbias_...`): f32 partial rows (stride
+     * part_stride, row blockIdx.x) of the column sums of dy - dbeta, which the second
+     * accumulators (db_dx) cannot hold - or 0: not written. Those kernels sum dy in
+     * thread-private shared-memory slots (dynamic shared memory of at least
+     * WN_LN_MAX_BLOCK * 4 * elems bytes, elems the backward elements per thread), so that
+     * dbeta needs no column sum of its own. Every other kernel: 0.
+     */
+    wn_devptr dy_sum_part;
+    /** The same kernels, single-block grids: the column sums of dy written directly (dbeta). */
+    wn_devptr dy_sum;
 } WnLayerNormBwdArgs;
 
 /**
- * dgamma(c) = sum over p of dgamma_part(p * part_stride + c) (likewise dbeta), summed in a fixed
- * order and rounded once to the parameter dtype. part_rows == 0 writes zeros.
+ * dgamma(c) = sum over p of dgamma_part(p * part_stride + c) (likewise dbeta and dy_sum), summed
+ * in a fixed order and rounded once to the parameter dtype. part_rows == 0 writes zeros.
  */
 typedef struct WnLayerNormFinalizeArgs {
     /** f32 partial rows, part_rows * cols, or 0 (then dgamma is not written). */
@@ -151,6 +162,10 @@ typedef struct WnLayerNormFinalizeArgs {
     wn_devptr dgamma;
     /** Output, parameter dtype, cols elements. */
     wn_devptr dbeta;
+    /** A third set of f32 partial rows, or 0 (then dy_sum is not written). */
+    wn_devptr dy_sum_part;
+    /** Its output, parameter dtype, cols elements. */
+    wn_devptr dy_sum;
     /** Number of partial rows. */
     int64_t part_rows;
     /** Elements per row (D). */

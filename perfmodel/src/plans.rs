@@ -48,7 +48,8 @@ pub enum Op {
     /// RMSNorm backward of the fused residual add (as [`Op::LnResBwd`]).
     RmsResBwd,
     /// [`Op::LnResBwd`] with the bias's gradient (dbias, summed by the backward kernels;
-    /// dbeta then by two more launches, the column sum of dy, that read dy again).
+    /// dbeta beside it in the block tier's kernels, else by two more launches, the column sum
+    /// of dy, that read dy again).
     LnResBwdBias,
     /// [`Op::RmsResBwd`] with the bias's gradient (summed by the backward kernels: no more
     /// activation traffic).
@@ -81,8 +82,9 @@ impl Op {
     /// Minimum DRAM bytes per element in units of the activation size (shared/KERNELS.md;
     /// the fused residual forward reads x and the residual and writes h and y, its backward
     /// reads h, dy and dh and writes dx, issue 17; with the bias's gradient the minimum is the
-    /// same: the pass that writes dx sums it too - RMSNorm's plan moves just that, LayerNorm's
-    /// reads dy again for dbeta, whose accumulators then hold dbias).
+    /// same: the pass that writes dx sums it too - RMSNorm's plan moves just that, and so does
+    /// LayerNorm's block tier, which sums dbeta beside it; its other tiers read dy again for
+    /// dbeta, whose accumulators then hold dbias).
     pub fn min_bytes_factor(self) -> f64 {
         match self {
             Op::LnFwd | Op::RmsFwd | Op::BnEvalFwd | Op::BnEvalBwd | Op::Copy => 2.0,
@@ -270,8 +272,14 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
         if k.contains("split_sums") {
             return t(2.0 * ns + 12.0 * rows, 0.0);
         }
-        // Partial rows of dgamma and dbeta: one f32 row each per block.
-        let partial = l.grid[0] as f64 * cols * 8.0;
+        // Partial rows of dgamma and dbeta: one f32 row each per block; the bias-gradient block
+        // kernels add dbias's (with a bias: dgamma, dbias, dbeta).
+        let sets = if k.contains("_block_dbias_") {
+            3.0
+        } else {
+            2.0
+        };
+        let partial = l.grid[0] as f64 * cols * 4.0 * sets;
         return t(2.0 * ns + 12.0 * rows, ns + partial);
     }
     // RMSNorm: LayerNorm's passes with one saved statistic (rstd) and one partial row
@@ -286,7 +294,13 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
         if k.contains("split_sums") {
             return t(2.0 * ns + 4.0 * rows, 0.0);
         }
-        let partial = l.grid[0] as f64 * cols * 4.0;
+        // dweight's partial rows, and dbias's in the bias-gradient block kernels.
+        let sets = if k.contains("_block_dbias_") {
+            2.0
+        } else {
+            1.0
+        };
+        let partial = l.grid[0] as f64 * cols * 4.0 * sets;
         return t(2.0 * ns + 4.0 * rows, ns + partial);
     }
     if k.starts_with("warpnorm_batch_norm") {

@@ -155,14 +155,18 @@ pub struct WnLayerNormBwdArgs {
     pub part_stride: i64,
     #[doc = " Warp tiers: lanes per row (a power of two <= 32); 0 otherwise."]
     pub group: u32,
-    #[doc = " Fused residual add's bias gradient: 1 makes the accumulators that otherwise sum dbeta\n sum dx instead - the f32 gradient of h before its one rounding, dh included - written\n through dbeta_part / dbeta (which then hold dbias; the planner forms LayerNorm's dbeta\n by the column sum of dy). 0 otherwise."]
+    #[doc = " Fused residual add's bias gradient: 1 makes the accumulators that otherwise sum dbeta\n sum dx instead - the f32 gradient of h before its one rounding, dh included - written\n through dbeta_part / dbeta (which then hold dbias; LayerNorm's dbeta then comes from\n dy_sum_part / dy_sum in the block tier, else from the column sum of dy). 0 otherwise."]
     pub db_dx: u32,
     #[doc = " Fused residual add: the gradient arriving on h, activation dtype, rows * cols, or 0\n (none). Added in f32 to the normalization's dx before its one rounding: dx is then the\n gradient of h (and of x and of the residual). `x` is h, as the forward stored it."]
     pub dh: wn_devptr,
+    #[doc = " LayerNorm's bias-gradient block kernels (`..._block_dbias_...`): f32 partial rows (stride\n part_stride, row blockIdx.x) of the column sums of dy - dbeta, which the second\n accumulators (db_dx) cannot hold - or 0: not written. Those kernels sum dy in\n thread-private shared-memory slots (dynamic shared memory of at least\n WN_LN_MAX_BLOCK * 4 * elems bytes, elems the backward elements per thread), so that\n dbeta needs no column sum of its own. Every other kernel: 0."]
+    pub dy_sum_part: wn_devptr,
+    #[doc = " The same kernels, single-block grids: the column sums of dy written directly (dbeta)."]
+    pub dy_sum: wn_devptr,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of WnLayerNormBwdArgs"][::core::mem::size_of::<WnLayerNormBwdArgs>() - 152usize];
+    ["Size of WnLayerNormBwdArgs"][::core::mem::size_of::<WnLayerNormBwdArgs>() - 168usize];
     ["Alignment of WnLayerNormBwdArgs"][::core::mem::align_of::<WnLayerNormBwdArgs>() - 8usize];
     ["Offset of field: WnLayerNormBwdArgs::x"]
         [::core::mem::offset_of!(WnLayerNormBwdArgs, x) - 0usize];
@@ -204,8 +208,12 @@ const _: () = {
         [::core::mem::offset_of!(WnLayerNormBwdArgs, db_dx) - 140usize];
     ["Offset of field: WnLayerNormBwdArgs::dh"]
         [::core::mem::offset_of!(WnLayerNormBwdArgs, dh) - 144usize];
+    ["Offset of field: WnLayerNormBwdArgs::dy_sum_part"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, dy_sum_part) - 152usize];
+    ["Offset of field: WnLayerNormBwdArgs::dy_sum"]
+        [::core::mem::offset_of!(WnLayerNormBwdArgs, dy_sum) - 160usize];
 };
-#[doc = " dgamma(c) = sum over p of dgamma_part(p * part_stride + c) (likewise dbeta), summed in a fixed\n order and rounded once to the parameter dtype. part_rows == 0 writes zeros."]
+#[doc = " dgamma(c) = sum over p of dgamma_part(p * part_stride + c) (likewise dbeta and dy_sum), summed\n in a fixed order and rounded once to the parameter dtype. part_rows == 0 writes zeros."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnLayerNormFinalizeArgs {
@@ -217,6 +225,10 @@ pub struct WnLayerNormFinalizeArgs {
     pub dgamma: wn_devptr,
     #[doc = " Output, parameter dtype, cols elements."]
     pub dbeta: wn_devptr,
+    #[doc = " A third set of f32 partial rows, or 0 (then dy_sum is not written)."]
+    pub dy_sum_part: wn_devptr,
+    #[doc = " Its output, parameter dtype, cols elements."]
+    pub dy_sum: wn_devptr,
     #[doc = " Number of partial rows."]
     pub part_rows: i64,
     #[doc = " Elements per row (D)."]
@@ -227,7 +239,7 @@ pub struct WnLayerNormFinalizeArgs {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of WnLayerNormFinalizeArgs"]
-        [::core::mem::size_of::<WnLayerNormFinalizeArgs>() - 56usize];
+        [::core::mem::size_of::<WnLayerNormFinalizeArgs>() - 72usize];
     ["Alignment of WnLayerNormFinalizeArgs"]
         [::core::mem::align_of::<WnLayerNormFinalizeArgs>() - 8usize];
     ["Offset of field: WnLayerNormFinalizeArgs::dgamma_part"]
@@ -238,12 +250,16 @@ const _: () = {
         [::core::mem::offset_of!(WnLayerNormFinalizeArgs, dgamma) - 16usize];
     ["Offset of field: WnLayerNormFinalizeArgs::dbeta"]
         [::core::mem::offset_of!(WnLayerNormFinalizeArgs, dbeta) - 24usize];
+    ["Offset of field: WnLayerNormFinalizeArgs::dy_sum_part"]
+        [::core::mem::offset_of!(WnLayerNormFinalizeArgs, dy_sum_part) - 32usize];
+    ["Offset of field: WnLayerNormFinalizeArgs::dy_sum"]
+        [::core::mem::offset_of!(WnLayerNormFinalizeArgs, dy_sum) - 40usize];
     ["Offset of field: WnLayerNormFinalizeArgs::part_rows"]
-        [::core::mem::offset_of!(WnLayerNormFinalizeArgs, part_rows) - 32usize];
+        [::core::mem::offset_of!(WnLayerNormFinalizeArgs, part_rows) - 48usize];
     ["Offset of field: WnLayerNormFinalizeArgs::cols"]
-        [::core::mem::offset_of!(WnLayerNormFinalizeArgs, cols) - 40usize];
+        [::core::mem::offset_of!(WnLayerNormFinalizeArgs, cols) - 56usize];
     ["Offset of field: WnLayerNormFinalizeArgs::part_stride"]
-        [::core::mem::offset_of!(WnLayerNormFinalizeArgs, part_stride) - 48usize];
+        [::core::mem::offset_of!(WnLayerNormFinalizeArgs, part_stride) - 64usize];
 };
 #[doc = " A column sum, first pass (the fused residual add's dbeta when the backward's accumulators\n form dbias, WnLayerNormBwdArgs.db_dx): the f32 column sums of `src` (dy, rows * cols\n activation elements) over chunks of `chunk_rows` rows, one partial row per chunk\n (blockIdx.y) at `part + chunk * part_stride`; the finalize kernel (WnLayerNormFinalizeArgs,\n dgamma_part = part) sums them into its output in a fixed order. Block\n (WN_LN_COLSUM_LANES, WN_LN_COLSUM_ROWS): lane x sums 16 bytes' worth of columns (V = 16 /\n sizeof(T) elements), row lane y the chunk's rows y, y + 8, ...; grid.x covers the columns in\n blocks of 32 * V."]
 #[repr(C)]

@@ -20,6 +20,7 @@
 use half::{bf16, f16};
 use testkit::sim::{skip_without_kernels, Sim};
 use testkit::Rng;
+use warpnorm::abi::{WnLayerNormBwdArgs, WnLayerNormFinalizeArgs};
 use warpnorm::cpu::residual::residual_add;
 use warpnorm::layer_norm::{self as ln, Affine, LayerNormDesc};
 use warpnorm::rms_norm::{self as rms, RmsNormDesc};
@@ -636,9 +637,15 @@ fn check_case<T: Element + Default, P: Element + Default>(
     same("rstd", &got.rstd, &plain.rstd).map_err(ctx)?;
     same("dgamma", &got.dgamma, &plain.dgamma).map_err(ctx)?;
     // The bias gradient: summed by the backward kernels in dbeta's accumulators; LayerNorm's
-    // dbeta then by two launches before the backward (the column sum of dy, its finalize).
+    // dbeta then beside it in the block tier (in shared memory, in the same order as the plain
+    // kernels' accumulators: bitwise their dbeta), else by two launches before the backward
+    // (the column sum of dy, its finalize).
     let mut fused_kernels = got.kernels.clone();
-    let colsum = c.bias && c.op == Op::Layer;
+    let block_tier = plain
+        .kernels
+        .iter()
+        .any(|k| k.contains("_bwd_") && k.contains("_block_"));
+    let colsum = c.bias && c.op == Op::Layer && !block_tier;
     if colsum {
         let dy = to_f64(&inp.dy);
         check_column_sums(
@@ -1167,14 +1174,13 @@ fn plan_dbias_rejects_bad_buffers() {
     );
 }
 
-/// LayerNorm with a bias and the bias gradient: dbeta's column sum of dy and its finalize come
-/// first (dx may be written over dy), then the backward (its dbeta accumulators sum dbias) and
-/// one finalize for dgamma and dbias; the workspace is the plain backward's plus the column
-/// sum's partial rows, which are several chunks of at least `COLSUM_MIN_CHUNK_ROWS` rows.
-#[test]
-fn plan_layer_norm_dbias_launches() {
-    let props = DeviceProps::H100;
-    let (rows, cols) = (4096usize, 1024usize);
+/// A LayerNorm backward call with a bias, the bias gradient and dh, of `rows` x `cols`
+/// bf16/f32 on an H100, with `workspace_bytes` of workspace and dx over dy.
+fn ln_dbias_call(
+    rows: usize,
+    cols: usize,
+    workspace_bytes: u64,
+) -> (LayerNormDesc, ln::BackwardPtrs, ln::ResidualGrads) {
     let desc = LayerNormDesc::from_rows(
         rows,
         cols,
@@ -1184,42 +1190,147 @@ fn plan_layer_norm_dbias_launches() {
         1e-5,
     )
     .unwrap();
-    let plain = ln::workspace_bytes(&desc, ln::Direction::Backward, &props).unwrap();
-    let need = ln::workspace_bytes_residual(&desc, true, &props).unwrap();
-    let cg = ln::column_sum_geometry(&desc, &props);
-    assert!(cg.chunks > 1 && cg.chunk_rows >= ln::COLSUM_MIN_CHUNK_ROWS);
-    assert_eq!(need, plain + cg.workspace_bytes as usize);
     let n = (rows * cols) as u64;
+    let r = rows as u64 * 4;
+    let c = cols as u64 * 4;
     let base = 1u64 << 32;
     let p = ln::BackwardPtrs {
         x: base,
         dy: base + 2 * n,
         dx: base + 2 * n, // in place over dy
         gamma: Some(base + 6 * n),
-        mean: base + 6 * n + 4096 * 4,
-        rstd: base + 6 * n + 8 * 4096,
-        mean_lo: Some(base + 6 * n + 24 * 4096),
-        dgamma: Some(base + 6 * n + 12 * 4096),
-        dbeta: Some(base + 6 * n + 16 * 4096),
+        mean: base + 6 * n + c,
+        rstd: base + 6 * n + c + r,
+        mean_lo: Some(base + 6 * n + c + 2 * r),
+        dgamma: Some(base + 6 * n + c + 3 * r),
+        dbeta: Some(base + 6 * n + 2 * c + 3 * r),
         workspace: base + 8 * n,
-        workspace_bytes: need as u64,
+        workspace_bytes,
     };
     let g = ln::ResidualGrads {
         dh: Some(base + 10 * n),
-        dbias: Some(base + 6 * n + 20 * 4096),
+        dbias: Some(base + 6 * n + 3 * c + 3 * r),
     };
+    (desc, p, g)
+}
+
+/// LayerNorm with a bias and the bias gradient in the block tier: one backward launch (the
+/// `block_dbias` kernel, which sums dbias in its second accumulators and dbeta in shared
+/// memory, with the dynamic shared memory for that) and one finalize for dgamma, dbias and
+/// dbeta; the workspace is the plain backward's plus one set of partial rows (dbeta's). A
+/// workspace one byte short is refused with the size the query returns.
+#[test]
+fn plan_layer_norm_dbias_block_tier_sums_dbeta_itself() {
+    let props = DeviceProps::H100;
+    let (rows, cols) = (4096usize, 1024usize);
+    let (desc, _, _) = ln_dbias_call(rows, cols, 0);
+    let plain = ln::workspace_bytes(&desc, ln::Direction::Backward, &props).unwrap();
+    let need = ln::workspace_bytes_residual(&desc, true, &props).unwrap();
+    let (_, p, g) = ln_dbias_call(rows, cols, need as u64);
     let plan = ln::plan_backward_residual(&desc, &p, &g, &props).unwrap();
     let names: Vec<&str> = plan.launches.iter().map(|l| l.kernel.as_str()).collect();
-    assert_eq!(names.len(), 4, "{names:?}");
     assert_eq!(
-        names[..2],
+        names,
         [
-            "warpnorm_layer_norm_bwd_bf16_colsum",
+            "warpnorm_layer_norm_bwd_bf16_f32_block_dbias_vec",
             "warpnorm_layer_norm_bwd_f32_finalize"
         ]
     );
-    assert!(names[2].starts_with("warpnorm_layer_norm_bwd_bf16_f32_"));
-    assert_eq!(names[3], "warpnorm_layer_norm_bwd_f32_finalize");
+    let main = &plan.launches[0];
+    let a: WnLayerNormBwdArgs = main.args.get().expect("backward args");
+    let grid = main.grid[0] as usize;
+    assert!(grid > 1, "{grid}");
+    let set = (grid * ln::plan::part_stride(cols as u64) as usize * 4)
+        .next_multiple_of(ln::plan::WORKSPACE_ALIGN as usize);
+    assert_eq!(need, plain + set, "{need} {plain} {set}");
+    // The dy sums' slots: 16 floats of each of 512 threads (compute capability 9.0).
+    assert!(
+        main.shared_mem_bytes >= 512 * 16 * 4,
+        "{}",
+        main.shared_mem_bytes
+    );
+    assert_eq!(a.db_dx, 1);
+    assert_ne!(a.dy_sum_part, 0);
+    assert_eq!(a.dy_sum, 0);
+    let parts = [a.dgamma_part, a.dbeta_part, a.dy_sum_part];
+    assert!(parts
+        .iter()
+        .all(|&q| q >= p.workspace && q + set as u64 <= p.workspace + need as u64));
+    assert!(parts[0] != parts[1] && parts[1] != parts[2] && parts[0] != parts[2]);
+    let f: WnLayerNormFinalizeArgs = plan.launches[1].args.get().expect("finalize args");
+    assert_eq!(
+        (f.dgamma_part, f.dbeta_part, f.dy_sum_part),
+        (a.dgamma_part, a.dbeta_part, a.dy_sum_part)
+    );
+    assert_eq!(
+        (f.dgamma, f.dbeta, f.dy_sum),
+        (p.dgamma.unwrap(), g.dbias.unwrap(), p.dbeta.unwrap())
+    );
+    assert_eq!(f.part_rows as usize, grid);
+    let short = ln::BackwardPtrs {
+        workspace_bytes: need as u64 - 1,
+        ..p
+    };
+    let e = ln::plan_backward_residual(&desc, &short, &g, &props).unwrap_err();
+    assert!(
+        matches!(e, warpnorm::Error::Workspace { needed, given } if needed == need && given == need - 1),
+        "{e}"
+    );
+}
+
+/// The block tier's bias-gradient kernel on a single-block grid writes dgamma, dbias and dbeta
+/// itself (no partial rows, no finalize, no workspace beyond the plain backward's).
+#[test]
+fn plan_layer_norm_dbias_single_block_writes_dbeta_directly() {
+    let props = DeviceProps::SIM;
+    let (rows, cols) = (8usize, 1024usize);
+    let (desc, _, _) = ln_dbias_call(rows, cols, 0);
+    let plain = ln::workspace_bytes(&desc, ln::Direction::Backward, &props).unwrap();
+    let need = ln::workspace_bytes_residual(&desc, true, &props).unwrap();
+    assert_eq!(need, plain);
+    let (_, p, g) = ln_dbias_call(rows, cols, need as u64);
+    let plan = ln::plan_backward_residual(&desc, &p, &g, &props).unwrap();
+    let names: Vec<&str> = plan.launches.iter().map(|l| l.kernel.as_str()).collect();
+    assert_eq!(names, ["warpnorm_layer_norm_bwd_bf16_f32_block_dbias_vec"]);
+    let a: WnLayerNormBwdArgs = plan.launches[0].args.get().expect("backward args");
+    assert_eq!(plan.launches[0].grid[0], 1);
+    assert_eq!((a.dgamma_part, a.dbeta_part, a.dy_sum_part), (0, 0, 0));
+    assert_eq!(
+        (a.dgamma, a.dbeta, a.dy_sum),
+        (p.dgamma.unwrap(), g.dbias.unwrap(), p.dbeta.unwrap())
+    );
+}
+
+/// LayerNorm with a bias and the bias gradient in a warp tier (whose kernels choose the second
+/// accumulators' sum at run time and have no room for a third): dbeta's column sum of dy and
+/// its finalize come first (dx may be written over dy), then the backward (its dbeta
+/// accumulators sum dbias) and one finalize for dgamma and dbias; the workspace is the plain
+/// backward's plus the column sum's partial rows, which are several chunks of at least
+/// `COLSUM_MIN_CHUNK_ROWS` rows.
+#[test]
+fn plan_layer_norm_dbias_warp_tier_takes_the_column_sum() {
+    let props = DeviceProps::H100;
+    let (rows, cols) = (4096usize, 256usize);
+    let (desc, _, _) = ln_dbias_call(rows, cols, 0);
+    let plain = ln::workspace_bytes(&desc, ln::Direction::Backward, &props).unwrap();
+    let need = ln::workspace_bytes_residual(&desc, true, &props).unwrap();
+    let cg = ln::column_sum_geometry(&desc, &props);
+    assert!(cg.chunks > 1 && cg.chunk_rows >= ln::COLSUM_MIN_CHUNK_ROWS);
+    assert_eq!(need, plain + cg.workspace_bytes as usize);
+    let (_, p, g) = ln_dbias_call(rows, cols, need as u64);
+    let plan = ln::plan_backward_residual(&desc, &p, &g, &props).unwrap();
+    let names: Vec<&str> = plan.launches.iter().map(|l| l.kernel.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "warpnorm_layer_norm_bwd_bf16_colsum",
+            "warpnorm_layer_norm_bwd_f32_finalize",
+            "warpnorm_layer_norm_bwd_bf16_f32_warp_vec",
+            "warpnorm_layer_norm_bwd_f32_finalize"
+        ]
+    );
+    let a: WnLayerNormBwdArgs = plan.launches[2].args.get().expect("backward args");
+    assert_eq!((a.db_dx, a.dy_sum_part, a.dy_sum), (1, 0, 0));
     let short = ln::BackwardPtrs {
         workspace_bytes: plain as u64,
         ..p

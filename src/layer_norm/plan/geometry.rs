@@ -175,6 +175,13 @@ fn thread_elems(dir: Direction, vec: bool, props: &DeviceProps) -> u64 {
     }) as u64
 }
 
+/// Dynamic shared memory (bytes) LayerNorm's bias-gradient block kernels need for their dy
+/// sums: 16-byte slots of `elems` floats for each of `WN_LN_MAX_BLOCK` threads (`add_dy_sums`
+/// in cuda/layer_norm.cu), `elems` the kernel variant's elements per thread on `props`.
+pub(super) fn dy_sum_shared_bytes(dir: Direction, vec: bool, props: &DeviceProps) -> u32 {
+    WN_LN_MAX_BLOCK * thread_elems(dir, vec, props) as u32 * 4
+}
+
 /// Fewest rows a backward block handles before the planner adds another block: every block
 /// writes one f32 partial row of dgamma and one of dbeta (8 bytes per column) while its rows
 /// move 3 * s bytes per column each (read x, dy; write dx), so with at least

@@ -21,8 +21,8 @@ pub use geometry::{
     access_bytes, bwd_grid_for_heads, bwd_min_rows_per_block, geometry, head_period, pack_width,
     part_stride, Geometry, Tier, SPLIT_MIN_CHUNK, SPLIT_MIN_COLS,
 };
+use geometry::{dy_sum_shared_bytes, kernel, round_up};
 pub(crate) use geometry::{geometry_of, RowNorm};
-use geometry::{kernel, round_up};
 
 pub use crate::check::WORKSPACE_ALIGN;
 
@@ -76,7 +76,7 @@ fn max_workspace(
     for (vec, aligned) in [(true, true), (true, false), (false, true)] {
         let geo = geometry_of(op, &gdesc, dir, vec, aligned, props)?;
         let extra = if dbias {
-            dbias_extra_bytes(desc, &geo, props)
+            dbias_extra_bytes(op, desc, &geo, props)
         } else {
             0
         };
@@ -90,10 +90,11 @@ fn max_workspace(
 }
 
 /// Workspace bytes a backward plan of the fused residual add for `desc` may need on `props`:
-/// [`workspace_bytes`] of the backward, plus, when `dbias` is formed, the partial rows of
-/// dbeta's column sum ([`ColumnSumGeometry::workspace_bytes`], LayerNorm with a bias: the
-/// backward's dbeta accumulators then sum dbias) or of dbias (no bias: a multi-block grid's
-/// one more set of partial rows). 0 when none.
+/// [`workspace_bytes`] of the backward, plus, when `dbias` is formed, one more set of partial
+/// rows for a multi-block grid (LayerNorm with a bias: dbeta's, which the block tier sums
+/// beside dbias; dbias's without a bias) or, for LayerNorm with a bias in the other tiers,
+/// the partial rows of dbeta's column sum ([`ColumnSumGeometry::workspace_bytes`]: the
+/// backward's dbeta accumulators then sum dbias). 0 when none.
 pub fn workspace_bytes_residual(
     desc: &LayerNormDesc,
     dbias: bool,
@@ -137,20 +138,46 @@ fn geometry_desc(desc: &LayerNormDesc, dbias: bool) -> LayerNormDesc {
 }
 
 /// The bytes a backward with the bias gradient needs beyond `geo`'s (planned for
-/// [`geometry_desc`]): dbeta's column sum's partial rows where there is a dbeta (its
-/// accumulators sum dbias), else, with a weight, dbias's own partial rows for a multi-block
-/// grid (a single block writes dbias directly; without parameters the geometry has them).
-fn dbias_extra_bytes(desc: &LayerNormDesc, geo: &Geometry, props: &DeviceProps) -> u64 {
+/// [`geometry_desc`]): where there is a dbeta (its accumulators sum dbias), its own partial
+/// rows in the block tier ([`dy_sums_in_kernel`]) or its column sum's in the others; else,
+/// with a weight, dbias's own partial rows. No partial rows for a single block (it writes its
+/// outputs directly); without parameters the geometry has dbias's.
+fn dbias_extra_bytes(
+    op: RowNorm,
+    desc: &LayerNormDesc,
+    geo: &Geometry,
+    props: &DeviceProps,
+) -> u64 {
+    let one_set = || {
+        if geo.grid_x > 1 {
+            round_up(
+                geo.grid_x * part_stride(desc.cols as u64) * 4,
+                WORKSPACE_ALIGN,
+            )
+        } else {
+            0
+        }
+    };
     if desc.affine.has_bias() {
-        column_sum_geometry(desc, props).workspace_bytes
-    } else if desc.affine.has_weight() && geo.grid_x > 1 {
-        round_up(
-            geo.grid_x * part_stride(desc.cols as u64) * 4,
-            WORKSPACE_ALIGN,
-        )
+        if dy_sums_in_kernel(op, desc, geo) {
+            one_set()
+        } else {
+            column_sum_geometry(desc, props).workspace_bytes
+        }
+    } else if desc.affine.has_weight() {
+        one_set()
     } else {
         0
     }
+}
+
+/// Whether a backward with the bias gradient forms dbeta in its own kernel: LayerNorm with a
+/// bias in the block tier, whose `block_dbias` kernels sum dy in shared memory beside the
+/// dbias accumulators (`dy_sum_part` / `dy_sum`; dynamic shared memory
+/// [`dy_sum_shared_bytes`]). The other tiers (their dbias sums chosen at run time, where a
+/// third sum spilled the 16-bit warp kernels at their register bound) take the column sum.
+fn dy_sums_in_kernel(op: RowNorm, desc: &LayerNormDesc, geo: &Geometry) -> bool {
+    op == RowNorm::Layer && desc.affine.has_bias() && matches!(geo.tier, Tier::Block { .. })
 }
 
 /// The column sum (`warpnorm_layer_norm_bwd_<T>_colsum`, then the finalize kernel) that forms
@@ -559,7 +586,9 @@ pub fn plan_backward_residual(
 /// of x and of the residual alike. Without `dh` it is the plain backward on h. With
 /// `g.dbias` the backward kernels sum the bias gradient from the f32 dx before its rounding
 /// (dh included) in the accumulators and partial rows that otherwise hold dbeta, and dbeta,
-/// when the description has a bias, comes from two launches before the backward (the column
+/// when the description has a bias, is summed beside it by the block tier's kernels (in
+/// shared memory, into its own partial rows; the one finalize then writes dgamma, dbias and
+/// dbeta) and comes from two launches before the backward in the other tiers (the column
 /// sum of dy into f32 partial rows, then the finalize kernel); the workspace is then
 /// [`workspace_bytes_residual`] with `dbias`.
 pub fn plan_backward_residual_checked(
@@ -572,7 +601,7 @@ pub fn plan_backward_residual_checked(
 }
 
 /// The finalize launches: each (partial rows, output) pair is summed over `part_rows`
-/// partial rows into its output (parameter dtype), two outputs a launch; `part_rows == 0`
+/// partial rows into its output (parameter dtype), three outputs a launch; `part_rows == 0`
 /// writes zeros (the partial-row address then only says which outputs to write).
 fn push_finalize(
     plan: &mut Plan,
@@ -587,13 +616,16 @@ fn push_finalize(
         op.prefix(),
         desc.param_dtype.name()
     );
-    for pair in outputs.chunks(2) {
-        let (db_part, db) = pair.get(1).copied().unwrap_or((0, 0));
+    for set in outputs.chunks(3) {
+        let (db_part, db) = set.get(1).copied().unwrap_or((0, 0));
+        let (ds_part, ds) = set.get(2).copied().unwrap_or((0, 0));
         let args = WnLayerNormFinalizeArgs {
-            dgamma_part: pair[0].0,
+            dgamma_part: set[0].0,
             dbeta_part: db_part,
-            dgamma: pair[0].1,
+            dgamma: set[0].1,
             dbeta: db,
+            dy_sum_part: ds_part,
+            dy_sum: ds,
             part_rows: part_rows as i64,
             cols: cols as i64,
             part_stride: part_stride(cols) as i64,
@@ -655,8 +687,9 @@ fn push_column_sum(
 
 /// [`plan_backward_of`] with the fused residual add's gradients when `g` is given: `dh`
 /// added into dx, `dbias` summed from the f32 dx by the backward kernels (`db_dx`: in the
-/// accumulators and partial rows that otherwise hold dbeta), LayerNorm's dbeta then by a
-/// column sum of dy launched first (dy may be dx in place).
+/// accumulators and partial rows that otherwise hold dbeta), LayerNorm's dbeta then beside
+/// it in the block tier ([`dy_sums_in_kernel`]) or else by a column sum of dy launched first
+/// (dy may be dx in place).
 pub(crate) fn plan_backward_res_of(
     op: RowNorm,
     problem: &Problem,
@@ -728,10 +761,14 @@ pub(crate) fn plan_backward_res_of(
     let gdesc = geometry_desc(desc, dbias.is_some());
     let geo = geometry_of(op, &gdesc, Direction::Backward, vec, rows_aligned, props)?;
     let extra = if dbias.is_some() {
-        dbias_extra_bytes(desc, &geo, props)
+        dbias_extra_bytes(op, desc, &geo, props)
     } else {
         0
     };
+    // dbeta beside dbias in the block kernel (dy_sums_in_kernel), else by the column sum.
+    let in_kernel = dbias.is_some() && dy_sums_in_kernel(op, desc, &geo);
+    let colsum_dbeta = colsum_dbeta.filter(|_| !in_kernel);
+    let kernel_dbeta = if in_kernel { dbeta } else { None };
     check_workspace_for(
         p.workspace,
         p.workspace_bytes,
@@ -762,6 +799,11 @@ pub(crate) fn plan_backward_res_of(
         Tier::Split { splits, .. } => take(round_up(rows * splits * 8, WORKSPACE_ALIGN)),
         _ => 0,
     };
+    let dy_sum_part = if kernel_dbeta.is_some() && !direct {
+        take(part)
+    } else {
+        0
+    };
     if let Some(dbeta) = colsum_dbeta {
         // First: dx may be written over dy.
         let part = take(column_sum_geometry(desc, props).workspace_bytes);
@@ -788,6 +830,8 @@ pub(crate) fn plan_backward_res_of(
         group: 0,
         db_dx: u32::from(dbias.is_some()),
         dh: dh.unwrap_or(0),
+        dy_sum_part,
+        dy_sum: if direct { kernel_dbeta.unwrap_or(0) } else { 0 },
     };
     let block = [geo.threads, 1, 1];
     match geo.tier {
@@ -809,9 +853,16 @@ pub(crate) fn plan_backward_res_of(
             };
             let name = kernel(op, "bwd", desc, tier, vec);
             let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
-            // The row teams sum their dgamma/dbeta in shared memory (teams * cols floats).
+            // The row teams sum their dgamma/dbeta in shared memory (teams * cols floats),
+            // which with dbeta beside dbias first holds the threads' dy sums.
             let block = [geo.threads, geo.rows_per_block, 1];
-            plan.push(Launch::new(name, grid, block, geo.shared_mem_bytes, &args));
+            let smem = if kernel_dbeta.is_some() {
+                geo.shared_mem_bytes
+                    .max(dy_sum_shared_bytes(Direction::Backward, vec, props))
+            } else {
+                geo.shared_mem_bytes
+            };
+            plan.push(Launch::new(name, grid, block, smem, &args));
         }
         Tier::Split { chunk, splits, .. } => {
             args.chunk = chunk as i64;
@@ -829,10 +880,14 @@ pub(crate) fn plan_backward_res_of(
         }
     }
     if !direct {
-        let outs: Vec<(u64, u64)> = [(dgamma_part, dgamma), (second_part, second)]
-            .into_iter()
-            .filter_map(|(part, out)| out.map(|o| (part, o)))
-            .collect();
+        let outs: Vec<(u64, u64)> = [
+            (dgamma_part, dgamma),
+            (second_part, second),
+            (dy_sum_part, kernel_dbeta),
+        ]
+        .into_iter()
+        .filter_map(|(part, out)| out.map(|o| (part, o)))
+        .collect();
         if !outs.is_empty() {
             push_finalize(&mut plan, op, desc, geo.grid_x, &outs)?;
         }
