@@ -8,6 +8,7 @@
 //! and small-batch shapes that fill about one wave. Pointers are distinct, 256-byte aligned
 //! fake addresses: plans depend only on their residues.
 
+use warpnorm::abi::WnBatchNormReduceArgs;
 use warpnorm::batch_norm::{self as bn, BatchNormDesc, Layout, Mode};
 use warpnorm::copy::plan_copy;
 use warpnorm::layer_norm::{self as ln, Affine, Direction, LayerNormDesc, ResidualPtrs};
@@ -229,7 +230,7 @@ fn dt(t: DType, p: DType) -> String {
 
 /// DRAM bytes of one launch, from its kernel name: the activation passes it makes (`n` elements
 /// of `s` bytes), plus the per-row statistics (LayerNorm: mean, rstd and mean_lo, 12 bytes;
-/// RMSNorm: rstd) and the backward's partial rows.
+/// RMSNorm: rstd), the backward's partial rows and BatchNorm's reduction partials.
 /// Parameters (O(C) or O(D), read from L2 after the first block) and the finalize kernels
 /// (a few MB at most, read from L2 right after they were written) count nothing.
 fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> {
@@ -305,15 +306,22 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
     }
     if k.starts_with("warpnorm_batch_norm") {
         let fwd = k.starts_with("warpnorm_batch_norm_fwd");
+        // The reductions' per-(split, channel) partials, written here (the finalize reads
+        // them from L2): 4 f32 fields forward (count, mean hi, mean lo, m2), 2 backward.
+        let partials = |fields: f64| {
+            l.args
+                .get::<WnBatchNormReduceArgs>()
+                .map(|a| l.grid[1] as f64 * a.c as f64 * 4.0 * fields)
+        };
         if k.contains("_stats_") {
-            return t(ns, 0.0);
+            return t(ns, partials(4.0)?);
         }
         // The eval-mode backward sums also write dx.
         if k.contains("_eval_reduce_") {
-            return t(2.0 * ns, ns);
+            return t(2.0 * ns, ns + partials(2.0)?);
         }
         if k.contains("_reduce_") {
-            return t(2.0 * ns, 0.0);
+            return t(2.0 * ns, partials(2.0)?);
         }
         // The eval apply (`..._params_eval_apply_*`) is a forward pass, also for the eval
         // backward (dy in, dx out).

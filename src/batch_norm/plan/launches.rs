@@ -169,10 +169,9 @@ pub(super) fn reduce_geom(
     // Whole splits per tile within one wave: a grid a little over a wave would take two
     // (1088 blocks of the bf16 backward sums at 528 resident were 2.06 waves).
     let want = (wave_blocks(kernel, (bx * by) as u32, props) / tiles.max(1)).max(1);
-    // Each split writes (and the finalize reads) PARTIAL_BYTES = 16 bytes per channel: at most
-    // one split per SPLIT_CAP_BYTES = 1200 activation bytes of the channel keeps that within
-    // 1.33% of them (the rule of the 12-byte partials, 1%, kept so the grids did not shrink
-    // when the partials grew a compensated mean).
+    // Each split writes (and the finalize reads) 16 bytes of partials per channel: at most one
+    // split per SPLIT_CAP_BYTES = 256 activation bytes of the channel keeps that within 1/16
+    // of them (a wave of splits costs less than an under-filled, latency-bound grid).
     let traffic_cap = (g.count() * dtype.size() as u64 / SPLIT_CAP_BYTES).max(1);
     let splits = want
         .min(units.div_ceil(per_split))
