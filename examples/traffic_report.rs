@@ -195,7 +195,9 @@ fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usi
             .iter()
             .filter_map(|l| l.args.get::<warpnorm::abi::WnLayerNormFinalizeArgs>())
             .map(|f| {
-                let arrays = u64::from(f.dgamma_part != 0) + u64::from(f.dbeta_part != 0);
+                let arrays = u64::from(f.dgamma_part != 0)
+                    + u64::from(f.dbeta_part != 0)
+                    + u64::from(f.dy_sum_part != 0);
                 (f.part_rows as u64 * f.part_stride as u64 * 4 * arrays) as f64
             })
             .sum()
@@ -241,6 +243,34 @@ fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usi
         3.0 * s_ * n,
         &bwd,
         Some(h_ratio),
+    );
+    // The fused residual add's backward with the bias gradient (x is h; dh added into dx):
+    // read h, dy, dh and write dx (4s); dgamma, dbias and dbeta all from the backward kernel's
+    // partial rows (the block tier sums dbeta beside dbias), counted once as above.
+    let dh = s.upload(&fill::<T>(rows * cols), 0);
+    let dbias = s.alloc::<f32>(cols, 0);
+    let r_bytes = ln::workspace_bytes_residual(&desc, true, &props).unwrap();
+    let r_ws = s.alloc::<f32>(r_bytes.div_ceil(4).max(1), 0);
+    let rp = ln::BackwardPtrs {
+        workspace: r_ws,
+        workspace_bytes: r_bytes as u64,
+        ..bp
+    };
+    let g = ln::ResidualGrads {
+        dh: Some(dh),
+        dbias: Some(dbias),
+    };
+    let r_plan = ln::plan_backward_residual(&desc, &rp, &g, &props).expect("plan");
+    let mut res = run(&mut s, &r_plan);
+    res.unique -= part_of(&r_plan) as u64;
+    row(
+        notes,
+        "LayerNorm res bwd + dbias",
+        &shape,
+        &dt,
+        4.0 * s_ * n,
+        &res,
+        None,
     );
 }
 
@@ -365,7 +395,10 @@ fn main() {
          finalize kernel; they are counted once (the finalize's reads are subtracted). They \
          are at most a few MB (132 x 8192 x 8 B = 8.6 MB on an H200), so the finalize reads \
          them from L2 (50 MB on an H200). LayerNorm runs at least 512 rows: 128 rows per block \
-         of the 4-SM device's backward grid, as 16384 rows give an H200's 132 blocks.\n\n\
+         of the 4-SM device's backward grid, as 16384 rows give an H200's 132 blocks. \
+         LayerNorm res bwd + dbias: the fused residual add's backward with the bias gradient \
+         (read h, dy and dh, write dx: 4s; dgamma, dbias and dbeta from the backward kernel's \
+         partial rows, counted once likewise).\n\n\
          H200 16384 rows (LayerNorm bwd): the same ratio for an H200 plan with 16384 rows: \
          (sim unique - sim partial bytes) / sim min + H200 partial bytes / H200 min, partial \
          bytes = partial rows x padded cols x 4 x 2 of each plan.\n\n\
