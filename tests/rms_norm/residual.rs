@@ -24,7 +24,7 @@ use warpnorm::abi::{WnLayerNormBwdArgs, WnLayerNormFinalizeArgs};
 use warpnorm::cpu::residual::residual_add;
 use warpnorm::layer_norm::{self as ln, Affine, LayerNormDesc};
 use warpnorm::rms_norm::{self as rms, RmsNormDesc};
-use warpnorm::{cpu, DType, DeviceProps, Element, Executor, Plan};
+use warpnorm::{cpu, kernels, occupancy, DType, DeviceProps, Element, Executor, Plan};
 
 use crate::support::{tiny, to_f64, DTYPE_PAIRS, K_ROUND};
 
@@ -886,6 +886,90 @@ fn dh_only(dh: u64) -> ln::ResidualGrads {
         dh: Some(dh),
         dbias: None,
     }
+}
+
+/// The fused residual forward's persistent grid is one wave of the kernel the plan launches
+/// (`res_<tier>`, more registers than the plain kernel of the tier): on an H200, LayerNorm and
+/// RMSNorm, 16384 rows of 768 and 1024 columns (the warp tier), 16-bit and mixed pairs. Sized
+/// by the plain warp kernel's occupancy, the bf16 grid was 528 blocks, 1.33 waves of its own.
+#[test]
+fn plan_fused_forward_grid_is_one_wave_of_its_own_kernel() {
+    let props = DeviceProps::H200;
+    let mut checked = 0;
+    for op in [Op::Layer, Op::Rms] {
+        for (dtype, param_dtype) in [(DType::BF16, DType::BF16), (DType::BF16, DType::F32)] {
+            for cols in [768usize, 1024] {
+                let rows = 16384usize;
+                let n = (rows * cols) as u64;
+                let base = 1u64 << 32;
+                let r = ln::ResidualPtrs {
+                    residual: base + 2 * n,
+                    bias: None,
+                    h: base + 4 * n,
+                };
+                let plan = match op {
+                    Op::Layer => {
+                        let desc = LayerNormDesc::from_rows(
+                            rows,
+                            cols,
+                            dtype,
+                            param_dtype,
+                            Affine::Weight,
+                            1e-5,
+                        )
+                        .unwrap();
+                        let p = ln::ForwardPtrs {
+                            x: base,
+                            y: base + 6 * n,
+                            gamma: Some(base + 8 * n),
+                            beta: None,
+                            mean: Some(base + 9 * n),
+                            rstd: Some(base + 10 * n),
+                            mean_lo: Some(base + 11 * n),
+                            workspace: 0,
+                            workspace_bytes: 0,
+                        };
+                        ln::plan_forward_residual(&desc, &p, &r, &props).unwrap()
+                    }
+                    Op::Rms => {
+                        let desc =
+                            RmsNormDesc::from_rows(rows, cols, dtype, param_dtype, true, None)
+                                .unwrap();
+                        let p = rms::ForwardPtrs {
+                            x: base,
+                            y: base + 6 * n,
+                            weight: Some(base + 8 * n),
+                            rstd: Some(base + 10 * n),
+                            workspace: 0,
+                            workspace_bytes: 0,
+                        };
+                        rms::plan_forward_residual(&desc, &p, &r, &props).unwrap()
+                    }
+                };
+                assert_eq!(plan.launches.len(), 1, "{plan}");
+                let l = &plan.launches[0];
+                assert!(l.kernel.ends_with("_res_warp_vec"), "{}", l.kernel);
+                let threads = l.block[0] * l.block[1];
+                // Only a build without kernels lacks the ptxas figures.
+                let Some(res) = occupancy::kernel_resources(&l.kernel, &props) else {
+                    if kernels::BUILT {
+                        panic!("{}: no ptxas figures", l.kernel);
+                    }
+                    continue;
+                };
+                let resident = occupancy::resident_blocks(Some(res), threads, 0, &props);
+                assert_eq!(
+                    l.grid[0],
+                    props.sm_count * resident,
+                    "{}: {} blocks, {resident} resident per SM",
+                    l.kernel,
+                    l.grid[0]
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked == 8 || !kernels::BUILT, "{checked} plans checked");
 }
 
 /// Bad calls are Errors before any launch: h overlapping y, a misaligned h, a null residual,

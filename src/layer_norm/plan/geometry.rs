@@ -281,6 +281,33 @@ pub(crate) fn geometry_of(
     rows_aligned: bool,
     props: &DeviceProps,
 ) -> Result<Geometry> {
+    geometry_with(op, desc, dir, vec, rows_aligned, false, props)
+}
+
+/// The fused residual add's forward kernel of a tier's pass: `res_<pass>` for the vector
+/// variant's subwarp, warp, block and split_stats and the scalar variant's split_stats (the
+/// plain scalar subwarp, warp and block kernels take the residual at run time); else `pass`.
+pub(crate) fn residual_pass(pass: &str, vec: bool) -> String {
+    if vec || pass == "split_stats" {
+        format!("res_{pass}")
+    } else {
+        pass.to_string()
+    }
+}
+
+/// [`geometry_of`], for the fused residual add's forward when `residual`: the persistent
+/// grids are sized by the occupancy of the kernels that plan launches (`res_<tier>`, which
+/// hold more registers than the plain ones: sized by the plain warp kernel, the bf16 fused
+/// forward's grid was 1.33 waves of its own on an H200).
+pub(crate) fn geometry_with(
+    op: RowNorm,
+    desc: &LayerNormDesc,
+    dir: Direction,
+    vec: bool,
+    rows_aligned: bool,
+    residual: bool,
+    props: &DeviceProps,
+) -> Result<Geometry> {
     let rows = desc.rows as u64;
     let cols = desc.cols as u64;
     let v = vec_width(desc, vec);
@@ -305,7 +332,12 @@ pub(crate) fn geometry_of(
             .iter()
             .zip(smem)
             .map(|(pass, &sm)| {
-                let name = kernel(op, dir_name, desc, pass, vec);
+                let launched = if residual && fwd && *pass != "split_norm" {
+                    residual_pass(pass, vec)
+                } else {
+                    pass.to_string()
+                };
+                let name = kernel(op, dir_name, desc, &launched, vec);
                 let b = occupancy::resident_blocks_of(
                     &name,
                     threads as u32,

@@ -22,7 +22,7 @@ pub use geometry::{
     part_stride, Geometry, Tier, SPLIT_MIN_CHUNK, SPLIT_MIN_COLS,
 };
 use geometry::{dy_sum_shared_bytes, kernel, round_up};
-pub(crate) use geometry::{geometry_of, RowNorm};
+pub(crate) use geometry::{geometry_of, geometry_with, residual_pass, RowNorm};
 
 pub use crate::check::WORKSPACE_ALIGN;
 
@@ -450,7 +450,15 @@ pub(crate) fn plan_forward_res_of(
     let vec =
         p.x % a == p.y % a && r.is_none_or(|r| p.x % a == r.residual % a && p.x % a == r.h % a);
     let rows_aligned = p.x.is_multiple_of(a) && (cols * s).is_multiple_of(a);
-    let geo = geometry_of(op, desc, Direction::Forward, vec, rows_aligned, props)?;
+    let geo = geometry_with(
+        op,
+        desc,
+        Direction::Forward,
+        vec,
+        rows_aligned,
+        r.is_some(),
+        props,
+    )?;
     check_workspace_for(p.workspace, p.workspace_bytes, geo.workspace_bytes, || {
         workspace_bytes_of(op, problem, Direction::Forward, props)
     })?;
@@ -477,8 +485,8 @@ pub(crate) fn plan_forward_res_of(
     // `..._res_split_stats_scalar`; the plain scalar subwarp, warp and block kernels take the
     // residual at run time (`args.residual` set).
     let res_tier = |tier: &str| {
-        if r.is_some() && (vec || tier == "split_stats") {
-            format!("res_{tier}")
+        if r.is_some() {
+            residual_pass(tier, vec)
         } else {
             tier.to_string()
         }
