@@ -4,7 +4,8 @@
 //! reference (on the first rows of the same D), then times both with CUDA events, flushing L2
 //! between repeats, and prints GB/s of the minimum traffic (forward: read x + write y;
 //! backward: read x, dy + write dx) and the percentage of the device-to-device copy
-//! bandwidth measured in the same run (warpnorm::copy). Without a GPU it says why and exits 0.
+//! bandwidth measured in the same run (warpnorm::copy). Then RMSNorm and the fused residual
+//! add of both ops (benches/layer_norm/fused.rs). Without a GPU it says why and exits 0.
 //! Each result is also printed as one `RESULT {json}` line (read by `scripts/gpu-report.py`;
 //! `scripts/torch_compare.py` times PyTorch on the same shapes).
 
@@ -18,6 +19,10 @@ use warpnorm::layer_norm::{
     ForwardBuffers, LayerNormDesc,
 };
 use warpnorm::Element;
+
+#[path = "layer_norm/fused.rs"]
+mod fused;
+use fused::Norm;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -309,5 +314,13 @@ fn main() -> Res<()> {
     bench::<bf16, f32>(&s, &mut timer, 4, 1 << 20, copy_gbs)?;
     bench::<f32, f32>(&s, &mut timer, 4096, 2041, copy_gbs)?;
     bench::<f32, f32>(&s, &mut timer, 4096, 2040, copy_gbs)?;
+    // RMSNorm, and the fused residual add of both ops (benches/layer_norm/fused.rs): two
+    // widths, so that the bench stays within gpu-run.sh's 300 s for this step.
+    for cols in [1024usize, 4096] {
+        for norm in [Norm::Layer, Norm::Rms] {
+            fused::bench::<bf16, bf16>(&s, &mut timer, norm, rows, cols, copy_gbs)?;
+            fused::bench::<bf16, f32>(&s, &mut timer, norm, rows, cols, copy_gbs)?;
+        }
+    }
     Ok(())
 }

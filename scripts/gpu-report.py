@@ -126,7 +126,8 @@ def main():
             md.append(f"- bundle {line}")
     md.append(f"- torch: {meta['torch'] or 'not run'}"
               + (f" ({meta['torch_skipped']})" if meta["torch_skipped"] else ""))
-    md.append("- GB/s of the minimum traffic (LayerNorm fwd 2s, bwd 3s bytes per element; "
+    md.append("- GB/s of the minimum traffic (LayerNorm and RMSNorm fwd 2s, bwd 3s bytes per "
+              "element, their fused residual add fwd and bwd with dbias 4s; "
               "BatchNorm train fwd 3s, bwd 5s, eval fwd 2s, eval bwd 2s, with grads 3s; s = activation "
               "element size), median of "
               "20 with L2 flushed; % copy = of warpnorm's copy kernel in the same bench run (both "

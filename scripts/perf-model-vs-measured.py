@@ -13,7 +13,11 @@ import json
 import os
 import sys
 
-LN_OPS = {"fwd": "LayerNorm-fwd", "bwd": "LayerNorm-bwd"}
+LN_OPS = {"fwd": "LayerNorm-fwd", "bwd": "LayerNorm-bwd",
+          # benches/layer_norm/fused.rs: RMSNorm and the fused residual add of both ops
+          "rms_fwd": "RMSNorm-fwd", "rms_bwd": "RMSNorm-bwd",
+          "res_fwd": "LayerNorm-res-fwd", "res_bwd_dbias": "LayerNorm-res-bwd-dbias",
+          "rms_res_fwd": "RMSNorm-res-fwd", "rms_res_bwd_dbias": "RMSNorm-res-bwd-dbias"}
 BN_OPS = {"train_fwd": "BatchNorm-train-fwd", "train_bwd": "BatchNorm-train-bwd",
           "eval_fwd": "BatchNorm-eval-fwd", "eval_bwd": "BatchNorm-eval-bwd"}
 

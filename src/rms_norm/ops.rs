@@ -323,8 +323,9 @@ pub struct BackwardResidualBuffers<'a, T, P> {
     /// dweight (cols), when the RMSNorm has a weight.
     pub dweight: Option<CudaViewMut<'a, P>>,
     /// The gradient of the forward's bias (cols, parameter dtype, written), or `None`: the
-    /// column sum over rows of dx, summed in f32 in a fixed order (deterministic) and rounded
-    /// once. Two more launches read dx again; the workspace grows by its partial rows.
+    /// column sum over rows of dx, summed in f32 by the backward kernels from dx before its
+    /// rounding, in a fixed order (deterministic), and rounded once: no extra pass over the
+    /// data; the workspace grows by its partial rows.
     pub dbias: Option<CudaViewMut<'a, P>>,
     /// Workspace of [`backward_residual_workspace_bytes`] bytes (with `dbias` when it is
     /// given; `None` when that is 0).
