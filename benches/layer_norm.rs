@@ -248,20 +248,35 @@ fn bench<T: Element, P: Element>(
         "{:>5} x {:>5} {:>4}/{:<4}  fwd {:8.1} us {:7.1} GB/s {:5.1}%   bwd {:8.1} us {:7.1} GB/s {:5.1}%",
         rows, cols, T::DTYPE, P::DTYPE, t_f * 1e3, gf, 100.0 * gf / copy_gbs, t_b * 1e3, gb, 100.0 * gb / copy_gbs
     );
-    for (op, ms, bytes, gbs) in [("fwd", t_f, 2.0 * elem, gf), ("bwd", t_b, 3.0 * elem, gb)] {
-        result(serde_json::json!({
-            "op": op,
-            "shape": [rows, cols],
-            "dtype": T::DTYPE.name(),
-            "param_dtype": P::DTYPE.name(),
-            "us": ms * 1e3,
-            "bytes": bytes,
-            "gbs": gbs,
-            "pct_copy": 100.0 * gbs / copy_gbs,
-            "copy_gbs": copy_gbs,
-        }));
+    for (op, ms, bytes) in [("fwd", t_f, 2.0 * elem), ("bwd", t_b, 3.0 * elem)] {
+        timed_result::<T, P>(op, rows, cols, ms, bytes, copy_gbs);
     }
     Ok(())
+}
+
+/// The `RESULT` line of one timed op of `rows` x `cols` (`ms` milliseconds, `bytes` of minimum
+/// traffic); returns its GB/s.
+fn timed_result<T: Element, P: Element>(
+    op: &str,
+    rows: usize,
+    cols: usize,
+    ms: f64,
+    bytes: f64,
+    copy_gbs: f64,
+) -> f64 {
+    let gbs = bytes / ms / 1e6;
+    result(serde_json::json!({
+        "op": op,
+        "shape": [rows, cols],
+        "dtype": T::DTYPE.name(),
+        "param_dtype": P::DTYPE.name(),
+        "us": ms * 1e3,
+        "bytes": bytes,
+        "gbs": gbs,
+        "pct_copy": 100.0 * gbs / copy_gbs,
+        "copy_gbs": copy_gbs,
+    }));
+    gbs
 }
 
 fn main() -> Res<()> {

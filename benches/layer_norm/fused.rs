@@ -14,7 +14,7 @@ use warpnorm::layer_norm::{self as ln, Affine, LayerNormDesc, ResidualIo};
 use warpnorm::rms_norm::{self as rms, RmsNormDesc};
 use warpnorm::Element;
 
-use crate::{rand_vec, result, Res, Timer};
+use crate::{rand_vec, timed_result, Res, Timer};
 
 /// Which normalization a case runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -451,7 +451,7 @@ pub fn bench<T: Element, P: Element>(
     runs.push((&fwd, t_f, 4.0 * elem));
     runs.push((&bwd, t_b, 4.0 * elem));
     for (op, ms, bytes) in runs {
-        let gbs = bytes / ms / 1e6;
+        let gbs = timed_result::<T, P>(op, rows, cols, ms, bytes, copy_gbs);
         println!(
             "{rows:>5} x {cols:>5} {:>4}/{:<4}  {op:<18} {:8.1} us {gbs:7.1} GB/s {:5.1}%",
             T::DTYPE,
@@ -459,17 +459,6 @@ pub fn bench<T: Element, P: Element>(
             ms * 1e3,
             100.0 * gbs / copy_gbs
         );
-        result(serde_json::json!({
-            "op": op,
-            "shape": [rows, cols],
-            "dtype": T::DTYPE.name(),
-            "param_dtype": P::DTYPE.name(),
-            "us": ms * 1e3,
-            "bytes": bytes,
-            "gbs": gbs,
-            "pct_copy": 100.0 * gbs / copy_gbs,
-            "copy_gbs": copy_gbs,
-        }));
     }
     Ok(())
 }

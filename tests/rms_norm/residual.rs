@@ -1056,13 +1056,24 @@ fn plan_residual_rejects_bad_buffers() {
 /// column sums of the stored dx, LayerNorm's dbeta against those of dy, and everything else
 /// as in the compute_80 sweep), with several row chunks of LayerNorm's column sum and its
 /// vector form (64 columns, aligned dy), several chunks and the element-wise one (72
-/// columns, dy one element off), and 7 columns (fewer than a pack).
+/// columns, dy one element off), and 7 columns (fewer than a pack); and the block tier's
+/// `block_dbias` kernels (LayerNorm's sum dbeta in shared memory beside dbias), vector and
+/// scalar, on a multi-block grid (768 columns, 40 rows: partial rows and the finalize's three
+/// outputs) and a single block (2048 columns, 16 rows, x one element off: outputs written
+/// directly). Every `_colsum` and `_block_dbias_` entry point runs on both targets.
 #[test]
 fn sim_dbias_compute_75_and_90() {
     if skip_without_kernels("dbias on compute_75 and compute_90") {
         return;
     }
-    let shapes = [(64usize, 257usize, 0usize), (72, 130, 1), (7, 200, 0)];
+    // (cols, rows, x's and dx's element offsets): the warp tiers' shapes, one per case in
+    // turn, then both block-tier shapes for every case.
+    let shapes = [
+        (64usize, 257usize, 0usize, 0usize),
+        (72, 130, 1, 1),
+        (7, 200, 0, 0),
+    ];
+    let block_shapes = [(768usize, 40usize, 0usize, 0usize), (2048, 16, 1, 0)];
     let mut failures = Vec::new();
     for arch in [75, 90] {
         let mut ran = std::collections::BTreeSet::new();
@@ -1070,31 +1081,35 @@ fn sim_dbias_compute_75_and_90() {
         for op in [Op::Layer, Op::Rms] {
             for &(dtype, param_dtype) in &DTYPE_PAIRS {
                 k += 1;
-                let (cols, rows, oout) = shapes[(k % 3) as usize];
-                let c = Case {
-                    op,
-                    rows,
-                    cols,
-                    dtype,
-                    param_dtype,
-                    oin: oout,
-                    oout,
-                    bias: true,
-                    dh: true,
-                    seed: k,
-                };
-                let dg = ln::column_sum_geometry(&ln_desc(&c), &DeviceProps::SIM);
-                if cols == 64 && dg.chunks < 2 {
-                    failures.push(format!("{c:?}: {dg:?} has one chunk"));
-                }
-                match check_dyn(arch, &c) {
-                    Ok(ks) => ran.extend(ks),
-                    Err(e) => failures.push(format!("compute_{arch}: {e}")),
+                let warp_shape = shapes[(k % 3) as usize];
+                for (cols, rows, oin, oout) in std::iter::once(warp_shape).chain(block_shapes) {
+                    let c = Case {
+                        op,
+                        rows,
+                        cols,
+                        dtype,
+                        param_dtype,
+                        oin,
+                        oout,
+                        bias: true,
+                        dh: true,
+                        seed: k,
+                    };
+                    let dg = ln::column_sum_geometry(&ln_desc(&c), &DeviceProps::SIM);
+                    if cols == 64 && dg.chunks < 2 {
+                        failures.push(format!("{c:?}: {dg:?} has one chunk"));
+                    }
+                    match check_dyn(arch, &c) {
+                        Ok(ks) => ran.extend(ks),
+                        Err(e) => failures.push(format!("compute_{arch}: {e}")),
+                    }
                 }
             }
         }
         let missing: Vec<&str> = warpnorm::kernels::all_entries()
-            .filter(|k| k.ends_with("_colsum") && !ran.contains(*k))
+            .filter(|k| {
+                (k.ends_with("_colsum") || k.contains("_block_dbias_")) && !ran.contains(*k)
+            })
             .collect();
         if !missing.is_empty() {
             failures.push(format!("compute_{arch}: never run: {missing:?}"));
