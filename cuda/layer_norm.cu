@@ -64,15 +64,14 @@
  * themselves from the f32 dx before its rounding (dh included), in the accumulators that
  * otherwise hold dbeta (RMSNorm has none; a third accumulator would cost the 16-bit warp
  * tier, at its register bound, spills), into dbeta's partial rows and finalize. The block
- * tier fixes the choice at compile time (`..._block_dbias_<vec|scalar>` entry points, DbMode),
- * the other tiers read a.db_dx. LayerNorm's
- * dbeta (= column sums of dy, exact inputs) is then summed beside it by the block tier's
- * `block_dbias` kernels, in thread-private shared-memory slots (add_dy_sums: no registers,
- * which those kernels, at their bound, do not have), into its own partial rows
- * (a.dy_sum_part) that the one finalize sums with dgamma's and dbias's; in the other tiers
- * it comes from two more launches: column_sum (`warpnorm_layer_norm_bwd_<T>_colsum`) reads
- * dy once more into f32 partial rows per row chunk, and the finalize sums them in chunk
- * order.
+ * and split tiers fix the choice at compile time (`..._block_dbias_<vec|scalar>` and
+ * `..._split_dx_dbias_<vec|scalar>` entry points, DbMode), the warp tiers read a.db_dx.
+ * LayerNorm's dbeta (= column sums of dy, exact inputs) is then summed beside it by those
+ * block and split_dx kernels, in thread-private shared-memory slots (add_dy_sums: no
+ * registers, which those kernels, at their bound, do not have), into its own partial rows
+ * (a.dy_sum_part) that the one finalize sums with dgamma's and dbias's; in the warp tiers it
+ * comes from two more launches: column_sum (`warpnorm_layer_norm_bwd_<T>_colsum`) reads dy
+ * once more into f32 partial rows per row chunk, and the finalize sums them in chunk order.
  * Benchmark: `cargo bench --bench layer_norm`.
  * RMSNorm (cuda/rms_norm.cu) reuses every body here through the compile-time op ln::Norm:
  * with WN_LN_BODIES_ONLY defined this file defines the bodies and entry macros only.
@@ -1413,9 +1412,13 @@ __device__ __forceinline__ void bwd_split_sums(const WnLayerNormBwdArgs& a) {
  * chunk's columns accumulated (the block's rows share one head, as in the other tiers) and
  * written to partial row blockIdx.x.
  */
-template <Norm N, typename T, typename P, int VEC, int NPACK>
+template <Norm N, typename T, typename P, int VEC, int NPACK, int kDb = kDbRuntime>
 __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
     extern __shared__ float smem[];
+    // LayerNorm's bias-gradient kernels also sum dy (dbeta) in shared memory, as bwd_block.
+    constexpr bool kYSum = N == Norm::Layer && kDb == kDbOn;
+    float* ysum = kYSum ? smem + 4 * threadIdx.x : nullptr;
+    if constexpr (kYSum) dy_sums_zero<VEC, NPACK>(ysum);
     const int64_t c = blockIdx.y;
     const int64_t n = chunk_len(c, a.chunk, a.cols);
     const P* gamma = a.gamma ? reinterpret_cast<const P*>(a.gamma) + c * a.chunk : nullptr;
@@ -1442,12 +1445,26 @@ __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
         centre_tile<N, VEC, NPACK>(x, rs);
         // split_sums formed sb from the f32 mean: mean_lo's share, -mean_lo rstd sum g dy.
         if constexpr (N == Norm::Layer) sb = fmaf(-rs.mean_lo * rs.rstd, sa, sb);
-        const bool db_dx = a.db_dx != 0;  // as bwd_row's warp tiers
+        // As bwd_row's warp tiers (run time), or fixed by the `split_dx_dbias` entry points.
+        const bool db_dx = kDb == kDbRuntime ? a.db_dx != 0 : kDb == kDbOn;
         bwd_dx<N, P, VEC, NPACK>(x, dy, g, rs.rstd, sa * inv_n, sb * inv_n, gamma, db_dx,
-                                 N == Norm::Rms && db_dx, acc);
+                                 N == Norm::Rms && db_dx, acc, ysum);
         store_dx<N, T, VEC, NPACK>(a, off, g, x, acc);  // + dh, dbias: the fused residual add
     }
-    store_partials<P, VEC, NPACK>(a, g, 0, 1, c * a.chunk, acc, smem);
+    if constexpr (kYSum) {
+        float ys[NPACK][VEC];
+        dy_sums_take<VEC, NPACK>(ysum, ys);
+        __syncthreads();  // store_partials reuses the slots' shared memory
+        store_partials<P, VEC, NPACK>(a, g, 0, 1, c * a.chunk, acc, smem, &ys);
+    } else {
+        store_partials<P, VEC, NPACK>(a, g, 0, 1, c * a.chunk, acc, smem);
+    }
+}
+
+/** split tier, pass 2, with the fused residual add's bias gradient (`..._split_dx_dbias_...`). */
+template <Norm N, typename T, typename P, int VEC, int NPACK>
+__device__ __forceinline__ void bwd_split_dx_dbias(const WnLayerNormBwdArgs& a) {
+    bwd_split_dx<N, T, P, VEC, NPACK, kDbOn>(a);
 }
 
 /**
@@ -1637,7 +1654,9 @@ using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
     WN_LN_ENTRY(OP, NORM, bwd, TN, PN, split_sums, VNAME, WN_LN_MAX_BLOCK, bwd_split_sums, T, \
                 P, VEC, (warpnorm::ln::kPacks<VEC, BE>))                                       \
     WN_LN_ENTRY(OP, NORM, bwd, TN, PN, split_dx, VNAME, WN_LN_MAX_BLOCK, bwd_split_dx, T, P,  \
-                VEC, (warpnorm::ln::kPacks<VEC, BE>))
+                VEC, (warpnorm::ln::kPacks<VEC, BE>))                                          \
+    WN_LN_ENTRY(OP, NORM, bwd, TN, PN, split_dx_dbias, VNAME, WN_LN_MAX_BLOCK,                \
+                bwd_split_dx_dbias, T, P, VEC, (warpnorm::ln::kPacks<VEC, BE>))
 
 // Backward elements per thread of the vector variants; fewer on compute capability >= 12.0
 // (the planner uses the same rule, src/layer_norm/plan.rs).

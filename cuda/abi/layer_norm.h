@@ -137,12 +137,12 @@ typedef struct WnLayerNormBwdArgs {
      */
     wn_devptr dh;
     /**
-     * LayerNorm's bias-gradient block kernels (`..._block_dbias_...`): f32 partial rows (stride
-     * part_stride, row blockIdx.x) of the column sums of dy - dbeta, which the second
-     * accumulators (db_dx) cannot hold - or 0: not written. Those kernels sum dy in
-     * thread-private shared-memory slots (dynamic shared memory of at least
-     * WN_LN_MAX_BLOCK * 4 * elems bytes, elems the backward elements per thread), so that
-     * dbeta needs no column sum of its own. Every other kernel: 0.
+     * LayerNorm's bias-gradient block and split_dx kernels (`..._block_dbias_...`,
+     * `..._split_dx_dbias_...`): f32 partial rows (stride part_stride, row blockIdx.x) of the
+     * column sums of dy - dbeta, which the second accumulators (db_dx) cannot hold - or 0: not
+     * written. Those kernels sum dy in thread-private shared-memory slots (dynamic shared
+     * memory of at least WN_LN_MAX_BLOCK * 4 * elems bytes, elems the backward elements per
+     * thread), so that dbeta needs no column sum of its own. Every other kernel: 0.
      */
     wn_devptr dy_sum_part;
     /** The same kernels, single-block grids: the column sums of dy written directly (dbeta). */

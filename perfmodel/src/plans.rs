@@ -8,7 +8,7 @@
 //! and small-batch shapes that fill about one wave. Pointers are distinct, 256-byte aligned
 //! fake addresses: plans depend only on their residues.
 
-use warpnorm::abi::WnBatchNormReduceArgs;
+use warpnorm::abi::{WnBatchNormReduceArgs, WnLayerNormBwdArgs};
 use warpnorm::batch_norm::{self as bn, BatchNormDesc, Layout, Mode};
 use warpnorm::copy::plan_copy;
 use warpnorm::layer_norm::{self as ln, Affine, Direction, LayerNormDesc, ResidualPtrs};
@@ -273,14 +273,9 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
         if k.contains("split_sums") {
             return t(2.0 * ns + 12.0 * rows, 0.0);
         }
-        // Partial rows of dgamma and dbeta: one f32 row each per block; the bias-gradient block
-        // kernels add dbias's (with a bias: dgamma, dbias, dbeta).
-        let sets = if k.contains("_block_dbias_") {
-            3.0
-        } else {
-            2.0
-        };
-        let partial = l.grid[0] as f64 * cols * 4.0 * sets;
+        // Partial rows: one f32 row per block of each set the kernel writes (dgamma, dbeta or
+        // dbias, and LayerNorm's dbeta beside dbias in the bias-gradient kernels).
+        let partial = l.grid[0] as f64 * cols * 4.0 * partial_sets(l);
         return t(2.0 * ns + 12.0 * rows, ns + partial);
     }
     // RMSNorm: LayerNorm's passes with one saved statistic (rstd) and one partial row
@@ -295,13 +290,8 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
         if k.contains("split_sums") {
             return t(2.0 * ns + 4.0 * rows, 0.0);
         }
-        // dweight's partial rows, and dbias's in the bias-gradient block kernels.
-        let sets = if k.contains("_block_dbias_") {
-            2.0
-        } else {
-            1.0
-        };
-        let partial = l.grid[0] as f64 * cols * 4.0 * sets;
+        // dweight's partial rows, and dbias's with the bias gradient.
+        let partial = l.grid[0] as f64 * cols * 4.0 * partial_sets(l);
         return t(2.0 * ns + 4.0 * rows, ns + partial);
     }
     if k.starts_with("warpnorm_batch_norm") {
@@ -330,6 +320,17 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
         }
     }
     None
+}
+
+/// The sets of f32 partial rows a LayerNorm / RMSNorm backward launch writes (one row per
+/// block each): those its arguments point at (0 for a single block, which writes its outputs).
+fn partial_sets(l: &Launch) -> f64 {
+    l.args.get::<WnLayerNormBwdArgs>().map_or(0.0, |a| {
+        [a.dgamma_part, a.dbeta_part, a.dy_sum_part]
+            .iter()
+            .filter(|&&p| p != 0)
+            .count() as f64
+    })
 }
 
 /// `size`: (elements, bytes per element); `rc`: LayerNorm (rows, cols), zeros otherwise.

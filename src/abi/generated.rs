@@ -159,7 +159,7 @@ pub struct WnLayerNormBwdArgs {
     pub db_dx: u32,
     #[doc = " Fused residual add: the gradient arriving on h, activation dtype, rows * cols, or 0\n (none). Added in f32 to the normalization's dx before its one rounding: dx is then the\n gradient of h (and of x and of the residual). `x` is h, as the forward stored it."]
     pub dh: wn_devptr,
-    #[doc = " LayerNorm's bias-gradient block kernels (`..._block_dbias_...`): f32 partial rows (stride\n part_stride, row blockIdx.x) of the column sums of dy - dbeta, which the second\n accumulators (db_dx) cannot hold - or 0: not written. Those kernels sum dy in\n thread-private shared-memory slots (dynamic shared memory of at least\n WN_LN_MAX_BLOCK * 4 * elems bytes, elems the backward elements per thread), so that\n dbeta needs no column sum of its own. Every other kernel: 0."]
+    #[doc = " LayerNorm's bias-gradient block and split_dx kernels (`..._block_dbias_...`,\n `..._split_dx_dbias_...`): f32 partial rows (stride part_stride, row blockIdx.x) of the\n column sums of dy - dbeta, which the second accumulators (db_dx) cannot hold - or 0: not\n written. Those kernels sum dy in thread-private shared-memory slots (dynamic shared\n memory of at least WN_LN_MAX_BLOCK * 4 * elems bytes, elems the backward elements per\n thread), so that dbeta needs no column sum of its own. Every other kernel: 0."]
     pub dy_sum_part: wn_devptr,
     #[doc = " The same kernels, single-block grids: the column sums of dy written directly (dbeta)."]
     pub dy_sum: wn_devptr,

@@ -405,9 +405,9 @@ pub struct BackwardResidualBuffers<'a, T, P> {
     /// The gradient of the forward's bias (cols, parameter dtype, written), or `None`: the
     /// column sum over rows of dx, summed in f32 by the backward kernels from dx before its
     /// rounding, in a fixed order (deterministic), and rounded once. dbeta then comes from the
-    /// same kernel in the block tier (rows of 513 to 8192 elements) and from a column sum of
-    /// dy, two launches that read dy again, in the others; the workspace grows by one set of
-    /// partial rows or by the column sum's.
+    /// same kernel in the block and split tiers (rows of more than 512 elements) and from a
+    /// column sum of dy, two launches that read dy again, for shorter rows; the workspace grows
+    /// by one set of partial rows or by the column sum's.
     pub dbias: Option<CudaViewMut<'a, P>>,
     /// Workspace of [`backward_residual_workspace_bytes`] bytes (with `dbias` when it is
     /// given; `None` when that is 0).

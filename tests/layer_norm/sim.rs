@@ -133,12 +133,14 @@ fn sweep(arch: u32, full: bool) {
     );
     let missing: Vec<&str> = warpnorm::kernels::all_entries()
         // The fused residual add's entry points (`_res_`, and with the bias gradient the block
-        // tier's `_block_dbias_` and dbeta's column sum `_colsum`): tests/rms_norm/residual.rs.
+        // and split tiers' `_block_dbias_` / `_split_dx_dbias_` and dbeta's column sum
+        // `_colsum`): tests/rms_norm/residual.rs.
         .filter(|k| {
             k.starts_with("warpnorm_layer_norm_")
                 && !k.contains("_res_")
                 && !k.ends_with("_colsum")
                 && !k.contains("_block_dbias_")
+                && !k.contains("_split_dx_dbias_")
                 && !ran.contains(*k)
         })
         .collect();

@@ -637,15 +637,15 @@ fn check_case<T: Element + Default, P: Element + Default>(
     same("rstd", &got.rstd, &plain.rstd).map_err(ctx)?;
     same("dgamma", &got.dgamma, &plain.dgamma).map_err(ctx)?;
     // The bias gradient: summed by the backward kernels in dbeta's accumulators; LayerNorm's
-    // dbeta then beside it in the block tier (in shared memory, in the same order as the plain
-    // kernels' accumulators: bitwise their dbeta), else by two launches before the backward
-    // (the column sum of dy, its finalize).
+    // dbeta then beside it in the block and split tiers (in shared memory, in the same order as
+    // the plain kernels' accumulators: bitwise their dbeta), else by two launches before the
+    // backward (the column sum of dy, its finalize).
     let mut fused_kernels = got.kernels.clone();
-    let block_tier = plain
+    let in_kernel_tier = plain
         .kernels
         .iter()
-        .any(|k| k.contains("_bwd_") && k.contains("_block_"));
-    let colsum = c.bias && c.op == Op::Layer && !block_tier;
+        .any(|k| k.contains("_bwd_") && (k.contains("_block_") || k.contains("_split_dx_")));
+    let colsum = c.bias && c.op == Op::Layer && !in_kernel_tier;
     if colsum {
         let dy = to_f64(&inp.dy);
         check_column_sums(
@@ -687,7 +687,11 @@ fn check_case<T: Element + Default, P: Element + Default>(
     // `block_dbias` entry point.)
     let unfused: Vec<String> = fused_kernels
         .iter()
-        .map(|k| k.replace("_res_", "_").replace("_block_dbias_", "_block_"))
+        .map(|k| {
+            k.replace("_res_", "_")
+                .replace("_block_dbias_", "_block_")
+                .replace("_split_dx_dbias_", "_split_dx_")
+        })
         .collect();
     if c.bias != fused_kernels.iter().any(|k| k.contains("_block_dbias_"))
         && plain
@@ -847,7 +851,10 @@ fn sim_fused_residual_every_tier_and_dtype() {
     // backward tier with dh.
     let missing: Vec<&str> = warpnorm::kernels::all_entries()
         .filter(|k| {
-            (k.contains("_res_") || k.ends_with("_colsum") || k.contains("_block_dbias_"))
+            (k.contains("_res_")
+                || k.ends_with("_colsum")
+                || k.contains("_block_dbias_")
+                || k.contains("_split_dx_dbias_"))
                 && !ran.contains(*k)
         })
         .collect();
@@ -1060,7 +1067,9 @@ fn plan_residual_rejects_bad_buffers() {
 /// `block_dbias` kernels (LayerNorm's sum dbeta in shared memory beside dbias), vector and
 /// scalar, on a multi-block grid (768 columns, 40 rows: partial rows and the finalize's three
 /// outputs) and a single block (2048 columns, 16 rows, x one element off: outputs written
-/// directly). Every `_colsum` and `_block_dbias_` entry point runs on both targets.
+/// directly), and the split tier's `split_dx_dbias` (12288 columns, 3 rows; 6000 columns, 2
+/// rows, x one element off). Every `_colsum`, `_block_dbias_` and `_split_dx_dbias_` entry
+/// point runs on both targets.
 #[test]
 fn sim_dbias_compute_75_and_90() {
     if skip_without_kernels("dbias on compute_75 and compute_90") {
@@ -1073,7 +1082,12 @@ fn sim_dbias_compute_75_and_90() {
         (72, 130, 1, 1),
         (7, 200, 0, 0),
     ];
-    let block_shapes = [(768usize, 40usize, 0usize, 0usize), (2048, 16, 1, 0)];
+    let block_shapes = [
+        (768usize, 40usize, 0usize, 0usize),
+        (2048, 16, 1, 0),
+        (12288, 3, 0, 0),
+        (6000, 2, 1, 0),
+    ];
     let mut failures = Vec::new();
     for arch in [75, 90] {
         let mut ran = std::collections::BTreeSet::new();
@@ -1108,7 +1122,10 @@ fn sim_dbias_compute_75_and_90() {
         }
         let missing: Vec<&str> = warpnorm::kernels::all_entries()
             .filter(|k| {
-                (k.ends_with("_colsum") || k.contains("_block_dbias_")) && !ran.contains(*k)
+                (k.ends_with("_colsum")
+                    || k.contains("_block_dbias_")
+                    || k.contains("_split_dx_dbias_"))
+                    && !ran.contains(*k)
             })
             .collect();
         if !missing.is_empty() {
@@ -1289,26 +1306,25 @@ fn ln_dbias_call(
         1e-5,
     )
     .unwrap();
-    let n = (rows * cols) as u64;
-    let r = rows as u64 * 4;
-    let c = cols as u64 * 4;
-    let base = 1u64 << 32;
+    // Buffer i at base + i * 2^36: apart for any size these tests plan.
+    let at = |i: u64| (1u64 << 32) + i * (1u64 << 36);
+    let dy = at(1);
     let p = ln::BackwardPtrs {
-        x: base,
-        dy: base + 2 * n,
-        dx: base + 2 * n, // in place over dy
-        gamma: Some(base + 6 * n),
-        mean: base + 6 * n + c,
-        rstd: base + 6 * n + c + r,
-        mean_lo: Some(base + 6 * n + c + 2 * r),
-        dgamma: Some(base + 6 * n + c + 3 * r),
-        dbeta: Some(base + 6 * n + 2 * c + 3 * r),
-        workspace: base + 8 * n,
+        x: at(0),
+        dy,
+        dx: dy, // in place over dy
+        gamma: Some(at(2)),
+        mean: at(3),
+        rstd: at(4),
+        mean_lo: Some(at(5)),
+        dgamma: Some(at(6)),
+        dbeta: Some(at(7)),
+        workspace: at(8),
         workspace_bytes,
     };
     let g = ln::ResidualGrads {
-        dh: Some(base + 10 * n),
-        dbias: Some(base + 6 * n + 3 * c + 3 * r),
+        dh: Some(at(9)),
+        dbias: Some(at(10)),
     };
     (desc, p, g)
 }
@@ -1375,6 +1391,57 @@ fn plan_layer_norm_dbias_block_tier_sums_dbeta_itself() {
         matches!(e, warpnorm::Error::Workspace { needed, given } if needed == need && given == need - 1),
         "{e}"
     );
+}
+
+/// The split tier with the bias gradient on an H100: split_sums, then the `split_dx_dbias`
+/// kernel, which sums dbeta in shared memory beside dbias (with the dy sums' shared memory):
+/// with 16384 rows of 12288 into partial rows and one finalize of dgamma, dbias and dbeta; with
+/// 4 rows of 2^20 (one block of rows) written directly. No column sum either way.
+#[test]
+fn plan_layer_norm_dbias_split_tier_sums_dbeta_itself() {
+    let props = DeviceProps::H100;
+    for (rows, cols) in [(16384usize, 12288usize), (4, 1 << 20)] {
+        let (desc, _, _) = ln_dbias_call(rows, cols, 0);
+        let need = ln::workspace_bytes_residual(&desc, true, &props).unwrap();
+        let (_, p, g) = ln_dbias_call(rows, cols, need as u64);
+        let plan = ln::plan_backward_residual(&desc, &p, &g, &props).unwrap();
+        let names: Vec<&str> = plan.launches.iter().map(|l| l.kernel.as_str()).collect();
+        assert_eq!(
+            names[..2],
+            [
+                "warpnorm_layer_norm_bwd_bf16_f32_split_sums_vec",
+                "warpnorm_layer_norm_bwd_bf16_f32_split_dx_dbias_vec",
+            ],
+            "{rows}x{cols}"
+        );
+        let dx = &plan.launches[1];
+        assert!(
+            dx.shared_mem_bytes >= 512 * 16 * 4,
+            "{}",
+            dx.shared_mem_bytes
+        );
+        let a: WnLayerNormBwdArgs = dx.args.get().expect("backward args");
+        assert_eq!(a.db_dx, 1);
+        let outs = (p.dgamma.unwrap(), g.dbias.unwrap(), p.dbeta.unwrap());
+        if dx.grid[0] == 1 {
+            assert_eq!(names.len(), 2, "{rows}x{cols}: {names:?}");
+            assert_eq!((a.dgamma_part, a.dbeta_part, a.dy_sum_part), (0, 0, 0));
+            assert_eq!((a.dgamma, a.dbeta, a.dy_sum), outs);
+        } else {
+            assert_eq!(names.len(), 3, "{rows}x{cols}: {names:?}");
+            assert!(a.dgamma_part != 0 && a.dbeta_part != 0 && a.dy_sum_part != 0);
+            let f: WnLayerNormFinalizeArgs = plan.launches[2].args.get().expect("finalize");
+            assert_eq!(names[2], "warpnorm_layer_norm_bwd_f32_finalize");
+            assert_eq!((f.dgamma, f.dbeta, f.dy_sum), outs);
+            assert_eq!(f.dy_sum_part, a.dy_sum_part);
+        }
+        assert_eq!(
+            dx.grid[0] == 1,
+            rows == 4,
+            "{rows}x{cols}: grid {:?}",
+            dx.grid
+        );
+    }
 }
 
 /// The block tier's bias-gradient kernel on a single-block grid writes dgamma, dbias and dbeta

@@ -113,12 +113,14 @@ fn sweep(arch: u32, more: bool) {
         failures.join("\n\n")
     );
     let all: Vec<&str> = warpnorm::kernels::all_entries()
-        // The fused residual add's entry points (`_res_`, and the block tier's `_block_dbias_`
-        // with the bias gradient): tests/rms_norm/residual.rs.
+        // The fused residual add's entry points (`_res_`, and the block and split tiers'
+        // `_block_dbias_` / `_split_dx_dbias_` with the bias gradient):
+        // tests/rms_norm/residual.rs.
         .filter(|k| {
             k.starts_with("warpnorm_rms_norm_")
                 && !k.contains("_res_")
                 && !k.contains("_block_dbias_")
+                && !k.contains("_split_dx_dbias_")
         })
         .collect();
     assert!(

@@ -175,8 +175,8 @@ fn thread_elems(dir: Direction, vec: bool, props: &DeviceProps) -> u64 {
     }) as u64
 }
 
-/// Dynamic shared memory (bytes) LayerNorm's bias-gradient block kernels need for their dy
-/// sums: 16-byte slots of `elems` floats for each of `WN_LN_MAX_BLOCK` threads (`add_dy_sums`
+/// Dynamic shared memory (bytes) LayerNorm's bias-gradient block and split_dx kernels need for
+/// their dy sums: 16-byte slots of `elems` floats for each of `WN_LN_MAX_BLOCK` threads (`add_dy_sums`
 /// in cuda/layer_norm.cu), `elems` the kernel variant's elements per thread on `props`.
 pub(super) fn dy_sum_shared_bytes(dir: Direction, vec: bool, props: &DeviceProps) -> u32 {
     WN_LN_MAX_BLOCK * thread_elems(dir, vec, props) as u32 * 4
@@ -295,10 +295,23 @@ pub(crate) fn residual_pass(pass: &str, vec: bool) -> String {
     }
 }
 
-/// [`geometry_of`], for the fused residual add's forward when `residual`: the persistent
-/// grids are sized by the occupancy of the kernels that plan launches (`res_<tier>`, which
-/// hold more registers than the plain ones: sized by the plain warp kernel, the bf16 fused
-/// forward's grid was 1.33 waves of its own on an H200).
+/// The pass the plan launches for a tier's `pass`: with `fused`, the fused residual add's
+/// forward kernels ([`residual_pass`]; split_norm stays plain) and, backward, the bias
+/// gradient's `block_dbias` / `split_dx_dbias`.
+pub(crate) fn launched_pass(pass: &str, fwd: bool, fused: bool, vec: bool) -> String {
+    match (fused, fwd, pass) {
+        (true, true, p) if p != "split_norm" => residual_pass(p, vec),
+        (true, false, "block" | "split_dx") => format!("{pass}_dbias"),
+        _ => pass.to_string(),
+    }
+}
+
+/// [`geometry_of`] for the fused residual add's kernels when `residual` (forward: `res_<tier>`;
+/// backward: with the bias gradient, [`launched_pass`]): the persistent grids are sized by the
+/// occupancy of the kernels that plan launches (`res_<tier>` holds more registers than the
+/// plain kernels: sized by the plain warp kernel, the bf16 fused forward's grid was 1.33 waves
+/// of its own on an H200), and LayerNorm's bias-gradient block and split kernels, which sum
+/// dbeta in shared memory when there is a bias, get [`dy_sum_shared_bytes`] of it.
 pub(crate) fn geometry_with(
     op: RowNorm,
     desc: &LayerNormDesc,
@@ -332,11 +345,7 @@ pub(crate) fn geometry_with(
             .iter()
             .zip(smem)
             .map(|(pass, &sm)| {
-                let launched = if residual && fwd && *pass != "split_norm" {
-                    residual_pass(pass, vec)
-                } else {
-                    pass.to_string()
-                };
+                let launched = launched_pass(pass, fwd, residual, vec);
                 let name = kernel(op, dir_name, desc, &launched, vec);
                 let b = occupancy::resident_blocks_of(
                     &name,
@@ -350,6 +359,12 @@ pub(crate) fn geometry_with(
             .unwrap_or(sms)
     };
     // Backward: dynamic shared memory of the team reduction (teams * segment floats).
+    // LayerNorm's bias-gradient block / split_dx kernels: the dy sums' shared memory (dbeta).
+    let dy_smem = if !fwd && residual && op == RowNorm::Layer && desc.affine.has_bias() {
+        u64::from(dy_sum_shared_bytes(dir, vec, props))
+    } else {
+        0
+    };
     let red_smem = |teams: u64, seg: u64| {
         if fwd || !has_params {
             0
@@ -392,7 +407,7 @@ pub(crate) fn geometry_with(
         // Backward: several rows per 512-thread block when rows are short (one team of t
         // threads per row), so that one block per SM covers 512 threads.
         let r = if fwd { 1 } else { max_block / t };
-        let smem = red_smem(r, cols);
+        let smem = red_smem(r, cols).max(dy_smem);
         let c = cap(&["block"], t * r, &[smem]);
         let mut g = rows.div_ceil(r).min(c);
         if !fwd {
@@ -422,7 +437,10 @@ pub(crate) fn geometry_with(
         let (passes, smem) = if fwd {
             (["split_stats", "split_norm"], [0, 0])
         } else {
-            (["split_sums", "split_dx"], [0, red_smem(1, chunk)])
+            (
+                ["split_sums", "split_dx"],
+                [0, red_smem(1, chunk).max(dy_smem)],
+            )
         };
         let c = cap(&passes, t, &smem);
         let g = row_blocks.min((c / splits).max(1));

@@ -21,8 +21,8 @@ pub use geometry::{
     access_bytes, bwd_grid_for_heads, bwd_min_rows_per_block, geometry, head_period, pack_width,
     part_stride, Geometry, Tier, SPLIT_MIN_CHUNK, SPLIT_MIN_COLS,
 };
-use geometry::{dy_sum_shared_bytes, kernel, round_up};
 pub(crate) use geometry::{geometry_of, geometry_with, residual_pass, RowNorm};
+use geometry::{kernel, launched_pass, round_up};
 
 pub use crate::check::WORKSPACE_ALIGN;
 
@@ -74,7 +74,7 @@ fn max_workspace(
     let gdesc = geometry_desc(desc, dbias);
     let mut max = 0u64;
     for (vec, aligned) in [(true, true), (true, false), (false, true)] {
-        let geo = geometry_of(op, &gdesc, dir, vec, aligned, props)?;
+        let geo = geometry_with(op, &gdesc, dir, vec, aligned, dbias, props)?;
         let extra = if dbias {
             dbias_extra_bytes(op, desc, &geo, props)
         } else {
@@ -172,12 +172,15 @@ fn dbias_extra_bytes(
 }
 
 /// Whether a backward with the bias gradient forms dbeta in its own kernel: LayerNorm with a
-/// bias in the block tier, whose `block_dbias` kernels sum dy in shared memory beside the
-/// dbias accumulators (`dy_sum_part` / `dy_sum`; dynamic shared memory
-/// [`dy_sum_shared_bytes`]). The other tiers (their dbias sums chosen at run time, where a
-/// third sum spilled the 16-bit warp kernels at their register bound) take the column sum.
+/// bias in the block and split tiers, whose `block_dbias` / `split_dx_dbias` kernels sum dy in
+/// shared memory beside the dbias accumulators (`dy_sum_part` / `dy_sum`; the geometry's
+/// dynamic shared memory includes [`geometry::dy_sum_shared_bytes`]). The warp tiers (their
+/// dbias sums chosen at run time, where a third sum spilled the 16-bit warp kernels at their
+/// register bound) take the column sum.
 fn dy_sums_in_kernel(op: RowNorm, desc: &LayerNormDesc, geo: &Geometry) -> bool {
-    op == RowNorm::Layer && desc.affine.has_bias() && matches!(geo.tier, Tier::Block { .. })
+    op == RowNorm::Layer
+        && desc.affine.has_bias()
+        && matches!(geo.tier, Tier::Block { .. } | Tier::Split { .. })
 }
 
 /// The column sum (`warpnorm_layer_norm_bwd_<T>_colsum`, then the finalize kernel) that forms
@@ -767,7 +770,15 @@ pub(crate) fn plan_backward_res_of(
     let vec = p.x % a == p.dy % a && p.x % a == p.dx % a && dh.is_none_or(|h| p.x % a == h % a);
     let rows_aligned = p.x.is_multiple_of(a) && (cols * s).is_multiple_of(a);
     let gdesc = geometry_desc(desc, dbias.is_some());
-    let geo = geometry_of(op, &gdesc, Direction::Backward, vec, rows_aligned, props)?;
+    let geo = geometry_with(
+        op,
+        &gdesc,
+        Direction::Backward,
+        vec,
+        rows_aligned,
+        dbias.is_some(),
+        props,
+    )?;
     let extra = if dbias.is_some() {
         dbias_extra_bytes(op, desc, &geo, props)
     } else {
@@ -864,20 +875,17 @@ pub(crate) fn plan_backward_res_of(
             // The row teams sum their dgamma/dbeta in shared memory (teams * cols floats),
             // which with dbeta beside dbias first holds the threads' dy sums.
             let block = [geo.threads, geo.rows_per_block, 1];
-            let smem = if kernel_dbeta.is_some() {
-                geo.shared_mem_bytes
-                    .max(dy_sum_shared_bytes(Direction::Backward, vec, props))
-            } else {
-                geo.shared_mem_bytes
-            };
-            plan.push(Launch::new(name, grid, block, smem, &args));
+            plan.push(Launch::new(name, grid, block, geo.shared_mem_bytes, &args));
         }
         Tier::Split { chunk, splits, .. } => {
             args.chunk = chunk as i64;
             args.splits = splits as i64;
-            // split_dx stages its chunk of dgamma/dbeta in shared memory (chunk floats).
+            // split_dx stages its chunk of dgamma/dbeta in shared memory (chunk floats; with
+            // dbeta beside dbias, first the threads' dy sums); with the bias gradient its
+            // `split_dx_dbias` entry points.
             for (pass, smem) in [("split_sums", 0), ("split_dx", geo.shared_mem_bytes)] {
-                let name = kernel(op, "bwd", desc, pass, vec);
+                let pass = launched_pass(pass, false, dbias.is_some(), vec);
+                let name = kernel(op, "bwd", desc, &pass, vec);
                 let grid = [
                     grid_dim(geo.grid_x, &name)?,
                     grid_dim(geo.grid_y, &name)?,
