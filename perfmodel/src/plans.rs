@@ -49,8 +49,8 @@ pub enum Op {
     /// RMSNorm backward of the fused residual add (as [`Op::LnResBwd`]).
     RmsResBwd,
     /// [`Op::LnResBwd`] with the bias's gradient (dbias, summed by the backward kernels;
-    /// dbeta beside it in the block tier's kernels, else by two more launches, the column sum
-    /// of dy, that read dy again).
+    /// dbeta beside it in the block and split tiers' kernels, else by two more launches, the
+    /// column sum of dy, that read dy again).
     LnResBwdBias,
     /// [`Op::RmsResBwd`] with the bias's gradient (summed by the backward kernels: no more
     /// activation traffic).
@@ -84,8 +84,8 @@ impl Op {
     /// the fused residual forward reads x and the residual and writes h and y, its backward
     /// reads h, dy and dh and writes dx, issue 17; with the bias's gradient the minimum is the
     /// same: the pass that writes dx sums it too - RMSNorm's plan moves just that, and so does
-    /// LayerNorm's block tier, which sums dbeta beside it; its other tiers read dy again for
-    /// dbeta, whose accumulators then hold dbias).
+    /// LayerNorm's block and split tiers, which sum dbeta beside it; its warp tiers read dy
+    /// again for dbeta, whose accumulators then hold dbias).
     pub fn min_bytes_factor(self) -> f64 {
         match self {
             Op::LnFwd | Op::RmsFwd | Op::BnEvalFwd | Op::BnEvalBwd | Op::Copy => 2.0,

@@ -91,8 +91,9 @@ fn max_workspace(
 
 /// Workspace bytes a backward plan of the fused residual add for `desc` may need on `props`:
 /// [`workspace_bytes`] of the backward, plus, when `dbias` is formed, one more set of partial
-/// rows for a multi-block grid (LayerNorm with a bias: dbeta's, which the block tier sums
-/// beside dbias; dbias's without a bias) or, for LayerNorm with a bias in the other tiers,
+/// rows for a multi-block grid (LayerNorm with a bias: dbeta's, which the block and split
+/// tiers sum beside dbias; dbias's without a bias) or, for LayerNorm with a bias in the warp
+/// tiers,
 /// the partial rows of dbeta's column sum ([`ColumnSumGeometry::workspace_bytes`]: the
 /// backward's dbeta accumulators then sum dbias). 0 when none.
 pub fn workspace_bytes_residual(
@@ -139,7 +140,8 @@ fn geometry_desc(desc: &LayerNormDesc, dbias: bool) -> LayerNormDesc {
 
 /// The bytes a backward with the bias gradient needs beyond `geo`'s (planned for
 /// [`geometry_desc`]): where there is a dbeta (its accumulators sum dbias), its own partial
-/// rows in the block tier ([`dy_sums_in_kernel`]) or its column sum's in the others; else,
+/// rows in the block and split tiers ([`dy_sums_in_kernel`]) or its column sum's in the warp
+/// tiers; else,
 /// with a weight, dbias's own partial rows. No partial rows for a single block (it writes its
 /// outputs directly); without parameters the geometry has dbias's.
 fn dbias_extra_bytes(
@@ -597,9 +599,9 @@ pub fn plan_backward_residual(
 /// of x and of the residual alike. Without `dh` it is the plain backward on h. With
 /// `g.dbias` the backward kernels sum the bias gradient from the f32 dx before its rounding
 /// (dh included) in the accumulators and partial rows that otherwise hold dbeta, and dbeta,
-/// when the description has a bias, is summed beside it by the block tier's kernels (in
-/// shared memory, into its own partial rows; the one finalize then writes dgamma, dbias and
-/// dbeta) and comes from two launches before the backward in the other tiers (the column
+/// when the description has a bias, is summed beside it by the block and split tiers'
+/// kernels (in shared memory, into its own partial rows; the one finalize then writes dgamma,
+/// dbias and dbeta) and comes from two launches before the backward in the warp tiers (the column
 /// sum of dy into f32 partial rows, then the finalize kernel); the workspace is then
 /// [`workspace_bytes_residual`] with `dbias`.
 pub fn plan_backward_residual_checked(
@@ -699,7 +701,8 @@ fn push_column_sum(
 /// [`plan_backward_of`] with the fused residual add's gradients when `g` is given: `dh`
 /// added into dx, `dbias` summed from the f32 dx by the backward kernels (`db_dx`: in the
 /// accumulators and partial rows that otherwise hold dbeta), LayerNorm's dbeta then beside
-/// it in the block tier ([`dy_sums_in_kernel`]) or else by a column sum of dy launched first
+/// it in the block and split tiers ([`dy_sums_in_kernel`]) or else by a column sum of dy
+/// launched first
 /// (dy may be dx in place).
 pub(crate) fn plan_backward_res_of(
     op: RowNorm,
@@ -784,7 +787,8 @@ pub(crate) fn plan_backward_res_of(
     } else {
         0
     };
-    // dbeta beside dbias in the block kernel (dy_sums_in_kernel), else by the column sum.
+    // dbeta beside dbias in the block / split_dx kernel (dy_sums_in_kernel), else by the
+    // column sum.
     let in_kernel = dbias.is_some() && dy_sums_in_kernel(op, desc, &geo);
     let colsum_dbeta = colsum_dbeta.filter(|_| !in_kernel);
     let kernel_dbeta = if in_kernel { dbeta } else { None };
