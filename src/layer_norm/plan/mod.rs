@@ -868,13 +868,10 @@ pub(crate) fn plan_backward_res_of(
         }
         Tier::Block { .. } => {
             // With the bias gradient, the block tier's own entry points (it is fixed at
-            // compile time there; the other tiers read `db_dx`).
-            let tier = if dbias.is_some() {
-                "block_dbias"
-            } else {
-                "block"
-            };
-            let name = kernel(op, "bwd", desc, tier, vec);
+            // compile time there, as in the split tier; the warp tiers read `db_dx`): the
+            // same rule the geometry sized the grid by.
+            let tier = launched_pass("block", false, dbias.is_some(), vec);
+            let name = kernel(op, "bwd", desc, &tier, vec);
             let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
             // The row teams sum their dgamma/dbeta in shared memory (teams * cols floats),
             // which with dbeta beside dbias first holds the threads' dy sums.
