@@ -506,7 +506,10 @@ __device__ __forceinline__ void pack_load(const T* base, int64_t lo, int64_t n,
  * bytes), with NPACK / 4 they use 120 registers. The 16-byte packs of the 16-bit pairs
  * (VEC == 8) take NPACK / 2: 64 bytes in flight per thread instead of 32 on sm_90, no spill
  * on sm_75/80/90/100/120 (one-file harness; LayerNorm bf16 res_block at 128 registers on
- * sm_90).
+ * sm_90). The 8-byte packs of the mixed pairs (16-bit activations, f32 parameters) take
+ * NPACK / 2 too, held as 32-bit words (vec.cuh's Held; as packs, nvcc split each into halves
+ * right at its load, which then waited for the data): the bf16/f32 and f16/f32 res_block
+ * and res_split_stats kernels went from 32 to 80-84 bytes in flight per thread on sm_90.
  */
 template <typename T, typename P, int VEC, int NPACK, int KC>
 __device__ __forceinline__ void load_residual(const WnLayerNormFwdArgs& a, int64_t off,
@@ -518,12 +521,20 @@ __device__ __forceinline__ void load_residual(const WnLayerNormFwdArgs& a, int64
     T* hp = reinterpret_cast<T*>(a.h) + off;
 #pragma unroll
     for (int k0 = 0; k0 < NPACK; k0 += KC) {
+        // The mixed pairs' 8-byte packs as 32-bit words (Held), others as packs.
+        constexpr bool kWords8 = sizeof(T) == 2 && VEC * sizeof(T) == 8;
+        Held<T, VEC> hx[kWords8 ? KC : 1], hr[kWords8 ? KC : 1];
         Pack<T, VEC> rx[KC], rr[KC];
 #pragma unroll
         for (int j = 0; j < KC; ++j) {
             if (full_pack<VEC>(g, k0 + j)) {
-                rx[j] = load_pack<T, VEC>(xp + g.lo<VEC>(k0 + j));
-                rr[j] = load_pack<T, VEC>(res + g.lo<VEC>(k0 + j));
+                if constexpr (kWords8) {
+                    hx[j].load(xp + g.lo<VEC>(k0 + j));
+                    hr[j].load(res + g.lo<VEC>(k0 + j));
+                } else {
+                    rx[j] = load_pack<T, VEC>(xp + g.lo<VEC>(k0 + j));
+                    rr[j] = load_pack<T, VEC>(res + g.lo<VEC>(k0 + j));
+                }
             }
         }
 #pragma unroll
@@ -543,7 +554,9 @@ __device__ __forceinline__ void load_residual(const WnLayerNormFwdArgs& a, int64
             for (int i = 0; i < VEC; ++i) {
                 const bool in = full || in_seg(lo + i, g.n);
                 float h;
-                if (full) {
+                if (full && kWords8) {
+                    h = to_float(hx[j].pack().v[i]) + to_float(hr[j].pack().v[i]);
+                } else if (full) {
                     h = to_float(rx[j].v[i]) + to_float(rr[j].v[i]);
                 } else {
                     h = in ? to_float(xp[lo + i]) + to_float(res[lo + i]) : 0.0f;
@@ -571,9 +584,9 @@ template <>
 constexpr bool kIsGroupTeam<GroupTeam> = true;
 
 /** load_residual's packs per load group for a team (see there). */
-template <class Team, int VEC, int NPACK>
-constexpr int kResGroup = !kIsBlockTeam<Team> || VEC == 1 ? NPACK
-                          : VEC == 8 && NPACK % 2 == 0 ? NPACK / 2
+template <class Team, typename T, int VEC, int NPACK>
+constexpr int kResGroup = !kIsBlockTeam<Team> || VEC == 1                       ? NPACK
+                          : sizeof(T) == 2 && VEC * sizeof(T) >= 8 && NPACK % 2 == 0 ? NPACK / 2
                           : NPACK % 4 == 0             ? NPACK / 4
                                                        : 1;
 
@@ -593,7 +606,7 @@ template <int kRes, class Team, typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void fwd_load(const WnLayerNormFwdArgs& a, int64_t off,
                                          const P* bias, const TileGeom& g,
                                          float (&v)[NPACK][VEC]) {
-    constexpr int KC = kResGroup<Team, VEC, NPACK>;
+    constexpr int KC = kResGroup<Team, T, VEC, NPACK>;
     if constexpr (kRes == kFused) {
         load_residual<T, P, VEC, NPACK, KC>(a, off, bias, g, v);
     } else if constexpr (kRes == kRuntime) {
@@ -987,8 +1000,9 @@ __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)
                 acc.dg[k][i] = fmaf(dy[k][i], xhat, acc.dg[k][i]);
                 const float d = (gdy - fmaf(xhat, c2, c1)) * rstd;
                 // db_dx: db sums dx (here with db_here, else after dh is added: bwd_row) and
-                // dbeta is the planner's; else LayerNorm's dbeta (RMSNorm has none).
-                if (N == Norm::Layer && !db_dx) acc.db[k][i] += dy[k][i];
+                // dbeta is the planner's or ysum's; else LayerNorm's dbeta (RMSNorm has none),
+                // in ysum where the kernel sums it in shared memory (kDbetaShared).
+                if (N == Norm::Layer && !db_dx && ysum == nullptr) acc.db[k][i] += dy[k][i];
                 if (db_here) acc.db[k][i] += d;  // dh's share, if any, in store_dx
                 x[k][i] = d;
             }
@@ -1128,6 +1142,23 @@ __device__ __forceinline__ int row_head(const WnLayerNormBwdArgs& a, int64_t row
 }
 
 /**
+ * Whether bwd_row holds the mixed pairs' 8-byte x and dy packs raw before converting them
+ * (tile_load2's kHold8: the row's 64 bytes in flight per thread, not 32-40): everywhere but
+ * the bias-gradient block kernels that spilled at their 128-register bound with them held:
+ * LayerNorm's on sm_75 and sm_80 (24 bytes), RMSNorm's on sm_90 (8 bytes; recomputing the
+ * head per row, kHeadPerRow, did not remove it).
+ */
+template <Norm N, int kDb, class Team>
+constexpr bool kHoldPacks =
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    !(N == Norm::Layer && kDb == kDbOn && !kIsGroupTeam<Team>);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 1000
+    !(N == Norm::Rms && kDb == kDbOn && !kIsGroupTeam<Team>);
+#else
+    true;
+#endif
+
+/**
  * One full row held by a team: dx written, dgamma/dbeta accumulated. `off` is the team's
  * head offset, the same for every row it visits (the planner makes the grid-stride step a
  * multiple of the head period, see the header; not re-checked per row here: these kernels
@@ -1141,7 +1172,8 @@ __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row
     const T* xr = reinterpret_cast<const T*>(a.x) + base;
     const TileGeom g{active ? a.cols : 0, off, t, team_size};
     float x[NPACK][VEC], dy[NPACK][VEC];
-    tile_load2<T, VEC, NPACK>(xr, reinterpret_cast<const T*>(a.dy) + base, g, x, dy);
+    tile_load2<T, VEC, NPACK, kHoldPacks<N, kDb, Team>>(xr, reinterpret_cast<const T*>(a.dy) + base,
+                                                        g, x, dy);
     const RowStats rs = row_stats<N>(a, row, active);
     centre_tile<N, VEC, NPACK>(x, rs);
     const float rstd = rs.rstd;
@@ -1317,17 +1349,31 @@ __device__ __forceinline__ void bwd_warp(const WnLayerNormBwdArgs& a) {
 /**
  * Whether bwd_block recomputes its team's head offset for every row (the same value: the
  * planner's grid-stride rule) instead of holding it across the row loop. Held it is one
- * register, which LayerNorm's bias-gradient block kernels with 16-bit activations and f32
- * parameters spill on sm_100 (at their 128-register bound); recomputed, the packs' bounds are
- * no longer loop-invariant and the loop has about a quarter more instructions, so only there.
+ * register, which LayerNorm's block kernels with 16-bit activations and f32 parameters spill
+ * on sm_100 at their 128-register bound (their x and dy packs held raw, kHoldPacks; it did not
+ * help RMSNorm's bias-gradient ones on sm_90); recomputed, the packs' bounds are no longer
+ * loop-invariant and the loop has about a quarter more instructions, so only there.
  */
 template <Norm N, typename T, typename P, int kDb>
 constexpr bool kHeadPerRow =
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000 && __CUDA_ARCH__ < 1200
-    N == Norm::Layer && kDb == kDbOn && sizeof(P) > sizeof(T);
+    N == Norm::Layer && sizeof(P) > sizeof(T);
 #else
     false;
 #endif
+
+/**
+ * Whether LayerNorm's plain block kernel (no bias gradient) sums dbeta in thread-private
+ * shared-memory slots (add_dy_sums, as the bias-gradient kernels do) instead of registers:
+ * the vector variant of 16-bit activations with f32 parameters, whose x and dy packs are held
+ * raw before conversion (tile_load2's kHold8, all 64 bytes of a thread's row in flight) and
+ * which spilled at the 128-register bound on sm_90 with dbeta in registers. The adds are the
+ * same, in the same order: dbeta is bitwise what the register sums give. The planner gives
+ * these launches the slots' shared memory (src/layer_norm/plan/geometry.rs,
+ * `dbeta_in_shared`).
+ */
+template <Norm N, typename T, typename P, int VEC>
+constexpr bool kDbetaShared = N == Norm::Layer && sizeof(P) > sizeof(T) && VEC > 1;
 
 /**
  * block tier: blockDim.y rows at a time per block, one per team of blockDim.x threads, so
@@ -1342,10 +1388,13 @@ __device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
     const int64_t teams = blockDim.y;
     constexpr bool kPerRow = kHeadPerRow<N, T, P, kDb>;
     const int held = kPerRow ? 0 : row_head<T, VEC>(a, blockIdx.x * teams + threadIdx.y);
-    // LayerNorm's bias-gradient kernels also sum dy (dbeta) in shared memory (add_dy_sums).
+    // LayerNorm's bias-gradient kernels also sum dy (dbeta) in shared memory (add_dy_sums),
+    // and so does its plain kernel of the mixed pairs (kDbetaShared).
     constexpr bool kYSum = N == Norm::Layer && kDb == kDbOn;
-    float* ysum = kYSum ? smem + 4 * (threadIdx.y * blockDim.x + threadIdx.x) : nullptr;
-    if constexpr (kYSum) dy_sums_zero<VEC, NPACK>(ysum);
+    constexpr bool kDbShared = kDb == kDbOff && kDbetaShared<N, T, P, VEC>;
+    float* ysum = kYSum || kDbShared ? smem + 4 * (threadIdx.y * blockDim.x + threadIdx.x)
+                                     : nullptr;
+    if constexpr (kYSum || kDbShared) dy_sums_zero<VEC, NPACK>(ysum);
     ParamGrads<VEC, NPACK> acc;
     acc.zero();
     for (int64_t base = blockIdx.x * teams; base < a.rows; base += gridDim.x * teams) {
@@ -1361,6 +1410,10 @@ __device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
         dy_sums_take<VEC, NPACK>(ysum, ys);
         __syncthreads();  // store_partials reuses the slots' shared memory
         store_partials<P, VEC, NPACK>(a, g, threadIdx.y, blockDim.y, 0, acc, smem, &ys);
+    } else if constexpr (kDbShared) {
+        dy_sums_take<VEC, NPACK>(ysum, acc.db);  // dbeta into its (untouched) registers
+        __syncthreads();  // store_partials reuses the slots' shared memory
+        store_partials<P, VEC, NPACK>(a, g, threadIdx.y, blockDim.y, 0, acc, smem);
     } else {
         store_partials<P, VEC, NPACK>(a, g, threadIdx.y, blockDim.y, 0, acc, smem);
     }
@@ -1439,8 +1492,10 @@ __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
         }
         const int64_t off = row * a.cols + c * a.chunk;
         float x[NPACK][VEC], dy[NPACK][VEC];
-        tile_load2<T, VEC, NPACK>(reinterpret_cast<const T*>(a.x) + off,
-                                  reinterpret_cast<const T*>(a.dy) + off, g, x, dy);
+        // The mixed pairs' 8-byte packs as tile_load_each (kHold8 false): this loop already
+        // has 128 bytes in flight per thread on sm_90, and holding them spilled it there.
+        tile_load2<T, VEC, NPACK, false>(reinterpret_cast<const T*>(a.x) + off,
+                                         reinterpret_cast<const T*>(a.dy) + off, g, x, dy);
         const RowStats rs = row_stats<N>(a, row, true);
         centre_tile<N, VEC, NPACK>(x, rs);
         // split_sums formed sb from the f32 mean: mean_lo's share, -mean_lo rstd sum g dy.

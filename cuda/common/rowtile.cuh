@@ -171,11 +171,15 @@ __device__ __forceinline__ void tile_load_each(const T* base, const TileGeom& g,
  * tile_load_each of two segments with one geometry (the backward's x and dy). With 16-byte
  * packs of a 16-bit type, each pack of both segments is loaded raw before either is converted
  * (two loads in flight per thread at the fewest registers; nvcc hoists the next pair's loads
- * above the conversions, so that every pack of the row is in flight at once). Other pairs load
- * as tile_load_each: f32 packs need no conversion (nvcc issues them all at once), and the
- * 8-byte packs' loads of the mixed pairs spilled at the 128-register bound when held raw.
+ * above the conversions, so that every pack of the row is in flight at once). The 8-byte packs
+ * of 16-bit activations (the pairs with f32 parameters), with kHold8, are all loaded first as
+ * 32-bit words (Held: nvcc neither splits them into halves at the load nor hoists the next
+ * pair's loads over a pair's conversions, so a thread had 32-40 bytes in flight, not the row's
+ * 64) and converted afterwards; without kHold8 (kernels whose own loop already keeps more in
+ * flight, or with no registers to spare) they load as tile_load_each. f32 packs need no
+ * conversion (nvcc issues them all at once).
  */
-template <typename T, int VEC, int NPACK>
+template <typename T, int VEC, int NPACK, bool kHold8 = true>
 __device__ __forceinline__ void tile_load2(const T* a, const T* b, const TileGeom& g,
                                            float (&va)[NPACK][VEC], float (&vb)[NPACK][VEC]) {
     if constexpr (sizeof(T) == 2 && VEC * sizeof(T) == 16) {
@@ -185,6 +189,32 @@ __device__ __forceinline__ void tile_load2(const T* a, const T* b, const TileGeo
             if (full_pack<VEC>(g, k)) {
                 const Pack<T, VEC> pa = load_pack<T, VEC>(a + lo);
                 const Pack<T, VEC> pb = load_pack<T, VEC>(b + lo);
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) va[k][i] = to_float(pa.v[i]);
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) vb[k][i] = to_float(pb.v[i]);
+            } else {
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) {
+                    va[k][i] = in_seg(lo + i, g.n) ? to_float(a[lo + i]) : 0.0f;
+                    vb[k][i] = in_seg(lo + i, g.n) ? to_float(b[lo + i]) : 0.0f;
+                }
+            }
+        }
+    } else if constexpr (kHold8 && sizeof(T) == 2 && VEC * sizeof(T) == 8) {
+        Held<T, VEC> ha[NPACK], hb[NPACK];
+#pragma unroll
+        for (int k = 0; k < NPACK; ++k) {
+            if (full_pack<VEC>(g, k)) {
+                ha[k].load(a + g.lo<VEC>(k));
+                hb[k].load(b + g.lo<VEC>(k));
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < NPACK; ++k) {
+            const int64_t lo = g.lo<VEC>(k);
+            if (full_pack<VEC>(g, k)) {
+                const Pack<T, VEC> pa = ha[k].pack(), pb = hb[k].pack();
 #pragma unroll
                 for (int i = 0; i < VEC; ++i) va[k][i] = to_float(pa.v[i]);
 #pragma unroll

@@ -752,3 +752,79 @@ fn gcd(a: u64, b: u64) -> u64 {
         gcd(b, a % b)
     }
 }
+
+/// LayerNorm's plain block backward of the mixed pairs (16-bit activations, f32 parameters;
+/// vector variant) sums dbeta in the dy sums' shared-memory slots (`kDbetaShared` in
+/// cuda/layer_norm.cu): its launches get 16 floats of each of 512 threads (8 on compute
+/// capability 12), or the team reduction's shared memory where that is more, with or without
+/// parameters. The other pairs, the scalar variant, the warp tier and RMSNorm keep the team
+/// reduction's alone.
+#[test]
+fn mixed_pair_block_backward_gets_the_dbeta_slots() {
+    use warpnorm::abi::{WN_LN_BWD_THREAD_ELEMS, WN_LN_BWD_THREAD_ELEMS_CC12, WN_LN_MAX_BLOCK};
+    let cc12 = DeviceProps {
+        compute_capability: (12, 0),
+        ..DeviceProps::H200
+    };
+    let mut checked = 0;
+    for (props, elems) in [
+        (DeviceProps::H200, WN_LN_BWD_THREAD_ELEMS),
+        (DeviceProps::H100, WN_LN_BWD_THREAD_ELEMS),
+        (cc12, WN_LN_BWD_THREAD_ELEMS_CC12),
+    ] {
+        let slots = WN_LN_MAX_BLOCK * elems * 4;
+        for (t, p) in [
+            (DType::BF16, DType::F32),
+            (DType::F16, DType::F32),
+            (DType::BF16, DType::BF16),
+            (DType::F16, DType::F16),
+            (DType::F32, DType::F32),
+        ] {
+            let mixed = p.size() > t.size();
+            for affine in [Affine::None, Affine::Weight, Affine::WeightBias] {
+                for cols in [640usize, 1000, 1024, 4096] {
+                    for misaligned in [false, true] {
+                        let d = desc(4096, cols, t, p, affine);
+                        let mut ptrs = bwd_ptrs(&d, &props);
+                        if misaligned {
+                            ptrs.x += t.size() as u64; // x one element off dy and dx: scalar
+                        }
+                        let b = plan_backward(&d, &ptrs, &props).unwrap();
+                        let l = &b.launches[0];
+                        let tier = if misaligned {
+                            "_block_scalar"
+                        } else {
+                            "_block_vec"
+                        };
+                        assert!(l.kernel.ends_with(tier), "{}", l.kernel);
+                        let team = if affine == Affine::None {
+                            0
+                        } else {
+                            l.block[1] * cols as u32 * 4
+                        };
+                        let want = if mixed && !misaligned {
+                            team.max(slots)
+                        } else {
+                            team
+                        };
+                        assert_eq!(
+                            l.shared_mem_bytes, want,
+                            "{} {cols} {affine:?} cc {:?}",
+                            l.kernel, props.compute_capability
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 3 * 5 * 3 * 4 * 2);
+    // The warp tier (rows of at most 512) is not affected: its rows' team reduction alone
+    // (16 rows of 256 per 512-thread block: 16 KiB, half the slots').
+    let d = desc(4096, 256, DType::BF16, DType::F32, Affine::WeightBias);
+    let h = DeviceProps::H200;
+    let l = &plan_backward(&d, &bwd_ptrs(&d, &h), &h).unwrap().launches[0];
+    assert!(l.kernel.ends_with("_warp_vec"), "{}", l.kernel);
+    assert_eq!(l.shared_mem_bytes, l.block[0] / 32 * 256 * 4);
+    assert!(l.shared_mem_bytes < WN_LN_MAX_BLOCK * WN_LN_BWD_THREAD_ELEMS * 4);
+}

@@ -1507,3 +1507,176 @@ fn plan_layer_norm_dbias_warp_tier_takes_the_column_sum() {
         "{e}"
     );
 }
+
+/// One LayerNorm fused backward with the bias gradient on ptxsim (compute_`arch`, every
+/// check on): `gamma` None for an affine without a weight; dbeta read back only with a bias;
+/// x, dy and dh `oin` elements past an aligned base (1: the scalar variant), dx aligned.
+/// Returns (dx, dgamma, dbeta, dbias, kernels), the gradients widened to f64.
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
+fn ln_dbias_backward_sim<T: Element + Default, P: Element + Default>(
+    arch: u32,
+    rows: usize,
+    cols: usize,
+    oin: usize,
+    affine: Affine,
+    inp: &Inputs<T, P>,
+    gamma: Option<&[P]>,
+    stats: (&[f32], &[f32]),
+) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>, Vec<String>), String> {
+    let props = DeviceProps::SIM;
+    let n = rows * cols;
+    let desc = LayerNormDesc::from_rows(rows, cols, T::DTYPE, P::DTYPE, affine, 1e-5)
+        .map_err(|e| e.to_string())?;
+    let mut sim = Sim::new(arch);
+    let x = sim.upload(&inp.x, oin);
+    let dy = sim.upload(&inp.dy, oin);
+    let dh = sim.upload(&inp.dh, oin);
+    let mean = sim.upload(stats.0, 0);
+    let rstd = sim.upload(stats.1, 0);
+    let g = gamma.map(|g| sim.upload(g, 0));
+    let dx = sim.alloc::<T>(n, 0);
+    let dg = affine.has_weight().then(|| sim.alloc::<P>(cols, 0));
+    let db = affine.has_bias().then(|| sim.alloc::<P>(cols, 0));
+    let dbias = sim.alloc::<P>(cols, 0);
+    let ws = ln::workspace_bytes_residual(&desc, true, &props).map_err(|e| e.to_string())?;
+    let w = sim.alloc::<f32>(ws.div_ceil(4), 0);
+    let p = ln::BackwardPtrs {
+        x,
+        dy,
+        dx,
+        gamma: g,
+        mean,
+        rstd,
+        mean_lo: None,
+        dgamma: dg,
+        dbeta: db,
+        workspace: w,
+        workspace_bytes: ws as u64,
+    };
+    let grads = ln::ResidualGrads {
+        dh: Some(dh),
+        dbias: Some(dbias),
+    };
+    let plan = ln::plan_backward_residual(&desc, &p, &grads, &props)
+        .map_err(|e| format!("plan backward: {e}"))?;
+    run(&mut sim, &plan, &format!("{affine:?} backward"))?;
+    let read_p = |q: Option<u64>| q.map_or(Vec::new(), |q| to_f64(&sim.download::<P>(q, cols)));
+    Ok((
+        to_f64(&sim.download::<T>(dx, n)),
+        read_p(dg),
+        read_p(db),
+        read_p(Some(dbias)),
+        plan.launches.iter().map(|l| l.kernel.clone()).collect(),
+    ))
+}
+
+/// LayerNorm's fused backward with the bias gradient but without a beta (affine weight only,
+/// or none): the block and split tiers' bias-gradient kernels sum dy in shared-memory slots
+/// whether or not there is a dbeta to write, so those launches need the slots' shared memory
+/// too (they had only the team reduction's: 4 x 1024 x 4 bytes for 4 rows of 1024 columns in
+/// a block, 16 KiB short; one chunk's for the split tier). On ptxsim with every check: dx,
+/// dgamma and dbias bitwise those of the same call with a beta (and, for no weight, a gamma of
+/// ones), block and split tiers, vector and scalar, 16-bit and mixed pairs.
+#[test]
+fn sim_layer_norm_dbias_without_beta() {
+    if skip_without_kernels("LayerNorm dbias without beta") {
+        return;
+    }
+    fn case<T: Element + Default, P: Element + Default>(
+        rows: usize,
+        cols: usize,
+        oin: usize,
+        seed: u64,
+    ) -> Result<Vec<String>, String> {
+        let c = Case {
+            op: Op::Layer,
+            rows,
+            cols,
+            dtype: T::DTYPE,
+            param_dtype: P::DTYPE,
+            oin: 0,
+            oout: 0,
+            bias: true,
+            dh: true,
+            seed,
+        };
+        let inp: Inputs<T, P> = inputs(&c);
+        // Any saved statistics do: both runs read the same.
+        let (mut mean, mut rstd) = (Vec::new(), Vec::new());
+        for r in 0..rows {
+            let row: Vec<f64> = inp.x[r * cols..(r + 1) * cols]
+                .iter()
+                .map(|v| v.to_f64())
+                .collect();
+            let m = row.iter().sum::<f64>() / cols as f64;
+            let var = row.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / cols as f64;
+            mean.push(m as f32);
+            rstd.push((1.0 / (var + 1e-5).sqrt()) as f32);
+        }
+        let stats = (&mean[..], &rstd[..]);
+        let ones = vec![P::from_f64(1.0); cols];
+        let mut kernels = Vec::new();
+        for (affine, gamma) in [(Affine::Weight, &inp.gamma[..]), (Affine::None, &ones[..])] {
+            let ctx =
+                |e: String| format!("{rows}x{cols} {}/{} {affine:?}: {e}", T::DTYPE, P::DTYPE);
+            let with_beta = ln_dbias_backward_sim::<T, P>(
+                80,
+                rows,
+                cols,
+                oin,
+                Affine::WeightBias,
+                &inp,
+                Some(gamma),
+                stats,
+            )
+            .map_err(ctx)?;
+            let g = affine.has_weight().then_some(gamma);
+            let got = ln_dbias_backward_sim::<T, P>(80, rows, cols, oin, affine, &inp, g, stats)
+                .map_err(ctx)?;
+            same("dx", &got.0, &with_beta.0).map_err(ctx)?;
+            if affine.has_weight() {
+                same("dgamma", &got.1, &with_beta.1).map_err(ctx)?;
+            }
+            same("dbias", &got.3, &with_beta.3).map_err(ctx)?;
+            kernels.extend(got.4);
+        }
+        Ok(kernels)
+    }
+    let mut failures = Vec::new();
+    let mut ran = std::collections::BTreeSet::new();
+    // 4 rows of 1024 per 512-thread block, and rows of 12288 split into chunks; x, dy and dh
+    // one element off dx for the scalar variant.
+    for (k, &(rows, cols, oin)) in [
+        (40usize, 1024usize, 0usize),
+        (40, 1024, 1),
+        (3, 12288, 0),
+        (2, 12288, 1),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let seed = 7000 + k as u64;
+        for r in [
+            case::<bf16, bf16>(rows, cols, oin, seed),
+            case::<f16, f32>(rows, cols, oin, seed),
+            case::<bf16, f32>(rows, cols, oin, seed),
+        ] {
+            match r {
+                Ok(ks) => ran.extend(ks),
+                Err(e) => failures.push(e),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    for k in [
+        "_block_dbias_vec",
+        "_block_dbias_scalar",
+        "_split_dx_dbias_vec",
+        "_split_dx_dbias_scalar",
+    ] {
+        assert!(
+            ran.iter().any(|r| r.ends_with(k)),
+            "no {k} kernel ran: {ran:?}"
+        );
+    }
+}

@@ -182,6 +182,24 @@ pub(super) fn dy_sum_shared_bytes(dir: Direction, vec: bool, props: &DeviceProps
     WN_LN_MAX_BLOCK * thread_elems(dir, vec, props) as u32 * 4
 }
 
+/// Whether LayerNorm's plain block backward kernel sums dbeta in the dy sums' shared-memory
+/// slots ([`dy_sum_shared_bytes`]) rather than in registers: the vector variant of 16-bit
+/// activations with f32 parameters (`kDbetaShared` in cuda/layer_norm.cu; those kernels hold
+/// a row's x and dy packs raw before converting them, 64 bytes in flight per thread, and with
+/// dbeta in registers they spilled at their 128-register bound). With or without a bias: the
+/// kernel sums dy either way.
+pub(crate) fn dbeta_in_shared(
+    op: RowNorm,
+    desc: &LayerNormDesc,
+    dir: Direction,
+    vec: bool,
+) -> bool {
+    op == RowNorm::Layer
+        && dir == Direction::Backward
+        && vec
+        && desc.param_dtype.size() > desc.dtype.size()
+}
+
 /// Fewest rows a backward block handles before the planner adds another block: every block
 /// writes one f32 partial row of dgamma and one of dbeta (8 bytes per column) while its rows
 /// move 3 * s bytes per column each (read x, dy; write dx), so with at least
@@ -311,7 +329,10 @@ pub(crate) fn launched_pass(pass: &str, fwd: bool, fused: bool, vec: bool) -> St
 /// occupancy of the kernels that plan launches (`res_<tier>` holds more registers than the
 /// plain kernels: sized by the plain warp kernel, the bf16 fused forward's grid was 1.33 waves
 /// of its own on an H200), and LayerNorm's bias-gradient block and split kernels, which sum
-/// dbeta in shared memory when there is a bias, get [`dy_sum_shared_bytes`] of it.
+/// dy (dbeta) in shared memory, get [`dy_sum_shared_bytes`] of it, with or without a bias to
+/// write it to (without one they had only the team reduction's: up to 16 KiB short, which
+/// ptxsim's memcheck reports as an out-of-bounds shared store), as do LayerNorm's plain
+/// block backward kernels of the mixed pairs ([`dbeta_in_shared`]).
 pub(crate) fn geometry_with(
     op: RowNorm,
     desc: &LayerNormDesc,
@@ -359,11 +380,19 @@ pub(crate) fn geometry_with(
             .unwrap_or(sms)
     };
     // Backward: dynamic shared memory of the team reduction (teams * segment floats).
-    // LayerNorm's bias-gradient block / split_dx kernels: the dy sums' shared memory (dbeta).
-    let dy_smem = if !fwd && residual && op == RowNorm::Layer && desc.affine.has_bias() {
-        u64::from(dy_sum_shared_bytes(dir, vec, props))
+    // LayerNorm's bias-gradient block / split_dx kernels: the dy sums' shared memory (dbeta;
+    // summed with or without a bias to write it to), and its plain block kernels of the mixed
+    // pairs ([`dbeta_in_shared`]).
+    let slots = || u64::from(dy_sum_shared_bytes(dir, vec, props));
+    let dy_smem = if !fwd && residual && op == RowNorm::Layer {
+        slots()
     } else {
         0
+    };
+    let block_dy_smem = if dbeta_in_shared(op, desc, dir, vec) {
+        dy_smem.max(slots())
+    } else {
+        dy_smem
     };
     let red_smem = |teams: u64, seg: u64| {
         if fwd || !has_params {
@@ -407,7 +436,7 @@ pub(crate) fn geometry_with(
         // Backward: several rows per 512-thread block when rows are short (one team of t
         // threads per row), so that one block per SM covers 512 threads.
         let r = if fwd { 1 } else { max_block / t };
-        let smem = red_smem(r, cols).max(dy_smem);
+        let smem = red_smem(r, cols).max(block_dy_smem);
         let c = cap(&["block"], t * r, &[smem]);
         let mut g = rows.div_ceil(r).min(c);
         if !fwd {
