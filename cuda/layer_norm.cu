@@ -37,7 +37,9 @@
  * persistent (grid-stride over rows, one wave sized by occupancy in the planner); offsets are
  * 64-bit.
  * Backward writes dx directly and accumulates dgamma/dbeta per thread in f32 registers for
- * the thread's columns. A row's head offset repeats every V' = VEC / gcd(D, VEC) rows and the
+ * the thread's columns (LayerNorm's plain block kernels of the mixed pairs keep dbeta in
+ * thread-private shared-memory slots instead, kDbetaShared: their x and dy packs are held raw,
+ * tile_load2's kHold8, and registers ran out). A row's head offset repeats every V' = VEC / gcd(D, VEC) rows and the
  * planner makes each team's grid-stride step a multiple of V' (or gives it one row), so a
  * team's columns never change (split_dx checks it per row and traps). At the end the
  * block's teams are summed in team order through shared memory (each team with its own head)
