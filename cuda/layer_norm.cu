@@ -38,8 +38,9 @@
  * 64-bit.
  * Backward writes dx directly and accumulates dgamma/dbeta per thread in f32 registers for
  * the thread's columns (LayerNorm's plain block kernels of the mixed pairs keep dbeta in
- * thread-private shared-memory slots instead, kDbetaShared: their x and dy packs are held raw,
- * tile_load2's kHold8, and registers ran out). A row's head offset repeats every V' = VEC / gcd(D, VEC) rows and the
+ * thread-private shared-memory slots instead, and RMSNorm's bias-gradient ones their dbias,
+ * kDbetaShared: their x and dy packs are held raw, tile_load2's kHold8, and registers ran out).
+ * A row's head offset repeats every V' = VEC / gcd(D, VEC) rows and the
  * planner makes each team's grid-stride step a multiple of V' (or gives it one row), so a
  * team's columns never change (split_dx checks it per row and traps). At the end the
  * block's teams are summed in team order through shared memory (each team with its own head)
@@ -1050,12 +1051,14 @@ __device__ __forceinline__ void add_dh(const WnLayerNormBwdArgs& a, int64_t off,
 
 /**
  * add_dh (when a.dh is set, uniform) and then the bias gradient's sum of the segment's f32 dx
- * in one pass (RMSNorm's block tier, a.db_dx).
+ * in one pass (RMSNorm's block tier, a.db_dx): into acc.db, or with `slots` into those
+ * shared-memory slots (add_dy_sums; the whole pack: columns outside the segment hold 0, the
+ * loaders' zeros plus dh's, and are never written out).
  */
 template <typename T, int VEC, int NPACK>
 __device__ __forceinline__ void add_dh_acc(const WnLayerNormBwdArgs& a, int64_t off,
                                            const TileGeom& g, float (&v)[NPACK][VEC],
-                                           ParamGrads<VEC, NPACK>& acc) {
+                                           ParamGrads<VEC, NPACK>& acc, float* slots = nullptr) {
     const T* dh = reinterpret_cast<const T*>(a.dh) + off;
     const bool has_dh = a.dh != 0;
 #pragma unroll
@@ -1072,8 +1075,9 @@ __device__ __forceinline__ void add_dh_acc(const WnLayerNormBwdArgs& a, int64_t 
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
             v[k][i] += d[i];
-            if (in_seg(lo + i, g.n)) acc.db[k][i] += v[k][i];
+            if (slots == nullptr && in_seg(lo + i, g.n)) acc.db[k][i] += v[k][i];
         }
+        if (slots != nullptr) add_dy_sums<VEC>(slots, k, v[k]);
     }
 }
 
@@ -1146,16 +1150,14 @@ __device__ __forceinline__ int row_head(const WnLayerNormBwdArgs& a, int64_t row
 /**
  * Whether bwd_row holds the mixed pairs' 8-byte x and dy packs raw before converting them
  * (tile_load2's kHold8: the row's 64 bytes in flight per thread, not 32-40): everywhere but
- * the bias-gradient block kernels that spilled at their 128-register bound with them held:
- * LayerNorm's on sm_75 and sm_80 (24 bytes), RMSNorm's on sm_90 (8 bytes; recomputing the
- * head per row, kHeadPerRow, did not remove it).
+ * LayerNorm's bias-gradient block kernels on sm_75 and sm_80, which spilled (24 bytes) at their
+ * 128-register bound with them held. (RMSNorm's spilled 8 bytes on sm_90 until their dbias
+ * sums moved to shared memory, kDbetaShared; recomputing the head per row did not help.)
  */
 template <Norm N, int kDb, class Team>
 constexpr bool kHoldPacks =
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
     !(N == Norm::Layer && kDb == kDbOn && !kIsGroupTeam<Team>);
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 1000
-    !(N == Norm::Rms && kDb == kDbOn && !kIsGroupTeam<Team>);
 #else
     true;
 #endif
@@ -1191,13 +1193,15 @@ __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row
     // store_dx); RMSNorm's warp tiers in bwd_dx, dh's share in store_dx; RMSNorm's block tier
     // with the dh add (add_dh_acc).
     const bool db_here = N == Norm::Rms && kIsGroupTeam<Team> && db_dx;
+    // `ysum`: LayerNorm's dy sums; RMSNorm's (block tier) dbias sums (kDbetaShared).
     bwd_dx<N, P, VEC, NPACK>(x, dy, g, rstd, sa * inv_n, sb * inv_n, gamma, db_dx, db_here,
-                             acc, ysum);
+                             acc, N == Norm::Layer ? ysum : nullptr);
     if constexpr (!kIsGroupTeam<Team>) {
         // The block tier keeps the dh add apart from the store (store_dx's form spilled its
         // f32-parameter kernels on sm_100; this one spills the 16-bit warp kernels there).
         if (N == Norm::Rms && db_dx) {
-            add_dh_acc<T, VEC, NPACK>(a, base, g, x, acc);  // + dh (if any), the bias gradient
+            // + dh (if any), the bias gradient
+            add_dh_acc<T, VEC, NPACK>(a, base, g, x, acc, ysum);
         } else if (a.dh != 0) {
             add_dh<T, VEC, NPACK>(a, base, g, x);  // uniform: fused residual add
         }
@@ -1365,17 +1369,20 @@ constexpr bool kHeadPerRow =
 #endif
 
 /**
- * Whether LayerNorm's plain block kernel (no bias gradient) sums dbeta in thread-private
- * shared-memory slots (add_dy_sums, as the bias-gradient kernels do) instead of registers:
- * the vector variant of 16-bit activations with f32 parameters, whose x and dy packs are held
- * raw before conversion (tile_load2's kHold8, all 64 bytes of a thread's row in flight) and
- * which spilled at the 128-register bound on sm_90 with dbeta in registers. The adds are the
- * same, in the same order: dbeta is bitwise what the register sums give. The planner gives
- * these launches the slots' shared memory (src/layer_norm/plan/geometry.rs,
- * `dbeta_in_shared`).
+ * Whether a block kernel sums its second accumulators (db) in thread-private shared-memory
+ * slots (add_dy_sums' layout, as LayerNorm's bias-gradient kernels sum dy) instead of
+ * registers, reading them back into acc.db after the row loop: the vector variants of 16-bit
+ * activations with f32 parameters, whose x and dy packs are held raw before conversion
+ * (tile_load2's kHold8, all 64 bytes of a thread's row in flight), where that spilled at the
+ * 128-register bound on sm_90 with db in registers: LayerNorm's plain kernel (db = dbeta) and
+ * RMSNorm's bias-gradient kernel (db = dbias, added in add_dh_acc). The adds are the same, in
+ * the same order: the sums are bitwise what the registers give. The planner gives these
+ * launches the slots' shared memory (src/layer_norm/plan/geometry.rs, `db_in_shared`).
  */
-template <Norm N, typename T, typename P, int VEC>
-constexpr bool kDbetaShared = N == Norm::Layer && sizeof(P) > sizeof(T) && VEC > 1;
+template <Norm N, typename T, typename P, int VEC, int kDb>
+constexpr bool kDbetaShared =
+    sizeof(P) > sizeof(T) && VEC > 1 &&
+    ((N == Norm::Layer && kDb == kDbOff) || (N == Norm::Rms && kDb == kDbOn));
 
 /**
  * block tier: blockDim.y rows at a time per block, one per team of blockDim.x threads, so
@@ -1390,10 +1397,11 @@ __device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
     const int64_t teams = blockDim.y;
     constexpr bool kPerRow = kHeadPerRow<N, T, P, kDb>;
     const int held = kPerRow ? 0 : row_head<T, VEC>(a, blockIdx.x * teams + threadIdx.y);
-    // LayerNorm's bias-gradient kernels also sum dy (dbeta) in shared memory (add_dy_sums),
-    // and so does its plain kernel of the mixed pairs (kDbetaShared).
+    // LayerNorm's bias-gradient kernels also sum dy (dbeta) in shared memory (add_dy_sums);
+    // the mixed pairs' LayerNorm plain and RMSNorm bias-gradient kernels sum db there
+    // (kDbetaShared).
     constexpr bool kYSum = N == Norm::Layer && kDb == kDbOn;
-    constexpr bool kDbShared = kDb == kDbOff && kDbetaShared<N, T, P, VEC>;
+    constexpr bool kDbShared = kDbetaShared<N, T, P, VEC, kDb>;
     float* ysum = kYSum || kDbShared ? smem + 4 * (threadIdx.y * blockDim.x + threadIdx.x)
                                      : nullptr;
     if constexpr (kYSum || kDbShared) dy_sums_zero<VEC, NPACK>(ysum);
@@ -1413,7 +1421,7 @@ __device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
         __syncthreads();  // store_partials reuses the slots' shared memory
         store_partials<P, VEC, NPACK>(a, g, threadIdx.y, blockDim.y, 0, acc, smem, &ys);
     } else if constexpr (kDbShared) {
-        dy_sums_take<VEC, NPACK>(ysum, acc.db);  // dbeta into its (untouched) registers
+        dy_sums_take<VEC, NPACK>(ysum, acc.db);  // db into its (untouched) registers
         __syncthreads();  // store_partials reuses the slots' shared memory
         store_partials<P, VEC, NPACK>(a, g, threadIdx.y, blockDim.y, 0, acc, smem);
     } else {

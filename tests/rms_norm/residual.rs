@@ -1680,3 +1680,55 @@ fn sim_layer_norm_dbias_without_beta() {
         );
     }
 }
+
+/// The block tier's bias-gradient backward of RMSNorm with 16-bit activations and f32
+/// parameters (vector variant) sums dbias in shared-memory slots (`kDbetaShared` in
+/// cuda/layer_norm.cu; in registers it spilled at the 128-register bound on sm_90 once its x
+/// and dy packs were held raw): its launch gets 16 floats of each of 512 threads; RMSNorm's
+/// plain block backward and the 16-bit pairs' bias-gradient one keep the team reduction's
+/// shared memory alone.
+#[test]
+fn plan_rms_norm_mixed_dbias_block_gets_the_slots() {
+    let props = DeviceProps::H200;
+    let slots = 512 * 16 * 4;
+    let (rows, cols) = (4096usize, 1024usize);
+    let at = |i: u64| (1u64 << 32) + i * (1u64 << 36);
+    for (dtype, param_dtype) in [(DType::BF16, DType::F32), (DType::BF16, DType::BF16)] {
+        let mixed = param_dtype == DType::F32;
+        let desc = RmsNormDesc::from_rows(rows, cols, dtype, param_dtype, true, None).unwrap();
+        for dbias in [true, false] {
+            let ws = rms::workspace_bytes_residual(&desc, dbias, &props).unwrap();
+            let p = rms::BackwardPtrs {
+                x: at(0),
+                dy: at(1),
+                dx: at(2),
+                weight: Some(at(3)),
+                rstd: at(4),
+                dweight: Some(at(5)),
+                workspace: at(6),
+                workspace_bytes: ws as u64,
+            };
+            let g = ln::ResidualGrads {
+                dh: Some(at(7)),
+                dbias: dbias.then(|| at(8)),
+            };
+            let plan = rms::plan_backward_residual(&desc, &p, &g, &props).unwrap();
+            let l = &plan.launches[0];
+            let want_kernel = if dbias {
+                "_block_dbias_vec"
+            } else {
+                "_block_vec"
+            };
+            assert!(l.kernel.ends_with(want_kernel), "{}", l.kernel);
+            // The team reduction: blockDim.y rows of `cols` floats.
+            let team = l.block[1] * cols as u32 * 4;
+            let want = if mixed && dbias {
+                team.max(slots)
+            } else {
+                team
+            };
+            assert_eq!(l.shared_mem_bytes, want, "{} dbias {dbias}", l.kernel);
+            assert!(team < slots, "{team}: the slots must be what is added");
+        }
+    }
+}

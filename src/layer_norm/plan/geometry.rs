@@ -182,22 +182,27 @@ pub(super) fn dy_sum_shared_bytes(dir: Direction, vec: bool, props: &DeviceProps
     WN_LN_MAX_BLOCK * thread_elems(dir, vec, props) as u32 * 4
 }
 
-/// Whether LayerNorm's plain block backward kernel sums dbeta in the dy sums' shared-memory
-/// slots ([`dy_sum_shared_bytes`]) rather than in registers: the vector variant of 16-bit
-/// activations with f32 parameters (`kDbetaShared` in cuda/layer_norm.cu; those kernels hold
-/// a row's x and dy packs raw before converting them, 64 bytes in flight per thread, and with
-/// dbeta in registers they spilled at their 128-register bound). With or without a bias: the
-/// kernel sums dy either way.
-pub(crate) fn dbeta_in_shared(
+/// Whether the block backward kernel a plan launches sums its second accumulators in the dy
+/// sums' shared-memory slots ([`dy_sum_shared_bytes`]) rather than in registers: the vector
+/// variant of 16-bit activations with f32 parameters (`kDbetaShared` in cuda/layer_norm.cu;
+/// those kernels hold a row's x and dy packs raw before converting them, 64 bytes in flight
+/// per thread, and with those sums in registers they spilled at their 128-register bound):
+/// LayerNorm's plain kernel (dbeta; with or without a bias: the kernel sums dy either way) and
+/// RMSNorm's bias-gradient kernel (`residual`: dbias).
+pub(crate) fn db_in_shared(
     op: RowNorm,
     desc: &LayerNormDesc,
     dir: Direction,
     vec: bool,
+    residual: bool,
 ) -> bool {
-    op == RowNorm::Layer
-        && dir == Direction::Backward
+    dir == Direction::Backward
         && vec
         && desc.param_dtype.size() > desc.dtype.size()
+        && match op {
+            RowNorm::Layer => !residual,
+            RowNorm::Rms => residual,
+        }
 }
 
 /// Fewest rows a backward block handles before the planner adds another block: every block
@@ -331,8 +336,8 @@ pub(crate) fn launched_pass(pass: &str, fwd: bool, fused: bool, vec: bool) -> St
 /// of its own on an H200), and LayerNorm's bias-gradient block and split kernels, which sum
 /// dy (dbeta) in shared memory, get [`dy_sum_shared_bytes`] of it, with or without a bias to
 /// write it to (without one they had only the team reduction's: up to 16 KiB short, which
-/// ptxsim's memcheck reports as an out-of-bounds shared store), as do LayerNorm's plain
-/// block backward kernels of the mixed pairs ([`dbeta_in_shared`]).
+/// ptxsim's memcheck reports as an out-of-bounds shared store), as do the mixed pairs'
+/// LayerNorm plain and RMSNorm bias-gradient block backward kernels ([`db_in_shared`]).
 pub(crate) fn geometry_with(
     op: RowNorm,
     desc: &LayerNormDesc,
@@ -381,15 +386,15 @@ pub(crate) fn geometry_with(
     };
     // Backward: dynamic shared memory of the team reduction (teams * segment floats).
     // LayerNorm's bias-gradient block / split_dx kernels: the dy sums' shared memory (dbeta;
-    // summed with or without a bias to write it to), and its plain block kernels of the mixed
-    // pairs ([`dbeta_in_shared`]).
+    // summed with or without a bias to write it to), and the mixed pairs' block kernels that
+    // keep their second sums there ([`db_in_shared`]).
     let slots = || u64::from(dy_sum_shared_bytes(dir, vec, props));
     let dy_smem = if !fwd && residual && op == RowNorm::Layer {
         slots()
     } else {
         0
     };
-    let block_dy_smem = if dbeta_in_shared(op, desc, dir, vec) {
+    let block_dy_smem = if db_in_shared(op, desc, dir, vec, residual) {
         dy_smem.max(slots())
     } else {
         dy_smem
