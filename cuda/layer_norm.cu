@@ -39,7 +39,7 @@
  * Backward writes dx directly and accumulates dgamma/dbeta per thread in f32 registers for
  * the thread's columns (LayerNorm's plain block kernels of the mixed pairs keep dbeta in
  * thread-private shared-memory slots instead, and RMSNorm's bias-gradient ones their dbias,
- * kDbetaShared: their x and dy packs are held raw, tile_load2's kHold8, and registers ran out).
+ * kDbInSlots: their x and dy packs are held raw, tile_load2's kHold8, and registers ran out).
  * A row's head offset repeats every V' = VEC / gcd(D, VEC) rows and the
  * planner makes each team's grid-stride step a multiple of V' (or gives it one row), so a
  * team's columns never change (split_dx checks it per row and traps). At the end the
@@ -1004,7 +1004,7 @@ __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)
                 const float d = (gdy - fmaf(xhat, c2, c1)) * rstd;
                 // db_dx: db sums dx (here with db_here, else after dh is added: bwd_row) and
                 // dbeta is the planner's or ysum's; else LayerNorm's dbeta (RMSNorm has none),
-                // in ysum where the kernel sums it in shared memory (kDbetaShared).
+                // in ysum where the kernel sums it in shared memory (kDbInSlots).
                 if (N == Norm::Layer && !db_dx && ysum == nullptr) acc.db[k][i] += dy[k][i];
                 if (db_here) acc.db[k][i] += d;  // dh's share, if any, in store_dx
                 x[k][i] = d;
@@ -1152,7 +1152,7 @@ __device__ __forceinline__ int row_head(const WnLayerNormBwdArgs& a, int64_t row
  * (tile_load2's kHold8: the row's 64 bytes in flight per thread, not 32-40): everywhere but
  * LayerNorm's bias-gradient block kernels on sm_75 and sm_80, which spilled (24 bytes) at their
  * 128-register bound with them held. (RMSNorm's spilled 8 bytes on sm_90 until their dbias
- * sums moved to shared memory, kDbetaShared; recomputing the head per row did not help.)
+ * sums moved to shared memory, kDbInSlots; recomputing the head per row did not help.)
  */
 template <Norm N, int kDb, class Team>
 constexpr bool kHoldPacks =
@@ -1193,7 +1193,7 @@ __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row
     // store_dx); RMSNorm's warp tiers in bwd_dx, dh's share in store_dx; RMSNorm's block tier
     // with the dh add (add_dh_acc).
     const bool db_here = N == Norm::Rms && kIsGroupTeam<Team> && db_dx;
-    // `ysum`: LayerNorm's dy sums; RMSNorm's (block tier) dbias sums (kDbetaShared).
+    // `ysum`: LayerNorm's dy sums; RMSNorm's (block tier) dbias sums (kDbInSlots).
     bwd_dx<N, P, VEC, NPACK>(x, dy, g, rstd, sa * inv_n, sb * inv_n, gamma, db_dx, db_here,
                              acc, N == Norm::Layer ? ysum : nullptr);
     if constexpr (!kIsGroupTeam<Team>) {
@@ -1380,7 +1380,7 @@ constexpr bool kHeadPerRow =
  * launches the slots' shared memory (src/layer_norm/plan/geometry.rs, `db_in_shared`).
  */
 template <Norm N, typename T, typename P, int VEC, int kDb>
-constexpr bool kDbetaShared =
+constexpr bool kDbInSlots =
     sizeof(P) > sizeof(T) && VEC > 1 &&
     ((N == Norm::Layer && kDb == kDbOff) || (N == Norm::Rms && kDb == kDbOn));
 
@@ -1399,12 +1399,12 @@ __device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
     const int held = kPerRow ? 0 : row_head<T, VEC>(a, blockIdx.x * teams + threadIdx.y);
     // LayerNorm's bias-gradient kernels also sum dy (dbeta) in shared memory (add_dy_sums);
     // the mixed pairs' LayerNorm plain and RMSNorm bias-gradient kernels sum db there
-    // (kDbetaShared).
+    // (kDbInSlots).
     constexpr bool kYSum = N == Norm::Layer && kDb == kDbOn;
-    constexpr bool kDbShared = kDbetaShared<N, T, P, VEC, kDb>;
-    float* ysum = kYSum || kDbShared ? smem + 4 * (threadIdx.y * blockDim.x + threadIdx.x)
+    constexpr bool kDbSlots = kDbInSlots<N, T, P, VEC, kDb>;
+    float* ysum = kYSum || kDbSlots ? smem + 4 * (threadIdx.y * blockDim.x + threadIdx.x)
                                      : nullptr;
-    if constexpr (kYSum || kDbShared) dy_sums_zero<VEC, NPACK>(ysum);
+    if constexpr (kYSum || kDbSlots) dy_sums_zero<VEC, NPACK>(ysum);
     ParamGrads<VEC, NPACK> acc;
     acc.zero();
     for (int64_t base = blockIdx.x * teams; base < a.rows; base += gridDim.x * teams) {
@@ -1420,7 +1420,7 @@ __device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
         dy_sums_take<VEC, NPACK>(ysum, ys);
         __syncthreads();  // store_partials reuses the slots' shared memory
         store_partials<P, VEC, NPACK>(a, g, threadIdx.y, blockDim.y, 0, acc, smem, &ys);
-    } else if constexpr (kDbShared) {
+    } else if constexpr (kDbSlots) {
         dy_sums_take<VEC, NPACK>(ysum, acc.db);  // db into its (untouched) registers
         __syncthreads();  // store_partials reuses the slots' shared memory
         store_partials<P, VEC, NPACK>(a, g, threadIdx.y, blockDim.y, 0, acc, smem);

@@ -167,6 +167,30 @@ __device__ __forceinline__ void tile_load_each(const T* base, const TileGeom& g,
     }
 }
 
+/** tile_load2's conversion of a whole pack of each segment (a first, then b). */
+template <typename T, int VEC>
+__device__ __forceinline__ void pack2_to_float(const Pack<T, VEC>& pa, const Pack<T, VEC>& pb,
+                                               float (&va)[VEC], float (&vb)[VEC]) {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) va[i] = to_float(pa.v[i]);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) vb[i] = to_float(pb.v[i]);
+}
+
+/**
+ * tile_load2's pack at the row's head or tail (not whole): per-element loads of columns
+ * [lo, lo + VEC) in [0, n) of both segments, 0 elsewhere.
+ */
+template <typename T, int VEC>
+__device__ __forceinline__ void end_pack2_load(const T* a, const T* b, int64_t lo, int64_t n,
+                                               float (&va)[VEC], float (&vb)[VEC]) {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+        va[i] = in_seg(lo + i, n) ? to_float(a[lo + i]) : 0.0f;
+        vb[i] = in_seg(lo + i, n) ? to_float(b[lo + i]) : 0.0f;
+    }
+}
+
 /**
  * tile_load_each of two segments with one geometry (the backward's x and dy). With 16-byte
  * packs of a 16-bit type, each pack of both segments is loaded raw before either is converted
@@ -189,16 +213,9 @@ __device__ __forceinline__ void tile_load2(const T* a, const T* b, const TileGeo
             if (full_pack<VEC>(g, k)) {
                 const Pack<T, VEC> pa = load_pack<T, VEC>(a + lo);
                 const Pack<T, VEC> pb = load_pack<T, VEC>(b + lo);
-#pragma unroll
-                for (int i = 0; i < VEC; ++i) va[k][i] = to_float(pa.v[i]);
-#pragma unroll
-                for (int i = 0; i < VEC; ++i) vb[k][i] = to_float(pb.v[i]);
+                pack2_to_float(pa, pb, va[k], vb[k]);
             } else {
-#pragma unroll
-                for (int i = 0; i < VEC; ++i) {
-                    va[k][i] = in_seg(lo + i, g.n) ? to_float(a[lo + i]) : 0.0f;
-                    vb[k][i] = in_seg(lo + i, g.n) ? to_float(b[lo + i]) : 0.0f;
-                }
+                end_pack2_load(a, b, lo, g.n, va[k], vb[k]);
             }
         }
     } else if constexpr (kHold8 && sizeof(T) == 2 && VEC * sizeof(T) == 8) {
@@ -214,17 +231,9 @@ __device__ __forceinline__ void tile_load2(const T* a, const T* b, const TileGeo
         for (int k = 0; k < NPACK; ++k) {
             const int64_t lo = g.lo<VEC>(k);
             if (full_pack<VEC>(g, k)) {
-                const Pack<T, VEC> pa = ha[k].pack(), pb = hb[k].pack();
-#pragma unroll
-                for (int i = 0; i < VEC; ++i) va[k][i] = to_float(pa.v[i]);
-#pragma unroll
-                for (int i = 0; i < VEC; ++i) vb[k][i] = to_float(pb.v[i]);
+                pack2_to_float(ha[k].pack(), hb[k].pack(), va[k], vb[k]);
             } else {
-#pragma unroll
-                for (int i = 0; i < VEC; ++i) {
-                    va[k][i] = in_seg(lo + i, g.n) ? to_float(a[lo + i]) : 0.0f;
-                    vb[k][i] = in_seg(lo + i, g.n) ? to_float(b[lo + i]) : 0.0f;
-                }
+                end_pack2_load(a, b, lo, g.n, va[k], vb[k]);
             }
         }
     } else {
