@@ -3,6 +3,8 @@
 //! placing and reading those rows in full-size simulator buffers (mapped lazily, so only the
 //! rows written use memory).
 
+use std::collections::BTreeSet;
+
 use crate::sim::Sim;
 use warpnorm::{DeviceProps, Element, Launch, Plan};
 
@@ -73,19 +75,60 @@ pub fn gather_rows<E: Element + Default>(
         .collect()
 }
 
-/// Runs `plan`'s launches (but a finalize) for the blocks with `blockIdx.x == bx`; returns the
-/// number of blocks run.
-pub fn run_block_column(sim: &mut Sim, plan: &Plan, bx: u32) -> Result<u64, String> {
+/// The launch whose blocks own the rows a test runs: the plan's last launch but a finalize
+/// (the split tier's second pass, whose blocks write the backward's partial rows; the only
+/// data launch of the other tiers).
+pub fn owner_launch(plan: &Plan) -> &Launch {
+    plan.launches
+        .iter()
+        .rfind(|l| !l.kernel.ends_with("_finalize"))
+        .expect("a plan with a data launch")
+}
+
+/// Runs `plan`'s launches (but a finalize) for the blocks that own `rows` (of `total`) in
+/// each launch's own grid, every blockIdx.y and z of them (the split tier's first pass may
+/// have more blocks in x than its second). Fails when those blocks own another row too: they
+/// would read rows that nothing wrote (the planner nests the grids so that they do not).
+/// Returns the number of blocks run.
+pub fn run_row_blocks(
+    sim: &mut Sim,
+    plan: &Plan,
+    group: u32,
+    total: u64,
+    rows: &[usize],
+) -> Result<u64, String> {
+    let want: BTreeSet<usize> = rows.iter().copied().collect();
     let mut blocks = 0;
     for l in plan
         .launches
         .iter()
         .filter(|l| !l.kernel.ends_with("_finalize"))
     {
-        let s = sim
-            .run_blocks(l, [bx..bx + 1, 0..l.grid[1], 0..l.grid[2]])
-            .map_err(|e| format!("{}: {e}\n{plan}", l.kernel))?;
-        blocks += s.blocks;
+        let unit = rows_per_step(l, group);
+        let gx = l.grid[0] as u64;
+        let owners: BTreeSet<u64> = rows
+            .iter()
+            .map(|&r| (r as u64 % (gx * unit)) / unit)
+            .collect();
+        let covered: BTreeSet<usize> = owners
+            .iter()
+            .flat_map(|&b| block_rows(b, unit, gx, total))
+            .collect();
+        if covered != want {
+            return Err(format!(
+                "{}: the blocks owning rows {} also own rows {}\n{plan}",
+                l.kernel,
+                show_rows(rows),
+                show_rows(&covered.difference(&want).copied().collect::<Vec<_>>())
+            ));
+        }
+        for b in owners {
+            let bx = b as u32;
+            let s = sim
+                .run_blocks(l, [bx..bx + 1, 0..l.grid[1], 0..l.grid[2]])
+                .map_err(|e| format!("{}: {e}\n{plan}", l.kernel))?;
+            blocks += s.blocks;
+        }
     }
     Ok(blocks)
 }

@@ -2,7 +2,7 @@
 //! the H200 and the simulator's GPU, workspace sizes, and every bad-input path (each returns
 //! the right `Error` variant; a rejected call plans nothing, so nothing can be launched).
 
-use warpnorm::layer_norm::plan::{geometry, Tier};
+use warpnorm::layer_norm::plan::{geometry, nested_first_grid, Tier};
 use warpnorm::layer_norm::{
     plan_backward, plan_forward, workspace_bytes, Affine, BackwardPtrs, Direction, ForwardPtrs,
     LayerNormDesc,
@@ -754,7 +754,7 @@ fn gcd(a: u64, b: u64) -> u64 {
 }
 
 /// LayerNorm's plain block backward of the mixed pairs (16-bit activations, f32 parameters;
-/// vector variant) sums dbeta in the dy sums' shared-memory slots (`kDbetaShared` in
+/// vector variant) sums dbeta in the dy sums' shared-memory slots (`kDbInSlots` in
 /// cuda/layer_norm.cu): its launches get 16 floats of each of 512 threads (8 on compute
 /// capability 12), or the team reduction's shared memory where that is more, with or without
 /// parameters. The other pairs, the scalar variant, the warp tier and RMSNorm keep the team
@@ -827,4 +827,80 @@ fn mixed_pair_block_backward_gets_the_dbeta_slots() {
     assert!(l.kernel.ends_with("_warp_vec"), "{}", l.kernel);
     assert_eq!(l.shared_mem_bytes, l.block[0] / 32 * 256 * 4);
     assert!(l.shared_mem_bytes < WN_LN_MAX_BLOCK * WN_LN_BWD_THREAD_ELEMS * 4);
+}
+
+/// The split tier's first pass (backward split_sums, forward split_stats) writes per-row chunk
+/// sums and no partial rows, so its grid is one full wave of its own kernel (every row when
+/// there are fewer): on sm_90 the vector split_sums keeps two 512-thread blocks per SM where
+/// split_dx keeps one, and runs twice split_dx's blocks (before, it ran on split_dx's grid:
+/// half a wave, half the loads in flight). The second pass keeps the partial-row rules.
+#[test]
+fn split_first_pass_runs_a_wave_of_its_own() {
+    let mut doubled = 0;
+    for props in [DeviceProps::H200, DeviceProps::H100, DeviceProps::A100] {
+        let sms = props.sm_count as u64;
+        for (t, p) in [
+            (DType::F32, DType::F32),
+            (DType::BF16, DType::BF16),
+            (DType::F16, DType::F32),
+        ] {
+            for (rows, cols) in [(16384usize, 12288usize), (16384, 16384), (200, 16384)] {
+                let d = desc(rows, cols, t, p, Affine::WeightBias);
+                let plan = plan_backward(&d, &bwd_ptrs(&d, &props), &props).unwrap();
+                let ctx = format!("{props:?} {t}/{p} {rows}x{cols}\n{plan}");
+                let (sums, dx) = (&plan.launches[0], &plan.launches[1]);
+                assert!(sums.kernel.ends_with("_split_sums_vec"), "{ctx}");
+                assert!(dx.kernel.ends_with("_split_dx_vec"), "{ctx}");
+                let splits = sums.grid[1] as u64;
+                assert_eq!(splits, dx.grid[1] as u64, "{ctx}");
+                let res = resident_blocks_of(&sums.kernel, sums.block[0], 0, &props) as u64;
+                let wave = (res * sms / splits).max(1);
+                let (gs, gd) = (sums.grid[0] as u64, dx.grid[0] as u64);
+                // One wave of split_sums (or every row), nested in split_dx's grid: every
+                // split_sums block's rows (r mod gs) are among one split_dx block's (r mod gd).
+                assert!(gs >= gd, "{ctx}");
+                if wave >= rows as u64 {
+                    assert_eq!(gs, rows as u64, "{ctx}");
+                } else {
+                    assert!(gs <= wave.max(gd) && gs % gd == 0, "{ctx}");
+                    assert!(gs + gd > wave, "a wave holds another multiple: {ctx}");
+                }
+                if props == DeviceProps::H200 && sums.grid[0] == 2 * dx.grid[0] {
+                    doubled += 1;
+                }
+            }
+        }
+        // Forward: split_stats on a wave of its own too (the split tier with few rows).
+        let d = desc(4, 1 << 20, DType::BF16, DType::BF16, Affine::WeightBias);
+        let plan = plan_forward(&d, &fwd_ptrs(&d, &props), &props).unwrap();
+        let stats = &plan.launches[0];
+        assert!(stats.kernel.ends_with("_split_stats_vec"), "{plan}");
+        let res = resident_blocks_of(&stats.kernel, stats.block[0], 0, &props) as u64;
+        let wave = (res * sms / stats.grid[1] as u64).max(1);
+        let (gs, gn) = (stats.grid[0] as u64, plan.launches[1].grid[0] as u64);
+        assert!(gs >= gn, "{plan}");
+        if wave >= 4 {
+            assert_eq!(gs, 4, "{plan}");
+        } else {
+            assert!(gs <= wave.max(gn) && gs % gn == 0, "{plan}");
+        }
+    }
+    // Where the build has sm_90 figures (nvcc present), split_sums doubles on the H200.
+    if warpnorm::kernels::RESOURCES.iter().any(|r| r.arch == 90) {
+        assert!(doubled > 0, "split_sums never ran on twice split_dx's grid");
+    }
+}
+
+/// nested_first_grid by hand: the H200's split_sums wave (2 blocks x 132 SMs / 2 chunks) over
+/// split_dx's 66 blocks; waves that are not a multiple; one that holds every row; a wave
+/// smaller than the second pass's grid; not the split tier (0).
+#[test]
+fn nested_first_grid_values() {
+    assert_eq!(nested_first_grid(132, 66, 16384), 132);
+    assert_eq!(nested_first_grid(150, 66, 16384), 132);
+    assert_eq!(nested_first_grid(3072, 2048, 2049), 2049);
+    assert_eq!(nested_first_grid(2500, 2048, 3000), 2048);
+    assert_eq!(nested_first_grid(3072, 2048, 3000), 3000);
+    assert_eq!(nested_first_grid(40, 66, 16384), 66);
+    assert_eq!(nested_first_grid(0, 66, 16384), 66);
 }

@@ -2,8 +2,9 @@
 //!
 //! **64-bit offsets.** Each case plans forward and backward for M x D > 2^31 elements (16-bit
 //! activations: byte offsets pass 2^32 too; one f32 case: 2^34 bytes) and runs, on ptxsim, only
-//! the block that owns the last row (every chunk of it in the split tier): its rows lie past
-//! element 2^31. The buffers are real simulator allocations of the full size, mapped lazily by
+//! the block that owns the last row (every chunk of it in the split tier; in a split first
+//! pass with more blocks, the blocks owning that block's rows: `run_row_blocks`): its rows lie
+//! past element 2^31. The buffers are real simulator allocations of the full size, mapped lazily by
 //! the host, so only the rows written here use memory, and initcheck proves the block reads
 //! nothing else. The rows a block owns follow the kernels' grid-stride rule over rows (the
 //! ABI's `group` and the launch's block shape give the rows per block and step), so the forward
@@ -23,8 +24,8 @@ use crate::support::{
 };
 use half::{bf16, f16};
 use testkit::rows::{
-    gather_rows, last_block, props_with_sms, run_block_column, run_huge_shapes, scatter_rows,
-    show_rows, HugeShape,
+    gather_rows, last_block, owner_launch, props_with_sms, run_huge_shapes, run_row_blocks,
+    scatter_rows, show_rows, HugeShape,
 };
 use testkit::sim::{skip_without_kernels, Sim};
 use warpnorm::abi::{WnLayerNormBwdArgs, WnLayerNormFwdArgs};
@@ -80,11 +81,11 @@ fn run_huge<T: Element + Default, P: Element + Default>(
         ));
     }
     let a: WnLayerNormFwdArgs = main.args.get().expect("forward args");
-    let (bx, rows_f) = last_block(main, m as u64, a.group);
+    let (_, rows_f) = last_block(owner_launch(&fwd), m as u64, a.group);
     let sub_f = case(rows_f.len(), 1);
     let data_f = with_params(make_data::<T, P>(&sub_f));
     scatter_rows(&mut sim, px, d, &rows_f, &data_f.x);
-    let blocks_f = run_block_column(&mut sim, &fwd, bx)?;
+    let blocks_f = run_row_blocks(&mut sim, &fwd, a.group, m as u64, &rows_f)?;
     let got_f = Outputs {
         y: gather_rows::<T>(&sim, py, d, &rows_f),
         mean: gather_rows::<f32>(&sim, pmean, 1, &rows_f),
@@ -115,7 +116,7 @@ fn run_huge<T: Element + Default, P: Element + Default>(
         ));
     }
     let a: WnLayerNormBwdArgs = main.args.get().expect("backward args");
-    let (bx, rows_b) = last_block(main, m as u64, a.group);
+    let (bx, rows_b) = last_block(owner_launch(&bwd), m as u64, a.group);
     let sub_b = case(rows_b.len(), 2);
     let data_b = with_params(make_data::<T, P>(&sub_b));
     let (r, ..) = reference_forward(&sub_b, &data_b)?;
@@ -124,7 +125,7 @@ fn run_huge<T: Element + Default, P: Element + Default>(
     scatter_rows(&mut sim, pmean, 1, &rows_b, &r.mean);
     scatter_rows(&mut sim, prstd, 1, &rows_b, &r.rstd);
     scatter_rows(&mut sim, plo, 1, &rows_b, &r.mean_lo);
-    let blocks_b = run_block_column(&mut sim, &bwd, bx)?;
+    let blocks_b = run_row_blocks(&mut sim, &bwd, a.group, m as u64, &rows_b)?;
     // The block's f32 partial rows (row blockIdx.x, stride part_stride) sum its rows'
     // dgamma / dbeta: the sub-problem's gradients before rounding.
     let part = |p: u64| {

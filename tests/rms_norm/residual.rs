@@ -1682,7 +1682,7 @@ fn sim_layer_norm_dbias_without_beta() {
 }
 
 /// The block tier's bias-gradient backward of RMSNorm with 16-bit activations and f32
-/// parameters (vector variant) sums dbias in shared-memory slots (`kDbetaShared` in
+/// parameters (vector variant) sums dbias in shared-memory slots (`kDbInSlots` in
 /// cuda/layer_norm.cu; in registers it spilled at the 128-register bound on sm_90 once its x
 /// and dy packs were held raw): its launch gets 16 floats of each of 512 threads; RMSNorm's
 /// plain block backward and the 16-bit pairs' bias-gradient one keep the team reduction's

@@ -2,8 +2,9 @@
 //! `tests/layer_norm/sim_huge.rs` for LayerNorm).
 //!
 //! **64-bit offsets.** Each case plans forward and backward for M x D > 2^31 elements and runs,
-//! on ptxsim, only the block that owns the last row (every chunk of it in the split tier),
-//! whose rows lie past element 2^31 (past byte 2^33 in the f32 case). The buffers are full-size
+//! on ptxsim, only the block that owns the last row (every chunk of it in the split tier; in a
+//! split first pass with more blocks, those owning that block's rows), whose rows lie past
+//! element 2^31 (past byte 2^33 in the f32 case). The buffers are full-size
 //! simulator allocations, mapped lazily, so only the rows written here use memory, and
 //! initcheck proves the block reads nothing else. The outputs of those rows - y and rstd, dx
 //! and the block's f32 partial dweight row - are compared with the CPU reference of exactly
@@ -18,8 +19,8 @@ use crate::support::{
 };
 use half::{bf16, f16};
 use testkit::rows::{
-    gather_rows, last_block, props_with_sms, run_block_column, run_huge_shapes, scatter_rows,
-    show_rows, HugeShape,
+    gather_rows, last_block, owner_launch, props_with_sms, run_huge_shapes, run_row_blocks,
+    scatter_rows, show_rows, HugeShape,
 };
 use testkit::sim::{skip_without_kernels, Sim};
 use warpnorm::abi::{WnLayerNormBwdArgs, WnLayerNormFwdArgs};
@@ -87,10 +88,10 @@ fn run_huge<T: Element + Default, P: Element + Default>(
         ));
     }
     let a: WnLayerNormFwdArgs = main.args.get().expect("forward args");
-    let (bx, rows_f) = last_block(main, m as u64, a.group);
+    let (_, rows_f) = last_block(owner_launch(&fwd), m as u64, a.group);
     let (case_f, data_f) = sub(rows_f.len(), 1);
     scatter_rows(&mut sim, px, d, &rows_f, &data_f.x);
-    let blocks_f = run_block_column(&mut sim, &fwd, bx)?;
+    let blocks_f = run_row_blocks(&mut sim, &fwd, a.group, m as u64, &rows_f)?;
     let got_f = Outputs {
         y: gather_rows::<T>(&sim, py, d, &rows_f),
         rstd: gather_rows::<f32>(&sim, prstd, 1, &rows_f),
@@ -124,14 +125,14 @@ fn run_huge<T: Element + Default, P: Element + Default>(
         ));
     }
     let a: WnLayerNormBwdArgs = main.args.get().expect("backward args");
-    let (bx, rows_b) = last_block(main, m as u64, a.group);
+    let (bx, rows_b) = last_block(owner_launch(&bwd), m as u64, a.group);
     let (case_b, data_b) = sub(rows_b.len(), 2);
     let r = cpu_forward::<T, P>(&case_b.desc(), &data_b.x, data_b.weight.as_deref())
         .map_err(|e| e.to_string())?;
     scatter_rows(&mut sim, px, d, &rows_b, &data_b.x);
     scatter_rows(&mut sim, pdy, d, &rows_b, &data_b.dy);
     scatter_rows(&mut sim, prstd, 1, &rows_b, &r.rstd);
-    let blocks_b = run_block_column(&mut sim, &bwd, bx)?;
+    let blocks_b = run_row_blocks(&mut sim, &bwd, a.group, m as u64, &rows_b)?;
     if !h.fewer_params && a.dgamma_part == 0 {
         return Err(format!("backward of {h:?} has no partial rows: {bwd}"));
     }

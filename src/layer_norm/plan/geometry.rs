@@ -42,7 +42,10 @@
 //! tier's kernels ([`crate::occupancy::resident_blocks_of`]: registers, shared memory,
 //! threads; one block per SM when the build has no figures for the device's SASS). On an
 //! H200 the backward vector kernels use 112-128 registers, so one 512-thread block per SM:
-//! 132 blocks, not the 264 of a fixed 1024-threads-per-SM cap.
+//! 132 blocks, not the 264 of a fixed 1024-threads-per-SM cap. The split tier's first pass
+//! (split_stats / split_sums: per-row chunk sums, no partial rows) gets a grid of its own
+//! kernel's wave ([`Geometry::first_grid_x`]): the backward's split_sums (64 registers on
+//! sm_90) runs two blocks per SM where split_dx runs one, twice the loads in flight.
 //!
 //! **Backward partial rows.** Each block writes one f32 partial row of dgamma and of dbeta
 //! (stride [`part_stride`] = D rounded up to 8 floats, so rows start on a 32-byte sector and
@@ -122,6 +125,12 @@ pub struct Geometry {
     pub rows_per_block: u32,
     /// Blocks in grid.x (rows are grid-strided over them); the backward partial rows.
     pub grid_x: u64,
+    /// Blocks in grid.x of the split tier's first pass (`split_stats` / `split_sums`), which
+    /// writes per-row chunk sums and no partial rows: sized by that kernel's own occupancy
+    /// (the backward's split_sums keeps two 512-thread blocks per SM resident on sm_90, where
+    /// split_dx keeps one), so that it runs a full wave, as a multiple of `grid_x` or every
+    /// row ([`nested_first_grid`]). `grid_x` in the other tiers.
+    pub first_grid_x: u64,
     /// Blocks in grid.y (chunks per row in the split tier, else 1).
     pub grid_y: u64,
     /// Dynamic shared memory (bytes) of the main kernel (backward: the team reduction of
@@ -184,7 +193,7 @@ pub(super) fn dy_sum_shared_bytes(dir: Direction, vec: bool, props: &DeviceProps
 
 /// Whether the block backward kernel a plan launches sums its second accumulators in the dy
 /// sums' shared-memory slots ([`dy_sum_shared_bytes`]) rather than in registers: the vector
-/// variant of 16-bit activations with f32 parameters (`kDbetaShared` in cuda/layer_norm.cu;
+/// variant of 16-bit activations with f32 parameters (`kDbInSlots` in cuda/layer_norm.cu;
 /// those kernels hold a row's x and dy packs raw before converting them, 64 bytes in flight
 /// per thread, and with those sums in registers they spilled at their 128-register bound):
 /// LayerNorm's plain kernel (dbeta; with or without a bias: the kernel sums dy either way) and
@@ -249,6 +258,21 @@ pub fn bwd_grid_for_heads(g: u64, unit: u64, rows: u64, period: u64) -> u64 {
         g / q * q
     } else {
         q.min(one_row_each)
+    }
+}
+
+/// The split tier's first-pass grid.x from that kernel's wave `wave` (blocks in x) and the
+/// second pass's `grid_x`: every row (one block each) when the wave holds them, else the
+/// largest multiple of grid_x in the wave, never below grid_x (0 = not the split tier:
+/// grid_x). Either way each first-pass block's rows are among one second-pass block's (row r
+/// is in block r mod grid), which lets a test run only the blocks that own given rows.
+pub fn nested_first_grid(wave: u64, grid_x: u64, rows: u64) -> u64 {
+    if wave == 0 {
+        grid_x
+    } else if wave >= rows {
+        rows.max(grid_x)
+    } else {
+        (wave / grid_x.max(1)).max(1) * grid_x
     }
 }
 
@@ -415,8 +439,9 @@ pub(crate) fn geometry_with(
     let few_rows = rows < sms && cols as usize >= SPLIT_MIN_COLS;
     let mut rows_per_block = 1u64;
     let fits_block = packs <= max_block * npack;
-    // (tier, threads, grid_x, grid_y, rows per block per grid-stride step, dynamic smem)
-    let (tier, threads, grid_x, grid_y, unit, smem) = if packs <= 32 * npack {
+    // (tier, threads, grid_x, grid_y, rows per block per grid-stride step, dynamic smem,
+    // the split tier's first pass's grid_x: 0 elsewhere)
+    let (tier, threads, grid_x, grid_y, unit, smem, first) = if packs <= 32 * npack {
         let (tier, group) = if packs <= 32 {
             let group = next_pow2(packs);
             (
@@ -435,7 +460,7 @@ pub(crate) fn geometry_with(
         if !fwd {
             g = g.min(want);
         }
-        (tier, warp_block, g, 1, per_block, smem)
+        (tier, warp_block, g, 1, per_block, smem, 0)
     } else if fits_block && !few_rows {
         let t = block_threads(packs);
         // Backward: several rows per 512-thread block when rows are short (one team of t
@@ -448,7 +473,7 @@ pub(crate) fn geometry_with(
             g = g.min(want);
         }
         rows_per_block = r;
-        (Tier::Block { threads: t as u32 }, t, g, 1, r, smem)
+        (Tier::Block { threads: t as u32 }, t, g, 1, r, smem, 0)
     } else {
         // Split: enough chunks that each fits a block, and (for few rows) enough blocks to
         // fill the GPU, but chunks of at least SPLIT_MIN_CHUNK elements.
@@ -478,6 +503,9 @@ pub(crate) fn geometry_with(
         };
         let c = cap(&passes, t, &smem);
         let g = row_blocks.min((c / splits).max(1));
+        // The first pass writes no partial rows (any grid covers the rows, each row with its
+        // own head): one wave of its own kernel, nested below (Geometry::first_grid_x).
+        let first = (cap(&passes[..1], t, &smem[..1]) / splits).max(1);
         (
             Tier::Split {
                 threads: t as u32,
@@ -489,6 +517,7 @@ pub(crate) fn geometry_with(
             splits,
             1,
             smem[1],
+            first,
         )
     };
     let mut grid_x = grid_x.max(1);
@@ -520,6 +549,7 @@ pub(crate) fn geometry_with(
         threads: threads as u32,
         rows_per_block: rows_per_block as u32,
         grid_x,
+        first_grid_x: nested_first_grid(first, grid_x, rows),
         grid_y,
         shared_mem_bytes,
         workspace_bytes: ws,

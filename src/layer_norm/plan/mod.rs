@@ -18,8 +18,8 @@ use super::desc::{Affine, LayerNormDesc, Problem};
 
 mod geometry;
 pub use geometry::{
-    access_bytes, bwd_grid_for_heads, bwd_min_rows_per_block, geometry, head_period, pack_width,
-    part_stride, Geometry, Tier, SPLIT_MIN_CHUNK, SPLIT_MIN_COLS,
+    access_bytes, bwd_grid_for_heads, bwd_min_rows_per_block, geometry, head_period,
+    nested_first_grid, pack_width, part_stride, Geometry, Tier, SPLIT_MIN_CHUNK, SPLIT_MIN_COLS,
 };
 pub(crate) use geometry::{geometry_of, geometry_with, residual_pass, RowNorm};
 use geometry::{kernel, launched_pass, round_up};
@@ -525,11 +525,13 @@ pub(crate) fn plan_forward_res_of(
                     pass.to_string()
                 };
                 let name = kernel(op, "fwd", desc, &tier, vec);
-                let grid = [
-                    grid_dim(geo.grid_x, &name)?,
-                    grid_dim(geo.grid_y, &name)?,
-                    1,
-                ];
+                // split_stats on a grid of its own occupancy (Geometry::first_grid_x).
+                let gx = if pass == "split_stats" {
+                    geo.first_grid_x
+                } else {
+                    geo.grid_x
+                };
+                let grid = [grid_dim(gx, &name)?, grid_dim(geo.grid_y, &name)?, 1];
                 plan.push(Launch::new(name, grid, block, 0, &a));
             }
         }
@@ -884,14 +886,15 @@ pub(crate) fn plan_backward_res_of(
             // split_dx stages its chunk of dgamma/dbeta in shared memory (chunk floats; with
             // dbeta beside dbias, first the threads' dy sums); with the bias gradient its
             // `split_dx_dbias` entry points.
-            for (pass, smem) in [("split_sums", 0), ("split_dx", geo.shared_mem_bytes)] {
+            // split_sums writes no partial rows: a grid of its own occupancy
+            // (Geometry::first_grid_x; two blocks per SM where split_dx has one).
+            for (pass, smem, gx) in [
+                ("split_sums", 0, geo.first_grid_x),
+                ("split_dx", geo.shared_mem_bytes, geo.grid_x),
+            ] {
                 let pass = launched_pass(pass, false, dbias.is_some(), vec);
                 let name = kernel(op, "bwd", desc, &pass, vec);
-                let grid = [
-                    grid_dim(geo.grid_x, &name)?,
-                    grid_dim(geo.grid_y, &name)?,
-                    1,
-                ];
+                let grid = [grid_dim(gx, &name)?, grid_dim(geo.grid_y, &name)?, 1];
                 plan.push(Launch::new(name, grid, block, smem, &args));
             }
         }
