@@ -5,10 +5,11 @@
  * dx in T (f32, f16, bf16), gamma/beta in P (T or f32), saved mean, mean_lo (the mean's
  * rounding error: the backward re-centres x on the pair) and rstd in f32. Everything
  * that accumulates is f32. Statistics come from the row held in
- * registers: a sum for the mean (compensated for 16-bit activations), then the corrected
- * two-pass residuals (sum of x - mean0 with their exact rounding errors, and sum (x - mean0)^2,
- * a compensated pair for f32 activations with rstd as a pair and the output formed from it,
- * tile_moments / tile_normalize; 16-bit activations save rstd refined by saved_rstd) - never
+ * registers: f32 activations by the corrected two-pass residuals (a sum for mean0, then the
+ * sum of x - mean0 with their exact rounding errors and sum (x - mean0)^2 as a compensated
+ * pair, rstd as a pair and the output formed from it); 16-bit activations the mean from a
+ * compensated sum as a pair and one plain pass of (x - mean0)^2 (tile_moments /
+ * tile_normalize; they save rstd refined by saved_rstd) - never
  * E[x^2] - E[x]^2; Chan's merge only combines chunk
  * statistics in the split tier, with chunk means kept as compensated pairs (welford.cuh's
  * chan_merge_all). Finite rows whose f32 sums overflow are redone on x * 2^-80 (tile_stats).
@@ -138,12 +139,7 @@ struct RowTeam {
     }
 };
 
-/**
- * True for the block team (a row per block: block and split tiers). The 16-bit statistics take
- * their cheaper form (tile_moments' kCheap) there; the warp tiers keep the form that fits their
- * 128 registers (kCheap's register peak spills there at 4 blocks per SM, and more registers
- * halve their warps).
- */
+/** True for the block team (a row per block: block and split tiers). */
 template <class Team>
 constexpr bool kIsBlockTeam = false;
 template <>
@@ -154,16 +150,15 @@ constexpr bool kIsBlockTeam<BlockTeam> = true;
  * sum(x) / n; then d = x - mean0, sd = sum(d), q = sum(d^2); the mean is mean0 + c with
  * c = sd / n, and m2 = q - sd * c = sum((x - mean)^2), not clamped. Never E[x^2] - E[x]^2.
  *
- * kCheap (16-bit activations in the block and split tiers): the mean from a compensated sum,
- * as the pair mean0 + c to about one rounding (the saved mean as close to the f64 one as
- * torch's: tests/layer_norm/fixtures.rs), then one plain pass q = sum((x - mean0)^2), m2 =
- * q - n c^2 (about 9 instructions per element for both). Its error, tens of u32 relative to the row's variance, is some 2^13 times below
- * one rounding of a 16-bit output: tests/layer_norm/accuracy.rs holds bf16 rows at 1e4 and 1e6
- * (constant, and a few ulps of spread) and f16/bf16 outlier rows to their bounds.
- *
- * Otherwise (f32, and 16-bit activations in the warp tiers) each d = x - mean0 carries its
- * exact rounding error (two_sum) into a compensated sd, so that mean0 + c is the mean to
- * about one rounding; 16-bit activations add d^2 plainly (m2lo = 0).
+ * 16-bit activations (!kExact), every tier: the mean from a compensated sum, as the pair
+ * mean0 + c to about one rounding (the saved mean as close to the f64 one as torch's:
+ * tests/layer_norm/fixtures.rs), then one plain pass q = sum((x - mean0)^2), m2 = q - n c^2
+ * (about 9 instructions per element for both). Its error, tens of u32 relative to the row's
+ * variance, is some 2^13 times below one rounding of a 16-bit output:
+ * tests/layer_norm/accuracy.rs holds bf16 rows at 1e4 and 1e6 (constant, and a few ulps of
+ * spread) and f16/bf16 outlier rows to their bounds. In the warp tiers c's division waits
+ * until after the second pass: formed before it, their kernels took 170-200 registers on
+ * sm_90 (not 124-128), a third fewer warps.
  *
  * kExact (f32 activations, whose output must be within ~1 rounding of the f64 result,
  * relative to the row's largest output): the first sum is compensated across the team,
@@ -173,7 +168,7 @@ constexpr bool kIsBlockTeam<BlockTeam> = true;
  * rounding per add (~30 in a thread's sum: rows of small values with one large outlier lost up
  * to ~5 units in rstd); c and S^2 / n are formed as pairs.
  */
-template <Norm N, bool kExact, bool kCheap, int VEC, int NPACK, class Team>
+template <Norm N, bool kExact, int VEC, int NPACK, class Team>
 __device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const TileGeom& g,
                                              const Team& team, float& mean0, float& c,
                                              float& cl, float& m2, float& m2lo) {
@@ -194,7 +189,7 @@ __device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const
         return;
     }
     const float n = static_cast<float>(g.n);
-    if constexpr (kCheap) {
+    if constexpr (!kExact) {
         // 16-bit activations: a compensated sum (s, se) gives the mean as the pair mean0 + c
         // to about one rounding (c from the division's exact residual), then q = sum((x -
         // mean0)^2) plainly: mean0 is within a rounding of the mean, so q - n c^2 is m2 to
@@ -207,7 +202,10 @@ __device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const
             for (int i = 0; i < VEC; ++i) comp_add(s, se, v[k][i]);  // 0 outside the segment
         team.sum_comp(s, se);
         mean0 = g.n > 0 ? s / n : 0.0f;
-        c = g.n > 0 ? (fmaf(-mean0, n, s) + se) / n : 0.0f;
+        // c = residual / n: the warp tiers divide after the second pass (see above: registers),
+        // the block tiers before it (after, bf16/f32's block kernel spilled 14 bytes on sm_90).
+        const float residual = fmaf(-mean0, n, s) + se;
+        if constexpr (kIsBlockTeam<Team>) c = g.n > 0 ? residual / n : 0.0f;
         float q = 0.0f;
 #pragma unroll
         for (int k = 0; k < NPACK; ++k) {
@@ -227,73 +225,56 @@ __device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const
             }
         }
         q = team.sum(q);
+        if constexpr (!kIsBlockTeam<Team>) c = g.n > 0 ? residual / n : 0.0f;
         m2 = q - (c * n) * c;
         m2lo = 0.0f;
         cl = 0.0f;
         return;
-    }
-    float s = 0.0f, se = 0.0f;
+    } else {
+        // f32 activations (kExact): mean0 only centres the residuals, corrected below.
+        float s = 0.0f, se = 0.0f;
 #pragma unroll
-    for (int k = 0; k < NPACK; ++k)
+        for (int k = 0; k < NPACK; ++k)
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) {  // 0 outside the segment
-            if constexpr (kExact) {
-                s += v[k][i];  // mean0 only centres the residuals, corrected below
-            } else {
-                comp_add(s, se, v[k][i]);
-            }
-        }
-    team.sum_comp(s, se);
-    mean0 = g.n > 0 ? (s + se) / n : 0.0f;
-    float sd = 0.0f, sde = 0.0f, q = 0.0f, qe = 0.0f;
+            for (int i = 0; i < VEC; ++i) s += v[k][i];  // 0 outside the segment
+        team.sum_comp(s, se);
+        mean0 = g.n > 0 ? (s + se) / n : 0.0f;
+        float sd = 0.0f, sde = 0.0f, q = 0.0f, qe = 0.0f;
 #pragma unroll
-    for (int k = 0; k < NPACK; ++k) {
-        const int64_t lo = g.lo<VEC>(k);
+        for (int k = 0; k < NPACK; ++k) {
+            const int64_t lo = g.lo<VEC>(k);
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) {
-            if (in_seg(lo + i, g.n)) {
-                float d, de;
-                two_sum(v[k][i], -mean0, d, de);
-                comp_add(sd, sde, d);
-                sde += de;
-                if constexpr (kExact) {
+            for (int i = 0; i < VEC; ++i) {
+                if (in_seg(lo + i, g.n)) {
+                    float d, de;
+                    two_sum(v[k][i], -mean0, d, de);
+                    comp_add(sd, sde, d);
+                    sde += de;
                     // d^2 = p + pe exactly; q + p by Fast2Sum (both >= 0: max first).
                     const float p = d * d;
                     const float pe = fmaf(d, d, -p);
                     const float a = fmaxf(q, p), b = fminf(q, p);
                     q = a + b;
                     qe += (b - (q - a)) + fmaf(d + d, de, pe);
-                } else {
-                    q = fmaf(d, d, q);
                 }
             }
         }
-    }
-    team.sum_comp(sd, sde);
-    if constexpr (kExact) {
+        team.sum_comp(sd, sde);
         team.sum_comp(q, qe);
-    } else {
-        q = team.sum(q);
+        const float sdt = sd + sde;
+        c = g.n > 0 ? sdt / n : 0.0f;
+        // m2 = q - S^2 / n with S = sd + sde and c = S / n as pairs: mean0 is a plain sum's (a
+        // few roundings of |mean| off), so S^2 / n may exceed m2 manyfold and is formed to
+        // ~u32^2 (with q's pair) before the difference.
+        float sh, sl;
+        two_sum(sd, sde, sh, sl);
+        cl = g.n > 0 ? (fmaf(-c, n, sh) + sl) / n : 0.0f;
+        const float corr = sh * c;
+        const float corr_lo = fmaf(sh, c, -corr) + fmaf(sh, cl, sl * c);
+        float hi, e;
+        two_sum(q, -corr, hi, e);
+        two_sum(hi, (e - corr_lo) + qe, m2, m2lo);
     }
-    const float sdt = sd + sde;
-    c = g.n > 0 ? sdt / n : 0.0f;
-    if constexpr (!kExact) {
-        m2 = q - sdt * c;
-        m2lo = 0.0f;
-        cl = 0.0f;
-        return;
-    }
-    // m2 = q - S^2 / n with S = sd + sde and c = S / n as pairs: mean0 is a plain sum's (a few
-    // roundings of |mean| off), so S^2 / n may exceed m2 manyfold and is formed to ~u32^2
-    // (with q's pair) before the difference.
-    float sh, sl;
-    two_sum(sd, sde, sh, sl);
-    cl = g.n > 0 ? (fmaf(-c, n, sh) + sl) / n : 0.0f;
-    const float corr = sh * c;
-    const float corr_lo = fmaf(sh, c, -corr) + fmaf(sh, cl, sl * c);
-    float hi, e;
-    two_sum(q, -corr, hi, e);
-    two_sum(hi, (e - corr_lo) + qe, m2, m2lo);
 }
 
 /**
@@ -338,8 +319,7 @@ __device__ __forceinline__ TileStats tile_stats(float (&v)[NPACK][VEC], const Ti
     TileStats st{1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     float m2, m2lo;
     for (;;) {
-        tile_moments<N, kExact, !kExact && kIsBlockTeam<Team>, VEC, NPACK>(v, g, team, st.mean0,
-                                                                            st.c, st.c_lo, m2, m2lo);
+        tile_moments<N, kExact, VEC, NPACK>(v, g, team, st.mean0, st.c, st.c_lo, m2, m2lo);
         const bool over = st.unscale == 1.0f && !isfinite(m2);
         if (!team.any(over)) break;
         if (over) {
