@@ -7,8 +7,13 @@
 //! from its first instruction.
 //!
 //! **The common path.** From the loop's first instruction, in address order: a conditional
-//! forward branch falls through (compilers lay the guarded, usual work out in line; a row's
-//! partial first or last pack is such guarded work, which the walk passes through as well); an
+//! forward branch falls through (compilers lay the guarded, usual work out in line), except
+//! over the per-element path of a row's partial first or last pack - a short region of at
+//! least 4 global loads all narrower than the loop's widest (a whole pack's), with no store,
+//! shuffle, barrier or branch out of it ([`partial_pack_region`]) - which the walk skips:
+//! it runs for one pack of a row at most, and walked it counted its loads and instructions
+//! with every pack's (the 8-byte packs' kernels of the mixed pairs lay it out in line, the
+//! 16-byte ones out of line; the model's instructions per byte then differed by the layout); an
 //! unconditional forward branch is followed; the loop's own backward branch, an unconditional
 //! `EXIT`/`RET` or a jump out of the loop ends the walk; other (inner) backward branches fall
 //! through (one trip of the inner loop).
@@ -222,9 +227,41 @@ impl LoopWalk {
     }
 }
 
+/// Global loads a region must hold, all narrower than the loop's widest, to be taken for the
+/// per-element path of a partial pack (a pack is at least 4 elements wide).
+const PARTIAL_PACK_LOADS: usize = 4;
+/// The longest region taken for a partial pack's per-element path (instructions).
+const PARTIAL_PACK_MAX_INSTRS: usize = 128;
+
+/// Whether the instructions `[from, to)` are the per-element path of a row's partial head or
+/// tail pack: at most [`PARTIAL_PACK_MAX_INSTRS`] instructions holding at least
+/// [`PARTIAL_PACK_LOADS`] global loads, every one narrower than `widest` (the loop's widest
+/// load, a whole pack's), and no store, branch, shuffle, barrier or atomic (the work that
+/// follows a pack's loads is not part of it; branches only forward within the region).
+fn partial_pack_region(f: &Function, from: usize, to: usize, widest: u32) -> bool {
+    let region = &f.instrs[from..to];
+    let end = f.instrs.get(to).map_or(u32::MAX, |i| i.addr);
+    let foreign = |i: &Instr| {
+        matches!(
+            i.base(),
+            "STG" | "ST" | "STS" | "SHFL" | "BAR" | "ATOM" | "ATOMG" | "RED" | "EXIT" | "RET"
+        ) || i.branch_target().is_some_and(|t| t <= i.addr || t > end)
+    };
+    if region.len() > PARTIAL_PACK_MAX_INSTRS || region.iter().any(foreign) {
+        return false;
+    }
+    let loads: Vec<u32> = region.iter().filter_map(Instr::global_load_bytes).collect();
+    loads.len() >= PARTIAL_PACK_LOADS && loads.iter().all(|&b| b < widest)
+}
+
 /// The instruction indices of the common path through `[first, last]` (see the module docs).
 fn common_path(f: &Function, first: usize, last: usize) -> Vec<usize> {
     let index_of = |addr: u32| f.instrs.binary_search_by_key(&addr, |i| i.addr).ok();
+    let widest = f.instrs[first..=last]
+        .iter()
+        .filter_map(Instr::global_load_bytes)
+        .max()
+        .unwrap_or(0);
     let mut path = Vec::new();
     let mut seen = BTreeSet::new();
     let mut pc = first;
@@ -250,6 +287,15 @@ fn common_path(f: &Function, first: usize, last: usize) -> Vec<usize> {
             }
             if t <= ins.addr && ins.unconditional() {
                 break;
+            }
+            // A conditional branch over a partial pack's per-element path: taken.
+            if t > ins.addr {
+                if let Some(ti) = index_of(t).filter(|&ti| ti <= last) {
+                    if partial_pack_region(f, pc + 1, ti, widest) {
+                        pc = ti;
+                        continue;
+                    }
+                }
             }
         }
         pc += 1;
@@ -435,6 +481,40 @@ mod tests {
         assert_eq!(w.mlp_bytes, 36);
         assert_eq!(w.instrs, 7);
         assert!(w.first_consumer.contains("STG"));
+    }
+
+    /// A pack's 8-byte load, then (guarded, in line) its per-element path of four 2-byte
+    /// loads, which the walk skips; a guarded region of fewer narrow loads (a row statistic) or
+    /// of loads as wide as the pack's stays on the path.
+    const PARTIAL: &str = "
+\t\tFunction : p
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                 /* 0x0 */
+        /*0010*/                   LDG.E.64 R4, desc[UR4][R2.64] ;        /* 0x0 */
+        /*0020*/               @P1 BRA 0x80 ;                             /* 0x0 */
+        /*0030*/                   LDG.E.U16 R6, desc[UR4][R2.64] ;       /* 0x0 */
+        /*0040*/                   LDG.E.U16 R7, desc[UR4][R2.64+0x2] ;   /* 0x0 */
+        /*0050*/                   LDG.E.U16 R8, desc[UR4][R2.64+0x4] ;   /* 0x0 */
+        /*0060*/                   LDG.E.U16 R9, desc[UR4][R2.64+0x6] ;   /* 0x0 */
+        /*0070*/                   PRMT R4, R6, 0x5410, R7 ;              /* 0x0 */
+        /*0080*/               @P2 BRA 0xa0 ;                             /* 0x0 */
+        /*0090*/                   LDG.E R10, desc[UR4][R12.64] ;         /* 0x0 */
+        /*00a0*/               @P3 BRA 0xc0 ;                             /* 0x0 */
+        /*00b0*/                   LDG.E.64 R14, desc[UR4][R16.64] ;      /* 0x0 */
+        /*00c0*/                   FADD R18, R4, R10 ;                    /* 0x0 */
+        /*00d0*/              @!P0 BRA 0x10 ;                             /* 0x0 */
+        /*00e0*/                   EXIT ;                                 /* 0x0 */
+";
+
+    #[test]
+    fn skips_a_partial_packs_per_element_path() {
+        let fs = parse_listing(PARTIAL);
+        let w = walk_main_loop(&fs[0]);
+        assert_eq!(w.range, (0x10, 0xd0));
+        // The pack (8), the statistic (4) and the wide guarded load (8); not the 2-byte ones.
+        assert_eq!(w.loads, 3);
+        assert_eq!(w.load_bytes, 20);
+        // 0x10, 0x20, then 0x80 to 0xd0.
+        assert_eq!(w.instrs, 8);
     }
 
     #[test]
