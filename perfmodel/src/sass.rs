@@ -10,7 +10,7 @@
 //! forward branch falls through (compilers lay the guarded, usual work out in line), except
 //! over the per-element path of a row's partial first or last pack - a short region of at
 //! least 4 global loads all narrower than the loop's widest (a whole pack's), with no store,
-//! shuffle, barrier or branch out of it ([`partial_pack_region`]) - which the walk skips:
+//! shuffle, barrier or branch out of it (`partial_pack_region`) - which the walk skips:
 //! it runs for one pack of a row at most, and walked it counted its loads and instructions
 //! with every pack's (the 8-byte packs' kernels of the mixed pairs lay it out in line, the
 //! 16-byte ones out of line; the model's instructions per byte then differed by the layout); an
