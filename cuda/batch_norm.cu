@@ -289,26 +289,32 @@ __device__ __forceinline__ Pack<T, V> load_pack_in(const T* p, int64_t e0, int64
  * pack lies wholly inside the tensor, else (only the tensor's last pack, when
  * numel % V != 0) none and returns zeros; load_pack_finish, called after the other loads of
  * the batch are issued, fills such a pack with its elements below numel one by one
- * (`tail`: what load_pack_issue set). Nothing outside the pack is read.
+ * (`tail`: what load_pack_issue set). Nothing outside the pack is read. The pack is held as
+ * 32-bit words (vec.cuh's Held), zeroed and loaded over: held as 16-bit elements, nvcc merged
+ * the zeros and the load with byte permutes right at the load, which waited for it, so that a
+ * 16-bit thread's second pack was issued only after its first had arrived (16 bytes in flight,
+ * not 32).
  */
 template <typename T, int V>
-__device__ __forceinline__ Pack<T, V> load_pack_issue(const T* p, int64_t e0, int64_t numel,
+__device__ __forceinline__ Held<T, V> load_pack_issue(const T* p, int64_t e0, int64_t numel,
                                                       bool& tail) {
-    tail = e0 + V > numel;
-    Pack<T, V> out;
+    tail = e0 + V > numel && e0 < numel;  // a pack at or past numel: zeros, no tail
+    Held<T, V> out;
 #pragma unroll
-    for (int i = 0; i < V; ++i) out.v[i] = from_float<T>(0.0f);
-    if (!tail) out = load_pack<T, V>(p + e0);
+    for (int i = 0; i < Held<T, V>::kCount; ++i) out.w[i] = 0u;  // +0 in every type
+    if (e0 + V <= numel) out.load(p + e0);
     return out;
 }
 
 template <typename T, int V>
-__device__ __forceinline__ void load_pack_finish(Pack<T, V>& v, const T* p, int64_t numel,
+__device__ __forceinline__ void load_pack_finish(Held<T, V>& h, const T* p, int64_t numel,
                                                  bool tail) {
     if (!tail) return;
     const int64_t e0 = numel / V * V;
+    Pack<T, V> v;
 #pragma unroll
     for (int i = 0; i < V; ++i) v.v[i] = e0 + i < numel ? p[e0 + i] : from_float<T>(0.0f);
+    memcpy(h.w, &v, sizeof(v));
 }
 
 /** Stores the elements of a pack at element e0 that are inside the tensor (see load_pack_in). */
@@ -374,20 +380,19 @@ __device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a) 
         int64_t n = u / spc;
         int64_t s = u - n * spc;
         while (u < end) {
-            Pack<T, V> px[kRU], pd[kRU];
+            Held<T, V> px[kRU], pd[kRU];
             int lo[kRU], hi[kRU];
             bool tail[kRU];
 #pragma unroll
             for (int j = 0; j < kRU; ++j) {
                 lo[j] = 0;
                 hi[j] = 0;
-                tail[j] = false;
+                int64_t at = numel;  // no pack (load_pack_issue: zeros, no load)
                 if (u < end) {
                     const int64_t b = n * slice + c * a.s;  // the slice's first element
                     const int64_t e0 = ((b + phase) / E) * E - phase + s * V;
                     if (e0 >= 0 && e0 < numel) {
-                        px[j] = load_pack_issue<T, V>(x, e0, numel, tail[j]);
-                        if constexpr (GRAD) pd[j] = load_pack_issue<T, V>(dy, e0, numel, tail[j]);
+                        at = e0;
                         lo[j] = static_cast<int>(max(b - e0, int64_t{0}));
                         hi[j] = static_cast<int>(min(b + a.s - e0, static_cast<int64_t>(V)));
                     }
@@ -399,6 +404,10 @@ __device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a) 
                         ++n;
                     }
                 }
+                // Outside the branch (as apply_nchw_odd): held across a join, nvcc split each
+                // pack into 16-bit halves there, which waited for its load.
+                px[j] = load_pack_issue<T, V>(x, at, numel, tail[j]);
+                if constexpr (GRAD) pd[j] = load_pack_issue<T, V>(dy, at, numel, tail[j]);
             }
 #pragma unroll
             for (int j = 0; j < kRU; ++j) {
@@ -408,18 +417,20 @@ __device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a) 
 #pragma unroll
             for (int j = 0; j < kRU; ++j) {
                 if (hi[j] <= lo[j]) continue;  // no element of the slice in this pack
+                const Pack<T, V> pxj = px[j].pack();
                 if constexpr (GRAD) {
+                    const Pack<T, V> pdj = pd[j].pack();
                     float xv[V], dv[V];
 #pragma unroll
                     for (int i = 0; i < V; ++i) {
                         const bool in = i >= lo[j] && i < hi[j];
-                        xv[i] = in ? to_float(px[j].v[i]) : mean;
-                        dv[i] = in ? to_float(pd[j].v[i]) : 0.0f;
+                        xv[i] = in ? to_float(pxj.v[i]) : mean;
+                        dv[i] = in ? to_float(pdj.v[i]) : 0.0f;
                     }
                     acc.template push_pack<V>(dv, xv, mean);
                 } else {
                     float w[V];
-                    unpack(px[j], w);
+                    unpack(pxj, w);
                     shift_lanes_down<V>(w, lo[j]);
                     float xv[V][1];
 #pragma unroll
@@ -765,7 +776,7 @@ __device__ __forceinline__ void apply_nchw_odd(const WnBatchNormApplyArgs& a) {
     const T* dy = reinterpret_cast<const T*>(a.dy);
     T* out = reinterpret_cast<T*>(a.out);
     for (; p < total; p += kOddUnroll * stride) {
-        Pack<T, V> px[kOddUnroll], pd[kOddUnroll];
+        Held<T, V> px[kOddUnroll], pd[kOddUnroll];
         int64_t chs[kOddUnroll];
         int split[kOddUnroll];
         bool tail[kOddUnroll];
@@ -773,11 +784,10 @@ __device__ __forceinline__ void apply_nchw_odd(const WnBatchNormApplyArgs& a) {
         for (int j = 0; j < kOddUnroll; ++j) {
             chs[j] = ch;
             split[j] = static_cast<int>(min(a.s - r, static_cast<int64_t>(V)));
-            tail[j] = false;
-            if (p + j * stride < total) {
-                px[j] = load_pack_issue<T, V>(x, (p + j * stride) * V, numel, tail[j]);
-                if constexpr (BWD) pd[j] = load_pack_issue<T, V>(dy, (p + j * stride) * V, numel, tail[j]);
-            }
+            // Unconditional (a pack past the tensor loads nothing): behind a branch, nvcc
+            // split each pack into 16-bit halves at the join, which waited for its load.
+            px[j] = load_pack_issue<T, V>(x, (p + j * stride) * V, numel, tail[j]);
+            if constexpr (BWD) pd[j] = load_pack_issue<T, V>(dy, (p + j * stride) * V, numel, tail[j]);
             r += sr;
             const int64_t carry = r >= a.s ? 1 : 0;
             r -= carry * a.s;
@@ -802,7 +812,7 @@ __device__ __forceinline__ void apply_nchw_odd(const WnBatchNormApplyArgs& a) {
                 for (int i = 0; i < V; ++i) k[t][i] = i < split[j] ? ka.k[t] : kb.k[t];
             }
             store_pack_in<T, V>(out, (p + j * stride) * V, numel,
-                                apply_pack<T, V, V, BWD>(px[j], pd[j], k));
+                                apply_pack<T, V, V, BWD>(px[j].pack(), pd[j].pack(), k));
         }
     }
 }
