@@ -517,6 +517,33 @@ mod tests {
         assert_eq!(w.instrs, 8);
     }
 
+    /// A guarded region of four 4-byte loads (per-element parameters) that also stores: the
+    /// work after a pack's loads, which the walk keeps (a first version of the rule skipped a
+    /// BatchNorm kernel's whole normalize-and-store section this way).
+    const GUARDED_WORK: &str = "
+\t\tFunction : w
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                 /* 0x0 */
+        /*0010*/                   LDG.E.128 R4, desc[UR4][R2.64] ;       /* 0x0 */
+        /*0020*/               @P1 BRA 0x80 ;                             /* 0x0 */
+        /*0030*/                   LDG.E R8, desc[UR4][R12.64] ;          /* 0x0 */
+        /*0040*/                   LDG.E R9, desc[UR4][R12.64+0x4] ;      /* 0x0 */
+        /*0050*/                   LDG.E R10, desc[UR4][R12.64+0x8] ;     /* 0x0 */
+        /*0060*/                   LDG.E R11, desc[UR4][R12.64+0xc] ;     /* 0x0 */
+        /*0070*/                   STG.E.128 desc[UR4][R14.64], R4 ;      /* 0x0 */
+        /*0080*/              @!P0 BRA 0x10 ;                             /* 0x0 */
+        /*0090*/                   EXIT ;                                 /* 0x0 */
+";
+
+    #[test]
+    fn keeps_guarded_work_that_stores() {
+        let fs = parse_listing(GUARDED_WORK);
+        let w = walk_main_loop(&fs[0]);
+        assert_eq!(w.range, (0x10, 0x80));
+        assert_eq!(w.loads, 5);
+        assert_eq!(w.load_bytes, 32);
+        assert_eq!(w.instrs, 8);
+    }
+
     #[test]
     fn registers() {
         assert_eq!(registers_in("desc[UR4][R2.64+0x10]"), vec![2, 3]);
