@@ -168,8 +168,8 @@ constexpr bool kIsBlockTeam<BlockTeam> = true;
  * rounding per add (~30 in a thread's sum: rows of small values with one large outlier lost up
  * to ~5 units in rstd); c and S^2 / n are formed as pairs.
  */
-template <Norm N, bool kExact, int VEC, int NPACK, class Team>
-__device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const TileGeom& g,
+template <Norm N, bool kExact, int VEC, int NPACK, class Team, class G>
+__device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const G& g,
                                              const Team& team, float& mean0, float& c,
                                              float& cl, float& m2, float& m2lo) {
     if constexpr (N == Norm::Rms) {
@@ -209,7 +209,7 @@ __device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const
         float q = 0.0f;
 #pragma unroll
         for (int k = 0; k < NPACK; ++k) {
-            const int64_t lo = g.lo<VEC>(k);
+            const auto lo = g.template lo<VEC>(k);
             if (full_pack<VEC>(g, k)) {
 #pragma unroll
                 for (int i = 0; i < VEC; ++i) {
@@ -242,7 +242,7 @@ __device__ __forceinline__ void tile_moments(const float (&v)[NPACK][VEC], const
         float sd = 0.0f, sde = 0.0f, q = 0.0f, qe = 0.0f;
 #pragma unroll
         for (int k = 0; k < NPACK; ++k) {
-            const int64_t lo = g.lo<VEC>(k);
+            const auto lo = g.template lo<VEC>(k);
 #pragma unroll
             for (int i = 0; i < VEC; ++i) {
                 if (in_seg(lo + i, g.n)) {
@@ -313,8 +313,8 @@ struct TileStats {
  * sub-warp groups; groups that were fine recompute the same bits, so a row's result never
  * depends on its neighbours).
  */
-template <Norm N, bool kExact, int VEC, int NPACK, class Team>
-__device__ __forceinline__ TileStats tile_stats(float (&v)[NPACK][VEC], const TileGeom& g,
+template <Norm N, bool kExact, int VEC, int NPACK, class Team, class G>
+__device__ __forceinline__ TileStats tile_stats(float (&v)[NPACK][VEC], const G& g,
                                                 const Team& team, float denom) {
     TileStats st{1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     float m2, m2lo;
@@ -388,13 +388,13 @@ __device__ __forceinline__ float saved_rstd(float var, float eps, float fallback
  * the mean split as mean0 + c (tile_stats). `gamma` and `beta` point at the parameter of the
  * segment's column 0 (null when absent).
  */
-template <bool kExact, typename P, int VEC, int NPACK>
-__device__ __forceinline__ void tile_normalize(float (&v)[NPACK][VEC], const TileGeom& g,
+template <bool kExact, typename P, int VEC, int NPACK, class G>
+__device__ __forceinline__ void tile_normalize(float (&v)[NPACK][VEC], const G& g,
                                                float mean0, float c, float rstd, float rlo,
                                                const P* gamma, const P* beta) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
-        const int64_t lo = g.lo<VEC>(k);
+        const auto lo = g.template lo<VEC>(k);
         if (lo >= g.n) continue;
         float gm[VEC], bt[VEC];
         if (gamma != nullptr) {
@@ -457,8 +457,8 @@ __device__ __forceinline__ void mean_pair(const TileStats& st, float& hi, float&
 }
 
 /** Loads one pack of a segment (columns [lo, lo + VEC), 0 outside [0, n)) as floats. */
-template <typename T, int VEC>
-__device__ __forceinline__ void pack_load(const T* base, int64_t lo, int64_t n,
+template <typename T, int VEC, typename I>
+__device__ __forceinline__ void pack_load(const T* base, I lo, I n,
                                           float (&out)[VEC]) {
     if (lo >= 0 && lo + VEC <= n) {
         const Pack<T, VEC> pack = load_pack<T, VEC>(base + lo);
@@ -494,9 +494,9 @@ __device__ __forceinline__ void pack_load(const T* base, int64_t lo, int64_t n,
  * right at its load, which then waited for the data): the bf16/f32 and f16/f32 res_block
  * and res_split_stats kernels went from 32 to 80-84 bytes in flight per thread on sm_90.
  */
-template <typename T, typename P, int VEC, int NPACK, int KC>
+template <typename T, typename P, int VEC, int NPACK, int KC, class G>
 __device__ __forceinline__ void load_residual(const WnLayerNormFwdArgs& a, int64_t off,
-                                              const P* bias, const TileGeom& g,
+                                              const P* bias, const G& g,
                                               float (&v)[NPACK][VEC]) {
     static_assert(KC >= 1 && NPACK % KC == 0, "whole groups of packs");
     const T* xp = reinterpret_cast<const T*>(a.x) + off;
@@ -512,18 +512,18 @@ __device__ __forceinline__ void load_residual(const WnLayerNormFwdArgs& a, int64
         for (int j = 0; j < KC; ++j) {
             if (full_pack<VEC>(g, k0 + j)) {
                 if constexpr (kWords8) {
-                    hx[j].load(xp + g.lo<VEC>(k0 + j));
-                    hr[j].load(res + g.lo<VEC>(k0 + j));
+                    hx[j].load(xp + g.template lo<VEC>(k0 + j));
+                    hr[j].load(res + g.template lo<VEC>(k0 + j));
                 } else {
-                    rx[j] = load_pack<T, VEC>(xp + g.lo<VEC>(k0 + j));
-                    rr[j] = load_pack<T, VEC>(res + g.lo<VEC>(k0 + j));
+                    rx[j] = load_pack<T, VEC>(xp + g.template lo<VEC>(k0 + j));
+                    rr[j] = load_pack<T, VEC>(res + g.template lo<VEC>(k0 + j));
                 }
             }
         }
 #pragma unroll
         for (int j = 0; j < KC; ++j) {
             const int k = k0 + j;
-            const int64_t lo = g.lo<VEC>(k);
+            const auto lo = g.template lo<VEC>(k);
             if (lo >= g.n) {
 #pragma unroll
                 for (int i = 0; i < VEC; ++i) v[k][i] = 0.0f;
@@ -585,9 +585,9 @@ constexpr int kResGroup = !kIsBlockTeam<Team> || VEC == 1                       
 enum ResMode : int { kPlain = 0, kFused = 1, kRuntime = 2 };
 
 /** Fills `v` with the row segment at element offset `off`: x, or h (load_residual). */
-template <int kRes, class Team, typename T, typename P, int VEC, int NPACK>
+template <int kRes, class Team, typename T, typename P, int VEC, int NPACK, class G>
 __device__ __forceinline__ void fwd_load(const WnLayerNormFwdArgs& a, int64_t off,
-                                         const P* bias, const TileGeom& g,
+                                         const P* bias, const G& g,
                                          float (&v)[NPACK][VEC]) {
     constexpr int KC = kResGroup<Team, T, VEC, NPACK>;
     if constexpr (kRes == kFused) {
@@ -612,7 +612,7 @@ __device__ __forceinline__ void fwd_row(const WnLayerNormFwdArgs& a, int64_t row
                                         const Team& team, int t, int team_size) {
     const int64_t off = row * a.cols;
     const T* xr = reinterpret_cast<const T*>(a.x) + off;
-    const TileGeom g{active ? a.cols : 0, head_offset<T, VEC>(xr), t, team_size};
+    const TileGeom g{active ? static_cast<int>(a.cols) : 0, head_offset<T, VEC>(xr), t, team_size};
     float v[NPACK][VEC];
     fwd_load<kRes, Team, T, P, VEC, NPACK>(a, off, reinterpret_cast<const P*>(a.bias), g, v);
     constexpr bool kExact = kExactOut<T>;
@@ -698,7 +698,7 @@ __device__ __forceinline__ void fwd_split_stats(const WnLayerNormFwdArgs& a) {
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
         const int64_t off = row * a.cols + c * a.chunk;
         const T* xs = reinterpret_cast<const T*>(a.x) + off;
-        const TileGeom g{n, head_offset<T, VEC>(xs), static_cast<int>(threadIdx.x),
+        const TileGeom64 g{n, head_offset<T, VEC>(xs), static_cast<int>(threadIdx.x),
                          static_cast<int>(blockDim.x)};
         float v[NPACK][VEC];
         // Fused residual add: this pass stores h, split_norm reads it back.
@@ -780,7 +780,7 @@ __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
         }
         const int64_t off = row * a.cols + c * a.chunk;
         const T* xs = reinterpret_cast<const T*>(a.x) + off;
-        const TileGeom g{n, head_offset<T, VEC>(xs), static_cast<int>(threadIdx.x),
+        const TileGeom64 g{n, head_offset<T, VEC>(xs), static_cast<int>(threadIdx.x),
                          static_cast<int>(blockDim.x)};
         float v[NPACK][VEC];
         tile_load<T, VEC, NPACK>(xs, g, v);
@@ -878,16 +878,16 @@ __device__ __forceinline__ void centre_tile(float (&x)[NPACK][VEC], const RowSta
  * (x - mean) * rstd: `mean` 0 where x was re-centred (centre_tile), the f32 mean in the split
  * tier's first pass (which applies mean_lo to the sums afterwards).
  */
-template <Norm N, typename P, int VEC, int NPACK>
+template <Norm N, typename P, int VEC, int NPACK, class G>
 __device__ __forceinline__ void bwd_local_sums(const float (&x)[NPACK][VEC],
-                                               const float (&dy)[NPACK][VEC], const TileGeom& g,
+                                               const float (&dy)[NPACK][VEC], const G& g,
                                                float mean, float rstd, const P* gamma, float& sa,
                                                float& sb) {
     sa = 0.0f;
     sb = 0.0f;
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
-        const int64_t lo = g.lo<VEC>(k);
+        const auto lo = g.template lo<VEC>(k);
         if (lo >= g.n) continue;
         float gm[VEC];
         if (gamma != nullptr) param_load<P, VEC>(gamma, lo, g.n, gm, 0.0f);
@@ -963,14 +963,14 @@ __device__ __forceinline__ void dy_sums_take(const float* base, float (&out)[NPA
  * dx of the held segment (written over `x`), given the row means c1 = mean(g*dy) and
  * c2 = mean(g*dy*xhat); accumulates dgamma/dbeta into `acc`.
  */
-template <Norm N, typename P, int VEC, int NPACK>
+template <Norm N, typename P, int VEC, int NPACK, class G>
 __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)[NPACK][VEC],
-                                       const TileGeom& g, float rstd, float c1, float c2,
+                                       const G& g, float rstd, float c1, float c2,
                                        const P* gamma, bool db_dx, bool db_here,
                                        ParamGrads<VEC, NPACK>& acc, float* ysum = nullptr) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
-        const int64_t lo = g.lo<VEC>(k);
+        const auto lo = g.template lo<VEC>(k);
         if (lo >= g.n) continue;
         if (ysum != nullptr) add_dy_sums<VEC>(ysum, k, dy[k]);  // dbeta beside dbias
         float gm[VEC];
@@ -997,12 +997,12 @@ __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)
  * The bias gradient (a.db_dx): adds the segment's f32 dx held in `v` (dh included) to the db
  * accumulators.
  */
-template <int VEC, int NPACK>
-__device__ __forceinline__ void acc_dx(ParamGrads<VEC, NPACK>& acc, const TileGeom& g,
+template <int VEC, int NPACK, class G>
+__device__ __forceinline__ void acc_dx(ParamGrads<VEC, NPACK>& acc, const G& g,
                                        const float (&v)[NPACK][VEC]) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
-        const int64_t lo = g.lo<VEC>(k);
+        const auto lo = g.template lo<VEC>(k);
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
             if (in_seg(lo + i, g.n)) acc.db[k][i] += v[k][i];
@@ -1014,13 +1014,13 @@ __device__ __forceinline__ void acc_dx(ParamGrads<VEC, NPACK>& acc, const TileGe
  * Fused residual add, backward (a.dh set): adds the gradient arriving on h, at element offset
  * `off`, to the segment's dx held in `v` (f32, before dx's one rounding). A pack at a time.
  */
-template <typename T, int VEC, int NPACK>
+template <typename T, int VEC, int NPACK, class G>
 __device__ __forceinline__ void add_dh(const WnLayerNormBwdArgs& a, int64_t off,
-                                       const TileGeom& g, float (&v)[NPACK][VEC]) {
+                                       const G& g, float (&v)[NPACK][VEC]) {
     const T* dh = reinterpret_cast<const T*>(a.dh) + off;
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
-        const int64_t lo = g.lo<VEC>(k);
+        const auto lo = g.template lo<VEC>(k);
         if (lo >= g.n) continue;
         float d[VEC];
         pack_load<T, VEC>(dh, lo, g.n, d);  // 0 outside the segment
@@ -1035,15 +1035,15 @@ __device__ __forceinline__ void add_dh(const WnLayerNormBwdArgs& a, int64_t off,
  * shared-memory slots (add_dy_sums; the whole pack: columns outside the segment hold 0, the
  * loaders' zeros plus dh's, and are never written out).
  */
-template <typename T, int VEC, int NPACK>
+template <typename T, int VEC, int NPACK, class G>
 __device__ __forceinline__ void add_dh_acc(const WnLayerNormBwdArgs& a, int64_t off,
-                                           const TileGeom& g, float (&v)[NPACK][VEC],
+                                           const G& g, float (&v)[NPACK][VEC],
                                            ParamGrads<VEC, NPACK>& acc, float* slots = nullptr) {
     const T* dh = reinterpret_cast<const T*>(a.dh) + off;
     const bool has_dh = a.dh != 0;
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
-        const int64_t lo = g.lo<VEC>(k);
+        const auto lo = g.template lo<VEC>(k);
         if (lo >= g.n) continue;
         float d[VEC];
         if (has_dh) {
@@ -1068,9 +1068,9 @@ __device__ __forceinline__ void add_dh_acc(const WnLayerNormBwdArgs& a, int64_t 
  * is stored, so that no dh tile is held (the 16-bit warp backward sits at its 128-register
  * bound).
  */
-template <Norm N, typename T, int VEC, int NPACK>
+template <Norm N, typename T, int VEC, int NPACK, class G>
 __device__ __forceinline__ void store_dx(const WnLayerNormBwdArgs& a, int64_t off,
-                                         const TileGeom& g, const float (&v)[NPACK][VEC],
+                                         const G& g, const float (&v)[NPACK][VEC],
                                          ParamGrads<VEC, NPACK>& acc) {
     T* dx = reinterpret_cast<T*>(a.dx) + off;
     const bool db_dx = a.db_dx != 0;  // uniform: the bias gradient sums the f32 dx
@@ -1085,7 +1085,7 @@ __device__ __forceinline__ void store_dx(const WnLayerNormBwdArgs& a, int64_t of
     const int64_t dist = static_cast<int64_t>(a.dx) - static_cast<int64_t>(a.dh);
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
-        const int64_t lo = g.lo<VEC>(k);
+        const auto lo = g.template lo<VEC>(k);
         const T* hp = dh + lo;
         T* xp = reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(hp) + dist);
         if (lo >= 0 && lo + VEC <= g.n) {
@@ -1154,7 +1154,7 @@ __device__ __forceinline__ void bwd_row(const WnLayerNormBwdArgs& a, int64_t row
                                         ParamGrads<VEC, NPACK>& acc, float* ysum = nullptr) {
     const int64_t base = row * a.cols;
     const T* xr = reinterpret_cast<const T*>(a.x) + base;
-    const TileGeom g{active ? a.cols : 0, off, t, team_size};
+    const TileGeom64 g{active ? a.cols : 0, off, t, team_size};
     float x[NPACK][VEC], dy[NPACK][VEC];
     tile_load2<T, VEC, NPACK, kHoldPacks<N, kDb, Team>>(xr, reinterpret_cast<const T*>(a.dy) + base,
                                                         g, x, dy);
@@ -1235,9 +1235,9 @@ __device__ __forceinline__ void store_team_sums(D* dst, int64_t n, int teams, co
  * of `part_addr` or, for a single-block grid (`out_addr` set), directly as the final values
  * in P. Nothing when both are 0 (block-uniform). Every thread of the block must call it.
  */
-template <typename P, int VEC, int NPACK>
+template <typename P, int VEC, int NPACK, class G>
 __device__ __forceinline__ void store_partial(const WnLayerNormBwdArgs& a, wn_devptr part_addr,
-                                              wn_devptr out_addr, const TileGeom& g, int team,
+                                              wn_devptr out_addr, const G& g, int team,
                                               int teams, int64_t col0,
                                               const float (&v)[NPACK][VEC], float* smem) {
     float* part = reinterpret_cast<float*>(part_addr);
@@ -1246,7 +1246,7 @@ __device__ __forceinline__ void store_partial(const WnLayerNormBwdArgs& a, wn_de
     float* mine = smem + team * g.n;
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
-        const int64_t lo = g.lo<VEC>(k);
+        const auto lo = g.template lo<VEC>(k);
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
             if (in_seg(lo + i, g.n)) mine[lo + i] = v[k][i];
@@ -1270,8 +1270,8 @@ __device__ __forceinline__ void store_partial(const WnLayerNormBwdArgs& a, wn_de
  * then the column sums of dy (dbeta there: a.dy_sum_part / a.dy_sum) by store_partial.
  * Every thread of the block must call it.
  */
-template <typename P, int VEC, int NPACK>
-__device__ __forceinline__ void store_partials(const WnLayerNormBwdArgs& a, const TileGeom& g,
+template <typename P, int VEC, int NPACK, class G>
+__device__ __forceinline__ void store_partials(const WnLayerNormBwdArgs& a, const G& g,
                                                int team, int teams, int64_t col0,
                                                const ParamGrads<VEC, NPACK>& acc, float* smem,
                                                const float (*ys)[NPACK][VEC] = nullptr) {
@@ -1283,7 +1283,7 @@ __device__ __forceinline__ void store_partials(const WnLayerNormBwdArgs& a, cons
         float* mine = smem + team * g.n;
 #pragma unroll
         for (int k = 0; k < NPACK; ++k) {
-            const int64_t lo = g.lo<VEC>(k);
+            const auto lo = g.template lo<VEC>(k);
 #pragma unroll
             for (int i = 0; i < VEC; ++i) {
                 if (in_seg(lo + i, g.n)) mine[lo + i] = which == 0 ? acc.dg[k][i] : acc.db[k][i];
@@ -1328,7 +1328,7 @@ __device__ __forceinline__ void bwd_warp(const WnLayerNormBwdArgs& a) {
         const int64_t row = base + lane / g;
         bwd_row<N, T, P, VEC, NPACK, kDbRuntime>(a, row, row < a.rows, team, t, g, off, acc);
     }
-    const TileGeom cols{a.cols, off, t, g};
+    const TileGeom64 cols{a.cols, off, t, g};
     store_partials<P, VEC, NPACK>(a, cols, threadIdx.x / g, per_block, 0, acc, smem);
 }
 
@@ -1394,7 +1394,7 @@ __device__ __forceinline__ void bwd_block(const WnLayerNormBwdArgs& a) {
                                           blockDim.x, off, acc, ysum);
     }
     const int off = kPerRow ? row_head<T, VEC>(a, blockIdx.x * teams + threadIdx.y) : held;
-    const TileGeom g{a.cols, off, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+    const TileGeom64 g{a.cols, off, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
     if constexpr (kYSum) {
         float ys[NPACK][VEC];
         dy_sums_take<VEC, NPACK>(ysum, ys);
@@ -1427,7 +1427,7 @@ __device__ __forceinline__ void bwd_split_sums(const WnLayerNormBwdArgs& a) {
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
         const int64_t off = row * a.cols + c * a.chunk;
         // Chunks start at multiples of the vector width: a chunk's head is its row's.
-        const TileGeom g{n, row_head<T, VEC>(a, row), static_cast<int>(threadIdx.x),
+        const TileGeom64 g{n, row_head<T, VEC>(a, row), static_cast<int>(threadIdx.x),
                          static_cast<int>(blockDim.x)};
         float x[NPACK][VEC], dy[NPACK][VEC];
         // One pack in flight at a time: with both packs raw, this kernel took 66 registers on
@@ -1467,7 +1467,7 @@ __device__ __forceinline__ void bwd_split_dx(const WnLayerNormBwdArgs& a) {
     const P* gamma = a.gamma ? reinterpret_cast<const P*>(a.gamma) + c * a.chunk : nullptr;
     const float* sums = reinterpret_cast<const float*>(a.row_sums);
     const int head = row_head<T, VEC>(a, blockIdx.x);
-    const TileGeom g{n, head, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+    const TileGeom64 g{n, head, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
     const float inv_n = 1.0f / static_cast<float>(a.cols);
     ParamGrads<VEC, NPACK> acc;
     acc.zero();

@@ -21,10 +21,20 @@
 
 namespace warpnorm {
 
-/** Where a thread's packs sit in a segment (see the header comment). */
-struct TileGeom {
+/**
+ * Where a thread's packs sit in a segment (see the header comment), with column indices of
+ * type I. A segment is at most one team's tile (512 threads of 32 elements: the planner's
+ * tiers), so 32-bit indices (TileGeom) cannot overflow; a bound check is then one ISETP instead
+ * of two and an address one IMAD.WIDE. The forward's warp and block tiers use them (LayerNorm
+ * bf16/f32 block kernel on sm_90: 1168 -> 1045 instructions per 32 elements; bf16/bf16 935 ->
+ * 835). The backward and the split tier keep 64-bit indices (TileGeom64): at their
+ * 128-register bound the 32-bit form spilled five backward kernels on sm_90 and sm_100, and
+ * RMSNorm's split_stats issued half its loads before converting the first.
+ */
+template <typename I>
+struct TileGeomT {
     /** Valid columns in the segment. */
-    int64_t n;
+    I n;
     /** Elements between the previous access-width boundary and the segment start (0 for VEC 1). */
     int off;
     /** This thread's index in the team. */
@@ -34,10 +44,15 @@ struct TileGeom {
 
     /** First segment column of this thread's k-th pack (may be negative for the head). */
     template <int VEC>
-    __device__ __forceinline__ int64_t lo(int k) const {
-        return (static_cast<int64_t>(k) * team + t) * VEC - off;
+    __device__ __forceinline__ I lo(int k) const {
+        return (static_cast<I>(k) * team + t) * VEC - off;
     }
 };
+
+/** 32-bit column indices (the forward's warp and block tiers). */
+using TileGeom = TileGeomT<int>;
+/** 64-bit column indices (the backward, the split tier). */
+using TileGeom64 = TileGeomT<int64_t>;
 
 /**
  * Elements of T between the previous VEC * sizeof(T)-byte boundary (the access width) and `p`
@@ -92,13 +107,34 @@ __device__ __forceinline__ void store_vec(T* p, const Pack<T, N>& pack) {
 }
 
 /** True when column `c` lies in the segment. */
-__device__ __forceinline__ bool in_seg(int64_t c, int64_t n) { return c >= 0 && c < n; }
+template <typename I>
+__device__ __forceinline__ bool in_seg(I c, I n) {
+    return c >= 0 && c < n;
+}
 
 /** True when this thread's k-th pack lies wholly in the segment (one vector access). */
-template <int VEC>
-__device__ __forceinline__ bool full_pack(const TileGeom& g, int k) {
-    const int64_t lo = g.lo<VEC>(k);
+template <int VEC, class G>
+__device__ __forceinline__ bool full_pack(const G& g, int k) {
+    const auto lo = g.template lo<VEC>(k);
     return lo >= 0 && lo + VEC <= g.n;
+}
+
+/** A raw pack's holder (Pack, or vec.cuh's Held words): its load and its pack. */
+template <typename T, int VEC>
+__device__ __forceinline__ void raw_load(Pack<T, VEC>& r, const T* p) {
+    r = load_pack<T, VEC>(p);
+}
+template <typename T, int VEC, bool W>
+__device__ __forceinline__ void raw_load(Held<T, VEC, W>& r, const T* p) {
+    r.load(p);
+}
+template <typename T, int VEC>
+__device__ __forceinline__ Pack<T, VEC> raw_pack(const Pack<T, VEC>& r) {
+    return r;
+}
+template <typename T, int VEC, bool W>
+__device__ __forceinline__ Pack<T, VEC> raw_pack(const Held<T, VEC, W>& r) {
+    return r.pack();
 }
 
 /**
@@ -106,12 +142,11 @@ __device__ __forceinline__ bool full_pack(const TileGeom& g, int k) {
  * any is used, so that NPACK loads are in flight per thread rather than one; packs that are
  * not full are left unset (tile_convert reads them element by element).
  */
-template <typename T, int VEC, int NPACK>
-__device__ __forceinline__ void tile_load_raw(const T* base, const TileGeom& g,
-                                              Pack<T, VEC> (&raw)[NPACK]) {
+template <typename T, int VEC, int NPACK, class R, class G>
+__device__ __forceinline__ void tile_load_raw(const T* base, const G& g, R (&raw)[NPACK]) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
-        if (full_pack<VEC>(g, k)) raw[k] = load_pack<T, VEC>(base + g.lo<VEC>(k));
+        if (full_pack<VEC>(g, k)) raw_load(raw[k], base + g.template lo<VEC>(k));
     }
 }
 
@@ -119,16 +154,16 @@ __device__ __forceinline__ void tile_load_raw(const T* base, const TileGeom& g,
  * Converts tile_load_raw's packs to floats; the (at most two) packs at the segment's ends
  * are read here element by element under the bound (0 outside).
  */
-template <typename T, int VEC, int NPACK>
-__device__ __forceinline__ void tile_convert(const T* base, const TileGeom& g,
-                                             const Pack<T, VEC> (&raw)[NPACK],
+template <typename T, int VEC, int NPACK, class R, class G>
+__device__ __forceinline__ void tile_convert(const T* base, const G& g, const R (&raw)[NPACK],
                                              float (&v)[NPACK][VEC]) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
-        const int64_t lo = g.lo<VEC>(k);
+        const auto lo = g.template lo<VEC>(k);
         if (full_pack<VEC>(g, k)) {
+            const Pack<T, VEC> pack = raw_pack(raw[k]);
 #pragma unroll
-            for (int i = 0; i < VEC; ++i) v[k][i] = to_float(raw[k].v[i]);
+            for (int i = 0; i < VEC; ++i) v[k][i] = to_float(pack.v[i]);
         } else {
 #pragma unroll
             for (int i = 0; i < VEC; ++i) v[k][i] = in_seg(lo + i, g.n) ? to_float(base[lo + i]) : 0.0f;
@@ -136,26 +171,17 @@ __device__ __forceinline__ void tile_convert(const T* base, const TileGeom& g,
     }
 }
 
-/** Loads this thread's packs of the segment starting at `base` as floats (0 outside). */
-template <typename T, int VEC, int NPACK>
-__device__ __forceinline__ void tile_load(const T* base, const TileGeom& g,
-                                          float (&v)[NPACK][VEC]) {
-    Pack<T, VEC> raw[NPACK];
-    tile_load_raw<T, VEC, NPACK>(base, g, raw);
-    tile_convert<T, VEC, NPACK>(base, g, raw, v);
-}
-
 /**
  * tile_load with each pack converted as soon as it arrives (one load in flight per thread, the
  * fewest live registers): for kernels at their register bound (the backward's split_sums, and
  * tile_load2's 8- and 16-byte packs of the other pairs).
  */
-template <typename T, int VEC, int NPACK>
-__device__ __forceinline__ void tile_load_each(const T* base, const TileGeom& g,
+template <typename T, int VEC, int NPACK, class G>
+__device__ __forceinline__ void tile_load_each(const T* base, const G& g,
                                                float (&v)[NPACK][VEC]) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
-        const int64_t lo = g.lo<VEC>(k);
+        const auto lo = g.template lo<VEC>(k);
         if (full_pack<VEC>(g, k)) {
             const Pack<T, VEC> pack = load_pack<T, VEC>(base + lo);
 #pragma unroll
@@ -164,6 +190,40 @@ __device__ __forceinline__ void tile_load_each(const T* base, const TileGeom& g,
 #pragma unroll
             for (int i = 0; i < VEC; ++i) v[k][i] = in_seg(lo + i, g.n) ? to_float(base[lo + i]) : 0.0f;
         }
+    }
+}
+
+/**
+ * Whether tile_load takes the 8-byte packs of a 16-bit type (the forward's mixed pairs) one at
+ * a time (tile_load_each): on compute capability >= 12.0, where holding them all raw spilled
+ * the LayerNorm and RMSNorm bf16/f32 block kernels (16 bytes each, at 128 registers).
+ */
+constexpr bool kLoadEach8 =
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+    true;
+#else
+    false;
+#endif
+
+/**
+ * Loads this thread's packs of the segment starting at `base` as floats (0 outside): every
+ * full pack issued raw (tile_load_raw) before any is converted. The 8-byte packs of a 16-bit
+ * type are held as 32-bit words (vec.cuh's Held; as packs, nvcc kept a 16-bit half of one in
+ * local memory in LayerNorm's bf16/f32 block kernel on sm_90).
+ */
+template <typename T, int VEC, int NPACK, class G>
+__device__ __forceinline__ void tile_load(const T* base, const G& g, float (&v)[NPACK][VEC]) {
+    constexpr bool kWords8 = sizeof(T) == 2 && VEC * sizeof(T) == 8;
+    if constexpr (kWords8 && kLoadEach8) {
+        tile_load_each<T, VEC, NPACK>(base, g, v);
+    } else if constexpr (kWords8) {
+        Held<T, VEC> raw[NPACK];
+        tile_load_raw<T, VEC, NPACK>(base, g, raw);
+        tile_convert<T, VEC, NPACK>(base, g, raw, v);
+    } else {
+        Pack<T, VEC> raw[NPACK];
+        tile_load_raw<T, VEC, NPACK>(base, g, raw);
+        tile_convert<T, VEC, NPACK>(base, g, raw, v);
     }
 }
 
@@ -181,8 +241,8 @@ __device__ __forceinline__ void pack2_to_float(const Pack<T, VEC>& pa, const Pac
  * tile_load2's pack at the row's head or tail (not whole): per-element loads of columns
  * [lo, lo + VEC) in [0, n) of both segments, 0 elsewhere.
  */
-template <typename T, int VEC>
-__device__ __forceinline__ void end_pack2_load(const T* a, const T* b, int64_t lo, int64_t n,
+template <typename T, int VEC, typename I>
+__device__ __forceinline__ void end_pack2_load(const T* a, const T* b, I lo, I n,
                                                float (&va)[VEC], float (&vb)[VEC]) {
 #pragma unroll
     for (int i = 0; i < VEC; ++i) {
@@ -203,13 +263,13 @@ __device__ __forceinline__ void end_pack2_load(const T* a, const T* b, int64_t l
  * flight, or with no registers to spare) they load as tile_load_each. f32 packs need no
  * conversion (nvcc issues them all at once).
  */
-template <typename T, int VEC, int NPACK, bool kHold8 = true>
-__device__ __forceinline__ void tile_load2(const T* a, const T* b, const TileGeom& g,
+template <typename T, int VEC, int NPACK, bool kHold8 = true, class G>
+__device__ __forceinline__ void tile_load2(const T* a, const T* b, const G& g,
                                            float (&va)[NPACK][VEC], float (&vb)[NPACK][VEC]) {
     if constexpr (sizeof(T) == 2 && VEC * sizeof(T) == 16) {
 #pragma unroll
         for (int k = 0; k < NPACK; ++k) {
-            const int64_t lo = g.lo<VEC>(k);
+            const auto lo = g.template lo<VEC>(k);
             if (full_pack<VEC>(g, k)) {
                 const Pack<T, VEC> pa = load_pack<T, VEC>(a + lo);
                 const Pack<T, VEC> pb = load_pack<T, VEC>(b + lo);
@@ -223,13 +283,13 @@ __device__ __forceinline__ void tile_load2(const T* a, const T* b, const TileGeo
 #pragma unroll
         for (int k = 0; k < NPACK; ++k) {
             if (full_pack<VEC>(g, k)) {
-                ha[k].load(a + g.lo<VEC>(k));
-                hb[k].load(b + g.lo<VEC>(k));
+                ha[k].load(a + g.template lo<VEC>(k));
+                hb[k].load(b + g.template lo<VEC>(k));
             }
         }
 #pragma unroll
         for (int k = 0; k < NPACK; ++k) {
-            const int64_t lo = g.lo<VEC>(k);
+            const auto lo = g.template lo<VEC>(k);
             if (full_pack<VEC>(g, k)) {
                 pack2_to_float(ha[k].pack(), hb[k].pack(), va[k], vb[k]);
             } else {
@@ -243,12 +303,12 @@ __device__ __forceinline__ void tile_load2(const T* a, const T* b, const TileGeo
 }
 
 /** Rounds and stores this thread's packs of the segment at `base` (columns in [0, n) only). */
-template <typename T, int VEC, int NPACK>
-__device__ __forceinline__ void tile_store(T* base, const TileGeom& g,
+template <typename T, int VEC, int NPACK, class G>
+__device__ __forceinline__ void tile_store(T* base, const G& g,
                                            const float (&v)[NPACK][VEC]) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
-        const int64_t lo = g.lo<VEC>(k);
+        const auto lo = g.template lo<VEC>(k);
         if (lo >= 0 && lo + VEC <= g.n) {
             Pack<T, VEC> pack;
 #pragma unroll
@@ -269,8 +329,8 @@ __device__ __forceinline__ void tile_store(T* base, const TileGeom& g,
  * 16-byte aligned and VEC elements of P span whole 16-byte vectors; per-element loads
  * otherwise. Parameters are small and re-read per row from L1/L2, never from DRAM twice.
  */
-template <typename P, int VEC>
-__device__ __forceinline__ void param_load(const P* p, int64_t lo, int64_t n, float (&out)[VEC],
+template <typename P, int VEC, typename I>
+__device__ __forceinline__ void param_load(const P* p, I lo, I n, float (&out)[VEC],
                                            float fill) {
     constexpr int kBytes = VEC * static_cast<int>(sizeof(P));
     if constexpr (kBytes >= 16 && kBytes % 16 == 0) {
