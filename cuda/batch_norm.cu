@@ -469,14 +469,15 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a) {
     const T* x = reinterpret_cast<const T*>(a.x) + cv * V;
     const T* dy = reinterpret_cast<const T*>(a.dy) + cv * V;
     // Rows in flight per thread (kFlight), in groups of kUnroll rows of the compensated
-    // Welford update. The f16 statistics hold 8 channels per thread (25 accumulator registers) and
-    // took 113 registers on sm_90 with 4 rows in flight: 2 blocks of 256 threads per SM, 32 KB
-    // of loads in flight, short of an H200's need (the performance model). 8 rows in flight
-    // (two groups) take 128 registers, still 2 blocks, with twice the loads in flight. (Smaller groups
-    // spend more instructions per element than the registers they save are worth: one row
-    // per group took the f16 kernel to 108 registers but 34 instructions per element, issue
-    // bound; bf16 would need 164 registers for 8 rows, 1 block per SM, so it keeps 4.)
-    constexpr int kFlight = !GRAD && std::is_same<T, __half>::value ? 2 * kUnroll : kUnroll;
+    // Welford update. The 16-bit statistics hold 8 channels per thread (25 accumulator
+    // registers) and took 113 registers on sm_90 with 4 rows in flight: 2 blocks of 256 threads
+    // per SM, 32 KB of loads in flight, short of an H200's need (the performance model). 8 rows
+    // in flight (two groups) take 128 registers, still 2 blocks, with twice the loads in flight
+    // (f16 and bf16 alike, no spill on sm_75/80/90/100/120 with nvcc 13.0; an earlier bf16 form
+    // took 164). (Smaller groups spend more instructions per element than the registers they
+    // save are worth: one row per group took the f16 kernel to 108 registers but 34
+    // instructions per element, issue bound.)
+    constexpr int kFlight = !GRAD && sizeof(T) == 2 ? 2 * kUnroll : kUnroll;
     Acc acc;
     acc.init();
     float mean[V];  // GRAD: the saved means (their lo parts are applied by the finalize)
