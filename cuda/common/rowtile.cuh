@@ -17,6 +17,8 @@
  */
 #pragma once
 
+#include <type_traits>
+
 #include "vec.cuh"
 
 namespace warpnorm {
@@ -216,12 +218,9 @@ __device__ __forceinline__ void tile_load(const T* base, const G& g, float (&v)[
     constexpr bool kWords8 = sizeof(T) == 2 && VEC * sizeof(T) == 8;
     if constexpr (kWords8 && kLoadEach8) {
         tile_load_each<T, VEC, NPACK>(base, g, v);
-    } else if constexpr (kWords8) {
-        Held<T, VEC> raw[NPACK];
-        tile_load_raw<T, VEC, NPACK>(base, g, raw);
-        tile_convert<T, VEC, NPACK>(base, g, raw, v);
     } else {
-        Pack<T, VEC> raw[NPACK];
+        using Raw = typename std::conditional<kWords8, Held<T, VEC>, Pack<T, VEC>>::type;
+        Raw raw[NPACK];
         tile_load_raw<T, VEC, NPACK>(base, g, raw);
         tile_convert<T, VEC, NPACK>(base, g, raw, v);
     }
