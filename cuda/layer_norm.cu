@@ -23,6 +23,10 @@
  *            (fwd) / 512 (bwd); 16-bit types the same element counts.
  * - block:   a row per team of 128..512 threads, in registers, D <= 16K (fwd) / 8K (bwd)
  *            elements; backward packs 512 / team rows per 512-thread block (blockDim.y teams).
+ * - wide:    backward, vec only: a row per 512-thread block with twice the block tier's
+ *            elements per thread (D <= 16K), x and dy held as loaded, dgamma/dbeta summed in
+ *            shared-memory slots (bwd_wide, SlotGrads): the row read once where split reads
+ *            it twice; planned where the device's opt-in shared memory holds the slots.
  * - split:   a row split into chunks across grid.y (longer rows, or fewer rows than SMs with
  *            D >= 4096): fwd split_stats writes per-chunk (mean hi, mean lo, m2 / D, lo),
  *            split_norm merges them in chunk order and normalizes; bwd split_sums /
@@ -819,6 +823,7 @@ enum DbMode : int { kDbOff = 0, kDbOn = 1, kDbRuntime = 2 };
  */
 template <int VEC, int NPACK>
 struct ParamGrads {
+    static constexpr bool kSlots = false;
     float dg[NPACK][VEC];
     float db[NPACK][VEC];
     __device__ __forceinline__ void zero() {
@@ -826,6 +831,14 @@ struct ParamGrads {
         for (int k = 0; k < NPACK; ++k)
 #pragma unroll
             for (int i = 0; i < VEC; ++i) dg[k][i] = db[k][i] = 0.0f;
+    }
+    /**
+     * Applies `f(dg, db)` to pack k's accumulators in place (SlotGrads' interface; `dg_on` and
+     * `db_on` say which of them f changes, which only SlotGrads needs).
+     */
+    template <class F>
+    __device__ __forceinline__ void update(int k, bool, bool, F&& f) {
+        f(dg[k], db[k]);
     }
 };
 
@@ -960,14 +973,69 @@ __device__ __forceinline__ void dy_sums_take(const float* base, float (&out)[NPA
 }
 
 /**
+ * The wide block tier's accumulators (bwd_wide): dgamma (array 0) and the second sums (array
+ * 1: dbeta, or the bias gradient) in thread-private shared-memory slots, add_dy_sums' layout,
+ * `kArrays` arrays of NPACK * VEC floats for each of WN_LN_MAX_BLOCK threads (the planner's
+ * `wide_shared_bytes`), so that a thread's registers hold only the row it works on: twice the
+ * block tier's columns per thread. `update` reads a pack's 16-byte slots, applies the same
+ * adds as the registers' ParamGrads, in the same order, and writes them back; no barrier (no
+ * other thread touches the slots until `take`).
+ */
+template <int VEC, int NPACK, int kArrays>
+struct SlotGrads {
+    static_assert(VEC % 4 == 0, "slot packs are whole 16-byte slots");
+    static constexpr bool kSlots = true;
+    /** Floats of one array (its slots for every thread of the block). */
+    static constexpr int kArray = NPACK * VEC * WN_LN_MAX_BLOCK;
+    float* base;  // the block's shared memory + 4 * (thread index)
+    __device__ __forceinline__ float* array(int q) const { return base + q * kArray; }
+    /** Pack k's slots as pack 0 (for one-pack calls: bwd_row_wide). */
+    __device__ __forceinline__ SlotGrads at(int k) const {
+        return SlotGrads{base + k * (VEC / 4) * kDySlotStride};
+    }
+    __device__ __forceinline__ void zero() const {
+#pragma unroll
+        for (int q = 0; q < kArrays; ++q) dy_sums_zero<VEC, NPACK>(array(q));
+    }
+    __device__ __forceinline__ static float4* slot(float* arr, int k, int q) {
+        return reinterpret_cast<float4*>(arr + (k * (VEC / 4) + q) * kDySlotStride);
+    }
+    __device__ __forceinline__ static void get(float* arr, int k, float (&v)[VEC]) {
+#pragma unroll
+        for (int q = 0; q < VEC / 4; ++q) {
+            const float4 s = *slot(arr, k, q);
+            v[4 * q] = s.x;
+            v[4 * q + 1] = s.y;
+            v[4 * q + 2] = s.z;
+            v[4 * q + 3] = s.w;
+        }
+    }
+    __device__ __forceinline__ static void put(float* arr, int k, const float (&v)[VEC]) {
+#pragma unroll
+        for (int q = 0; q < VEC / 4; ++q) {
+            *slot(arr, k, q) = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+        }
+    }
+    template <class F>
+    __device__ __forceinline__ void update(int k, bool dg_on, bool db_on, F&& f) const {
+        float dg[VEC] = {}, db[VEC] = {};
+        if (dg_on) get(array(0), k, dg);
+        if (db_on) get(array(1), k, db);
+        f(dg, db);
+        if (dg_on) put(array(0), k, dg);
+        if (db_on) put(array(1), k, db);
+    }
+};
+
+/**
  * dx of the held segment (written over `x`), given the row means c1 = mean(g*dy) and
  * c2 = mean(g*dy*xhat); accumulates dgamma/dbeta into `acc`.
  */
-template <Norm N, typename P, int VEC, int NPACK, class G>
+template <Norm N, typename P, int VEC, int NPACK, class G, class Acc>
 __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)[NPACK][VEC],
                                        const G& g, float rstd, float c1, float c2,
-                                       const P* gamma, bool db_dx, bool db_here,
-                                       ParamGrads<VEC, NPACK>& acc, float* ysum = nullptr) {
+                                       const P* gamma, bool db_dx, bool db_here, Acc& acc,
+                                       float* ysum = nullptr) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
         const auto lo = g.template lo<VEC>(k);
@@ -975,21 +1043,24 @@ __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)
         if (ysum != nullptr) add_dy_sums<VEC>(ysum, k, dy[k]);  // dbeta beside dbias
         float gm[VEC];
         if (gamma != nullptr) param_load<P, VEC>(gamma, lo, g.n, gm, 0.0f);
+        // db_dx: db sums dx (here with db_here, else after dh is added: bwd_row) and dbeta is
+        // the planner's or ysum's; else LayerNorm's dbeta (RMSNorm has none), in ysum where
+        // the kernel sums it in shared memory (kDbInSlots).
+        const bool db_dy = N == Norm::Layer && !db_dx && ysum == nullptr;
+        acc.update(k, true, db_dy || db_here, [&](float (&dg)[VEC], float (&db)[VEC]) {
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) {
-            if (in_seg(lo + i, g.n)) {
-                const float xhat = x[k][i] * rstd;  // x re-centred (centre_tile)
-                const float gdy = gamma != nullptr ? dy[k][i] * gm[i] : dy[k][i];
-                acc.dg[k][i] = fmaf(dy[k][i], xhat, acc.dg[k][i]);
-                const float d = (gdy - fmaf(xhat, c2, c1)) * rstd;
-                // db_dx: db sums dx (here with db_here, else after dh is added: bwd_row) and
-                // dbeta is the planner's or ysum's; else LayerNorm's dbeta (RMSNorm has none),
-                // in ysum where the kernel sums it in shared memory (kDbInSlots).
-                if (N == Norm::Layer && !db_dx && ysum == nullptr) acc.db[k][i] += dy[k][i];
-                if (db_here) acc.db[k][i] += d;  // dh's share, if any, in store_dx
-                x[k][i] = d;
+            for (int i = 0; i < VEC; ++i) {
+                if (in_seg(lo + i, g.n)) {
+                    const float xhat = x[k][i] * rstd;  // x re-centred (centre_tile)
+                    const float gdy = gamma != nullptr ? dy[k][i] * gm[i] : dy[k][i];
+                    dg[i] = fmaf(dy[k][i], xhat, dg[i]);
+                    const float d = (gdy - fmaf(xhat, c2, c1)) * rstd;
+                    if (db_dy) db[i] += dy[k][i];
+                    if (db_here) db[i] += d;  // dh's share, if any, in store_dx
+                    x[k][i] = d;
+                }
             }
-        }
+        });
     }
 }
 
@@ -997,16 +1068,18 @@ __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)
  * The bias gradient (a.db_dx): adds the segment's f32 dx held in `v` (dh included) to the db
  * accumulators.
  */
-template <int VEC, int NPACK, class G>
-__device__ __forceinline__ void acc_dx(ParamGrads<VEC, NPACK>& acc, const G& g,
-                                       const float (&v)[NPACK][VEC]) {
+template <int VEC, int NPACK, class G, class Acc>
+__device__ __forceinline__ void acc_dx(Acc& acc, const G& g, const float (&v)[NPACK][VEC]) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
         const auto lo = g.template lo<VEC>(k);
+        if (Acc::kSlots && lo >= g.n) continue;  // (registers: every pack, as before)
+        acc.update(k, false, true, [&](float(&)[VEC], float (&db)[VEC]) {
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) {
-            if (in_seg(lo + i, g.n)) acc.db[k][i] += v[k][i];
-        }
+            for (int i = 0; i < VEC; ++i) {
+                if (in_seg(lo + i, g.n)) db[i] += v[k][i];
+            }
+        });
     }
 }
 
@@ -1035,10 +1108,10 @@ __device__ __forceinline__ void add_dh(const WnLayerNormBwdArgs& a, int64_t off,
  * shared-memory slots (add_dy_sums; the whole pack: columns outside the segment hold 0, the
  * loaders' zeros plus dh's, and are never written out).
  */
-template <typename T, int VEC, int NPACK, class G>
+template <typename T, int VEC, int NPACK, class G, class Acc>
 __device__ __forceinline__ void add_dh_acc(const WnLayerNormBwdArgs& a, int64_t off,
-                                           const G& g, float (&v)[NPACK][VEC],
-                                           ParamGrads<VEC, NPACK>& acc, float* slots = nullptr) {
+                                           const G& g, float (&v)[NPACK][VEC], Acc& acc,
+                                           float* slots = nullptr) {
     const T* dh = reinterpret_cast<const T*>(a.dh) + off;
     const bool has_dh = a.dh != 0;
 #pragma unroll
@@ -1055,7 +1128,9 @@ __device__ __forceinline__ void add_dh_acc(const WnLayerNormBwdArgs& a, int64_t 
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
             v[k][i] += d[i];
-            if (slots == nullptr && in_seg(lo + i, g.n)) acc.db[k][i] += v[k][i];
+            if constexpr (!Acc::kSlots) {  // (SlotGrads: `slots` is its db array)
+                if (slots == nullptr && in_seg(lo + i, g.n)) acc.db[k][i] += v[k][i];
+            }
         }
         if (slots != nullptr) add_dy_sums<VEC>(slots, k, v[k]);
     }
@@ -1415,6 +1490,131 @@ __device__ __forceinline__ void bwd_block_dbias(const WnLayerNormBwdArgs& a) {
     bwd_block<N, T, P, VEC, NPACK, kDbOn>(a);
 }
 
+/**
+ * One row of the wide block tier (bwd_wide): its x and dy packs held raw (16-bit pairs: half
+ * the registers of floats, the block tier's form; tile_load_raw) from their loads to dx, and
+ * converted to floats a pack at a time twice, for the row sums and for dx (the same arithmetic
+ * as bwd_row's, one pack per call: `gk` is pack k alone, TileGeom64 with thread index
+ * k * team + t), the accumulators' pack k at `acc.at(k)`.
+ */
+template <Norm N, typename T, typename P, int VEC, int NPACK, int kDb, class Acc>
+__device__ __forceinline__ void bwd_row_wide(const WnLayerNormBwdArgs& a, int64_t row,
+                                             const RowTeam& team, int off, const Acc& acc,
+                                             float* ysum) {
+    const int64_t base = row * a.cols;
+    const T* xr = reinterpret_cast<const T*>(a.x) + base;
+    const T* dyr = reinterpret_cast<const T*>(a.dy) + base;
+    const TileGeom64 g{a.cols, off, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+    using Raw = typename std::conditional<sizeof(T) == 2, Held<T, VEC>,
+                                          Pack<T, VEC>>::type;
+    Raw rx[NPACK], rdy[NPACK];
+    tile_load_raw<T, VEC, NPACK>(xr, g, rx);
+    tile_load_raw<T, VEC, NPACK>(dyr, g, rdy);
+    const RowStats rs = row_stats<N>(a, row, true);
+    const P* gamma = reinterpret_cast<const P*>(a.gamma);
+    // Pack k of the tile as floats (x re-centred), 0 outside the segment.
+    auto convert = [&](int k, const TileGeom64& gk, float (&x)[1][VEC], float (&dy)[1][VEC]) {
+        tile_convert<T, VEC, 1>(xr, gk, *reinterpret_cast<const Raw(*)[1]>(&rx[k]), x);
+        tile_convert<T, VEC, 1>(dyr, gk, *reinterpret_cast<const Raw(*)[1]>(&rdy[k]), dy);
+        centre_tile<N, VEC, 1>(x, rs);
+    };
+    float sa = 0.0f, sb = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const TileGeom64 gk{g.n, g.off, k * g.team + g.t, g.team};
+        if (gk.template lo<VEC>(0) >= g.n) continue;
+        float x[1][VEC], dy[1][VEC], pa, pb;
+        convert(k, gk, x, dy);
+        // LayerNorm's dy sums (dbeta beside the bias gradient) here, where fewer registers are
+        // live than beside dx (there the f16 and bf16 kernels spilled 4 bytes on sm_90).
+        if (ysum != nullptr) add_dy_sums<VEC>(ysum + k * (VEC / 4) * kDySlotStride, 0, dy[0]);
+        bwd_local_sums<N, P, VEC, 1>(x, dy, gk, 0.0f, rs.rstd, gamma, pa, pb);
+        sa += pa;
+        sb += pb;
+    }
+    team.sum2(sa, sb);
+    if constexpr (sizeof(T) == 2) {
+        // The held words as new values (no instruction): else nvcc keeps the first pass's
+        // floats for the second instead of converting again, twice the registers (LayerNorm's
+        // f16 wide_dbias kernel spilled 28 bytes on sm_90).
+#pragma unroll
+        for (int k = 0; k < NPACK; ++k) {
+#pragma unroll
+            for (int j = 0; j < Raw::kCount; ++j) {
+                asm("" : "+r"(rx[k].w[j]));
+                asm("" : "+r"(rdy[k].w[j]));
+            }
+        }
+    }
+    const float inv_n = 1.0f / static_cast<float>(a.cols);
+    constexpr bool kDbDx = kDb == kDbOn;
+    T* dx = reinterpret_cast<T*>(a.dx) + base;
+#pragma unroll
+    for (int k = 0; k < NPACK; ++k) {
+        const TileGeom64 gk{g.n, g.off, k * g.team + g.t, g.team};
+        if (gk.template lo<VEC>(0) >= g.n) continue;
+        float x[1][VEC], dy[1][VEC];
+        convert(k, gk, x, dy);
+        const Acc acc_k = acc.at(k);
+        bwd_dx<N, P, VEC, 1>(x, dy, gk, rs.rstd, sa * inv_n, sb * inv_n, gamma, kDbDx, false,
+                             acc_k);
+        if (kDbDx) {
+            // + dh (if any), and the bias gradient into array 1's slots in the same pass
+            add_dh_acc<T, VEC, 1>(a, base, gk, x, acc_k, acc_k.array(1));
+        } else if (a.dh != 0) {
+            add_dh<T, VEC, 1>(a, base, gk, x);  // uniform: fused residual add
+        }
+        tile_store<T, VEC, 1>(dx, gk, x);
+    }
+}
+
+/**
+ * wide block tier: one row per 512-thread block (blockDim.y == 1), twice the block tier's
+ * elements per thread, for rows too long for it (LayerNorm and RMSNorm backward beyond 8192
+ * columns: read once, not twice as the split tier reads them). The accumulators live in
+ * shared-memory slots (SlotGrads): array 0 dgamma, array 1 dbeta (LayerNorm) or the bias
+ * gradient (kDbOn), array 2 LayerNorm's dy sums beside it (dbeta, kDbOn); RMSNorm without a
+ * bias gradient has array 0 only. After the row loop each array is read back into registers
+ * and written out as the block tier's partial rows (store_partial; its one team's column
+ * slice overlays array 0, which is read back first).
+ */
+template <Norm N, typename T, typename P, int VEC, int NPACK, int kDb = kDbOff>
+__device__ __forceinline__ void bwd_wide(const WnLayerNormBwdArgs& a) {
+    __shared__ float scratch[64 * (WN_LN_MAX_BLOCK / 128)];
+    extern __shared__ float smem[];
+    const RowTeam team{scratch};
+    constexpr bool kHasDb = N == Norm::Layer || kDb == kDbOn;
+    constexpr bool kYSum = N == Norm::Layer && kDb == kDbOn;
+    constexpr int kArrays = 1 + int{kHasDb} + int{kYSum};
+    const SlotGrads<VEC, NPACK, kArrays> acc{smem + 4 * threadIdx.x};
+    acc.zero();
+    // LayerNorm's dy sums beside the bias gradient (kDbOn), added by add_dy_sums.
+    float* ysum = kYSum ? acc.array(2) : nullptr;
+    const int off = row_head<T, VEC>(a, blockIdx.x);
+    for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+        bwd_row_wide<N, T, P, VEC, NPACK, kDb>(a, row, team, off, acc, ysum);
+    }
+    const TileGeom64 g{a.cols, off, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+    float v[NPACK][VEC];
+    dy_sums_take<VEC, NPACK>(acc.array(0), v);
+    __syncthreads();  // store_partial's column slice overlays array 0
+    store_partial<P, VEC, NPACK>(a, a.dgamma_part, a.dgamma, g, 0, 1, 0, v, smem);
+    if constexpr (kHasDb) {
+        dy_sums_take<VEC, NPACK>(acc.array(1), v);
+        store_partial<P, VEC, NPACK>(a, a.dbeta_part, a.dbeta, g, 0, 1, 0, v, smem);
+    }
+    if constexpr (kYSum) {
+        dy_sums_take<VEC, NPACK>(acc.array(2), v);
+        store_partial<P, VEC, NPACK>(a, a.dy_sum_part, a.dy_sum, g, 0, 1, 0, v, smem);
+    }
+}
+
+/** wide block tier with the fused residual add's bias gradient (`..._wide_dbias_...`). */
+template <Norm N, typename T, typename P, int VEC, int NPACK>
+__device__ __forceinline__ void bwd_wide_dbias(const WnLayerNormBwdArgs& a) {
+    bwd_wide<N, T, P, VEC, NPACK, kDbOn>(a);
+}
+
 /** split tier, pass 1: per-chunk sums of g*dy and g*dy*xhat. */
 template <Norm N, typename T, typename P, int VEC, int NPACK>
 __device__ __forceinline__ void bwd_split_sums(const WnLayerNormBwdArgs& a) {
@@ -1673,6 +1873,31 @@ constexpr int kPacks = ELEMS / VEC;
     WN_LN_ENTRY_FWD(OP, NORM, TN, PN, res_split_stats, scalar, WN_LN_MAX_BLOCK,                \
                     fwd_split_stats, T, P, VEC, (warpnorm::ln::kPacks<VEC, FE>), kFused)
 
+namespace warpnorm {
+namespace ln {
+/**
+ * Elements per thread of the backward's wide block tier for activations T, BE the block
+ * tier's: WN_LN_BWD_WIDE_FACTOR times, but BE for f32 on compute capability 10.x (see the ABI
+ * header; the planner's `wide_elems` is the same rule).
+ */
+template <typename T, int BE>
+constexpr int kWideElems =
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000 && __CUDA_ARCH__ < 1200
+    sizeof(T) == 4 ? BE : WN_LN_BWD_WIDE_FACTOR * BE;
+#else
+    WN_LN_BWD_WIDE_FACTOR * BE;
+#endif
+}  // namespace ln
+}  // namespace warpnorm
+
+/** The backward's wide block tier (bwd_wide): the vector variant only (16-byte slots). */
+#define WN_LN_WIDE_vec(OP, NORM, TN, PN, T, P, VEC, BE)                                       \
+    WN_LN_ENTRY(OP, NORM, bwd, TN, PN, wide, vec, WN_LN_MAX_BLOCK, bwd_wide, T, P, VEC,       \
+                (warpnorm::ln::kPacks<VEC, warpnorm::ln::kWideElems<T, BE>>))                  \
+    WN_LN_ENTRY(OP, NORM, bwd, TN, PN, wide_dbias, vec, WN_LN_MAX_BLOCK, bwd_wide_dbias, T, P, \
+                VEC, (warpnorm::ln::kPacks<VEC, warpnorm::ln::kWideElems<T, BE>>))
+#define WN_LN_WIDE_scalar(OP, NORM, TN, PN, T, P, VEC, BE)
+
 using WnLayerNormfwdArgs_ = WnLayerNormFwdArgs;
 using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
 
@@ -1701,7 +1926,8 @@ using WnLayerNormbwdArgs_ = WnLayerNormBwdArgs;
     WN_LN_ENTRY(OP, NORM, bwd, TN, PN, split_dx, VNAME, WN_LN_MAX_BLOCK, bwd_split_dx, T, P,  \
                 VEC, (warpnorm::ln::kPacks<VEC, BE>))                                          \
     WN_LN_ENTRY(OP, NORM, bwd, TN, PN, split_dx_dbias, VNAME, WN_LN_MAX_BLOCK,                \
-                bwd_split_dx_dbias, T, P, VEC, (warpnorm::ln::kPacks<VEC, BE>))
+                bwd_split_dx_dbias, T, P, VEC, (warpnorm::ln::kPacks<VEC, BE>))                \
+    WN_LN_WIDE_##VNAME(OP, NORM, TN, PN, T, P, VEC, BE)
 
 // Backward elements per thread of the vector variants; fewer on compute capability >= 12.0
 // (the planner uses the same rule, src/layer_norm/plan.rs).

@@ -20,6 +20,13 @@
  * more registers for the same code, so these hold fewer elements (no spills on any arch).
  */
 #define WN_LN_BWD_THREAD_ELEMS_CC12 8
+/**
+ * The backward's wide block tier (vector variants): this many times the block tier's elements
+ * per thread, its dgamma/dbeta sums in shared memory instead of registers; f32 activations on
+ * compute capability 10.x hold the block tier's (WN_LN_BWD_THREAD_ELEMS: 32 spilled 64-88 bytes
+ * on sm_100, 24 still 4), so the planner does not choose the wide tier for them there.
+ */
+#define WN_LN_BWD_WIDE_FACTOR 2
 /** The finalize kernel's block: columns per block (x) and partial-row lanes (y). */
 #define WN_LN_FINALIZE_COLS 32
 #define WN_LN_FINALIZE_LANES 8

@@ -22,6 +22,8 @@ pub struct Gpu {
     pub clock_hz: f64,
     /// Warp-instructions issued per clock per SM.
     pub issue_per_clock: f64,
+    /// Shared-memory bytes an SM moves per clock (loads and stores, no bank conflicts).
+    pub shared_per_clock: f64,
     /// Time each launch adds, seconds.
     pub launch_overhead: f64,
     /// True when the budgets apply (issue 11: an H100 SXM and an H200).
@@ -36,6 +38,10 @@ pub const BUDGET_LATENCY: f64 = 800e-9;
 /// Warp-instructions per clock per SM: four sub-partitions, one warp-instruction each per
 /// clock (shared/KERNELS.md; the Volta..Hopper SM layout).
 pub const ISSUE_PER_CLOCK: f64 = 4.0;
+/// Shared-memory bytes per clock per SM: 32 banks of 4 bytes, each serving one access per
+/// clock (the CUDA C++ Programming Guide's shared-memory banks, compute capability 5.x and
+/// later), so a warp's conflict-free 16-byte accesses take 4 clocks per 512 bytes.
+pub const SHARED_PER_CLOCK: f64 = 128.0;
 /// Per-launch overhead: "a few microseconds" (shared/KERNELS.md); 2 us chosen, the usual
 /// back-to-back launch-to-launch gap of a stream on Hopper, until a lent GPU measures it.
 pub const LAUNCH_OVERHEAD: f64 = 2e-6;
@@ -55,6 +61,7 @@ pub const H100: Gpu = Gpu {
     dram_latency: HOPPER_DRAM_LATENCY,
     clock_hz: 1.98e9,
     issue_per_clock: ISSUE_PER_CLOCK,
+    shared_per_clock: SHARED_PER_CLOCK,
     launch_overhead: LAUNCH_OVERHEAD,
     budgeted: true,
 };
@@ -73,6 +80,7 @@ pub const H200: Gpu = Gpu {
     dram_latency: HOPPER_DRAM_LATENCY,
     clock_hz: 1.98e9,
     issue_per_clock: ISSUE_PER_CLOCK,
+    shared_per_clock: SHARED_PER_CLOCK,
     launch_overhead: LAUNCH_OVERHEAD,
     budgeted: true,
 };
@@ -89,6 +97,7 @@ pub const A100: Gpu = Gpu {
     dram_latency: HOPPER_DRAM_LATENCY,
     clock_hz: 1.41e9,
     issue_per_clock: ISSUE_PER_CLOCK,
+    shared_per_clock: SHARED_PER_CLOCK,
     launch_overhead: LAUNCH_OVERHEAD,
     budgeted: false,
 };

@@ -13,6 +13,9 @@
 //!   issues before the first is used, from its SASS: [`crate::sass`]) x resident threads per SM;
 //! - **issue**: `thread-instructions / (32 x 4 x clock x active SMs)`, thread-instructions =
 //!   the main loop's instructions per byte it loads x the launch's read bytes;
+//! - **shared**: `shared-memory bytes / (128 x clock x active SMs)`, shared-memory bytes = the
+//!   main loop's `LDS`/`STS` bytes per byte it loads x the launch's read bytes (32 banks of 4
+//!   bytes per clock; bank conflicts are not modelled: the kernels' slot layouts avoid them);
 //! - **overhead**: a constant per launch ([`crate::gpu`]).
 //!
 //! The op's roofline is a copy of its minimum bytes: one launch, at the copy bandwidth. Its
@@ -37,6 +40,8 @@ pub enum Limit {
     Latency,
     /// Too many instructions.
     Issue,
+    /// Too many shared-memory bytes.
+    Shared,
     /// The per-launch overhead exceeds every other term.
     Overhead,
 }
@@ -48,6 +53,7 @@ impl Limit {
             Limit::Bandwidth => "bandwidth",
             Limit::Latency => "latency",
             Limit::Issue => "issue",
+            Limit::Shared => "shared",
             Limit::Overhead => "overhead",
         }
     }
@@ -115,6 +121,8 @@ pub struct LaunchPrediction {
     pub t_latency: f64,
     /// Issue term, seconds (tail included).
     pub t_issue: f64,
+    /// Shared-memory term, seconds (tail included).
+    pub t_shared: f64,
     /// Launch overhead, seconds.
     pub t_overhead: f64,
     /// Predicted time, seconds.
@@ -161,10 +169,13 @@ pub fn predict_launch(gpu: &Gpu, l: &Launch, facts: &KernelFacts, t: &Traffic) -
     };
     let ipb = facts.walk.instrs_per_load_byte();
     let t_issue = ipb * t.read / (32.0 * gpu.issue_per_clock * gpu.clock_hz * active as f64) * tail;
+    let spb = facts.walk.shared_per_load_byte();
+    let t_shared = spb * t.read / (gpu.shared_per_clock * gpu.clock_hz * active as f64) * tail;
     let (limit, top) = [
         (Limit::Bandwidth, t_bw),
         (Limit::Latency, t_lat),
         (Limit::Issue, t_issue),
+        (Limit::Shared, t_shared),
     ]
     .into_iter()
     .fold(
@@ -194,6 +205,7 @@ pub fn predict_launch(gpu: &Gpu, l: &Launch, facts: &KernelFacts, t: &Traffic) -
         t_bandwidth: t_bw,
         t_latency: t_lat,
         t_issue,
+        t_shared,
         t_overhead: gpu.launch_overhead,
         time: top + gpu.launch_overhead,
         limit,

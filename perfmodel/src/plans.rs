@@ -397,8 +397,12 @@ fn layer_norm(
     let e = |e: warpnorm::Error| e.to_string();
     let desc = LayerNormDesc::from_rows(rows, cols, t, p, Affine::WeightBias, 1e-5).map_err(e)?;
     let mut a = Addrs(1 << 40);
+    // One workspace for every plan of the case: the largest (the plain backward's can exceed
+    // the fused one's: on an A100 LayerNorm's wide tier runs the plain backward of 12288 f32
+    // columns on 108 blocks, the bias gradient's split tier on 54).
     let ws = ln::workspace_bytes(&desc, Direction::Forward, props)
         .map_err(e)?
+        .max(ln::workspace_bytes(&desc, Direction::Backward, props).map_err(e)?)
         .max(ln::workspace_bytes_residual(&desc, true, props).map_err(e)?) as u64;
     let (x, y, dy, dx) = (a.next(), a.next(), a.next(), a.next());
     let (g, b, m, r, dg, db, w) = (
@@ -521,8 +525,12 @@ fn rms_norm(
     let e = |e: warpnorm::Error| e.to_string();
     let desc = RmsNormDesc::from_rows(rows, cols, t, p, true, None).map_err(e)?;
     let mut a = Addrs(1 << 40);
+    // One workspace for every plan of the case: the largest (the plain backward's can exceed
+    // the fused one's: on an A100 LayerNorm's wide tier runs the plain backward of 12288 f32
+    // columns on 108 blocks, the bias gradient's split tier on 54).
     let ws = rms::workspace_bytes(&desc, Direction::Forward, props)
         .map_err(e)?
+        .max(rms::workspace_bytes(&desc, Direction::Backward, props).map_err(e)?)
         .max(rms::workspace_bytes_residual(&desc, true, props).map_err(e)?) as u64;
     let (x, y, dy, dx) = (a.next(), a.next(), a.next(), a.next());
     let (g, r, dg, w) = (a.next(), a.next(), a.next(), a.next());

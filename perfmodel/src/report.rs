@@ -141,8 +141,9 @@ pub fn markdown(
         w,
         "\n## How to read it\n\n\
          Per launch: time = max(bytes / copy bandwidth; read bytes x latency / (loads in flight \
-         per SM x active SMs); thread-instructions / (32 x 4 x clock x active SMs)) x (tail of \
-         the last wave) + launch overhead; an op is the sum of its launches. **% roofline** = \
+         per SM x active SMs); thread-instructions / (32 x 4 x clock x active SMs); \
+         shared-memory bytes / (128 x clock x active SMs)) x (tail of the last wave) + launch \
+         overhead; an op is the sum of its launches. **% roofline** = \
          (the op's minimum bytes at the copy bandwidth + one launch overhead) / predicted time. \
          **limit**: the largest term of the op's longest launch (`overhead` when launch \
          overheads are over half the time). **MLP**: bytes of global loads one thread issues \

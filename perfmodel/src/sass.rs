@@ -67,6 +67,26 @@ impl Instr {
         Some(bytes)
     }
 
+    /// Bytes a shared-memory load or store (`LDS`, `STS`) moves per thread, or None for
+    /// anything else.
+    pub fn shared_bytes(&self) -> Option<u32> {
+        if !matches!(self.base(), "LDS" | "STS") {
+            return None;
+        }
+        let mods: Vec<&str> = self.opcode.split('.').skip(1).collect();
+        Some(if mods.contains(&"128") {
+            16
+        } else if mods.contains(&"64") {
+            8
+        } else if mods.iter().any(|m| matches!(*m, "U16" | "S16")) {
+            2
+        } else if mods.iter().any(|m| matches!(*m, "U8" | "S8")) {
+            1
+        } else {
+            4
+        })
+    }
+
     /// Branch target of a `BRA`, if it has one.
     pub fn branch_target(&self) -> Option<u32> {
         if self.base() != "BRA" {
@@ -210,6 +230,8 @@ pub struct LoopWalk {
     pub load_bytes: u32,
     /// Global loads one iteration issues per thread.
     pub loads: u32,
+    /// Bytes of shared-memory loads and stores one iteration moves per thread.
+    pub shared_bytes: u32,
     /// The largest window: bytes of global loads a thread has in flight together.
     pub mlp_bytes: u32,
     /// The instruction that closes the largest window (first consumer), with its address.
@@ -217,6 +239,16 @@ pub struct LoopWalk {
 }
 
 impl LoopWalk {
+    /// Bytes of shared-memory accesses per byte of global loads (0 when the loop loads
+    /// nothing).
+    pub fn shared_per_load_byte(&self) -> f64 {
+        if self.load_bytes == 0 {
+            0.0
+        } else {
+            self.shared_bytes as f64 / self.load_bytes as f64
+        }
+    }
+
     /// Thread-instructions per byte of global loads (0 when the loop loads nothing).
     pub fn instrs_per_load_byte(&self) -> f64 {
         if self.load_bytes == 0 {
@@ -345,6 +377,7 @@ fn walk_path(f: &Function, path: &[usize]) -> LoopWalk {
         }
         if pass == 0 {
             w.instrs += 1;
+            w.shared_bytes += ins.shared_bytes().unwrap_or(0);
         }
     }
     if window > w.mlp_bytes {
@@ -403,14 +436,15 @@ pub fn explain(f: &Function) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{}: main loop {:#x}-{:#x}, {} instructions, {} global loads ({} bytes) per iteration \
-         per thread; MLP {} bytes (closed by {})",
+        "{}: main loop {:#x}-{:#x}, {} instructions, {} global loads ({} bytes) and {} bytes of \
+         shared-memory accesses per iteration per thread; MLP {} bytes (closed by {})",
         f.name,
         w.range.0,
         w.range.1,
         w.instrs,
         w.loads,
         w.load_bytes,
+        w.shared_bytes,
         w.mlp_bytes,
         w.first_consumer
     );
@@ -480,7 +514,31 @@ mod tests {
         assert_eq!(w.loads, 3);
         assert_eq!(w.mlp_bytes, 36);
         assert_eq!(w.instrs, 7);
+        assert_eq!(w.shared_bytes, 0);
         assert!(w.first_consumer.contains("STG"));
+    }
+
+    /// Shared-memory accesses of the common path, by width (a slot's read-modify-write as the
+    /// wide backward tier does it: 16-byte load and store), per byte of global loads.
+    #[test]
+    fn counts_shared_memory_bytes() {
+        let fs = parse_listing(
+            "
+\t\tFunction : s
+        /*0000*/                   LDG.E.128 R4, desc[UR4][R2.64] ;       /* 0x0 */
+        /*0010*/                   LDS.128 R8, [R0] ;                     /* 0x0 */
+        /*0020*/                   FADD R8, R8, R4 ;                      /* 0x0 */
+        /*0030*/                   STS.128 [R0], R8 ;                     /* 0x0 */
+        /*0040*/                   LDS R12, [R0+0x10] ;                   /* 0x0 */
+        /*0050*/                   STS.U16 [R0+0x20], R12 ;               /* 0x0 */
+        /*0060*/              @!P0 BRA 0x0 ;                              /* 0x0 */
+        /*0070*/                   EXIT ;                                 /* 0x0 */
+",
+        );
+        let w = walk_main_loop(&fs[0]);
+        assert_eq!(w.load_bytes, 16);
+        assert_eq!(w.shared_bytes, 16 + 16 + 4 + 2);
+        assert_eq!(w.shared_per_load_byte(), 38.0 / 16.0);
     }
 
     /// A pack's 8-byte load, then (guarded, in line) its per-element path of four 2-byte

@@ -12,6 +12,7 @@ pub const WN_LN_BWD_THREAD_ELEMS: u32 = 16;
 pub const WN_LN_FWD_THREAD_ELEMS_SCALAR: u32 = 8;
 pub const WN_LN_BWD_THREAD_ELEMS_SCALAR: u32 = 8;
 pub const WN_LN_BWD_THREAD_ELEMS_CC12: u32 = 8;
+pub const WN_LN_BWD_WIDE_FACTOR: u32 = 2;
 pub const WN_LN_FINALIZE_COLS: u32 = 32;
 pub const WN_LN_FINALIZE_LANES: u32 = 8;
 pub const WN_LN_COLSUM_LANES: u32 = 32;

@@ -13,6 +13,27 @@ use crate::backend::Backend;
 /// The PTX architectures every simulator test runs on.
 pub const SIM_ARCHS: [u32; 3] = [75, 80, 90];
 
+/// [`DeviceProps::SIM`] with an H100's or H200's shared memory (227 KiB opt-in per block, 228
+/// KiB per SM), for plans that need more than an A100's 163 KiB: LayerNorm's wide-tier
+/// backward with the bias gradient keeps three 64 KiB arrays of sums there.
+pub const SIM_SM90_SHARED: DeviceProps = DeviceProps {
+    max_shared_per_block_optin: DeviceProps::H200.max_shared_per_block_optin,
+    shared_per_sm: DeviceProps::H200.shared_per_sm,
+    ..DeviceProps::SIM
+};
+
+/// Rows a simulated case of `cols` columns gets: `m`, at most `max_elems` elements, but at
+/// least [`DeviceProps::SIM`]'s SM count up to 16384 columns, so that rows up to the wide
+/// backward tier's bound are not split for having fewer rows than SMs.
+pub fn sim_rows(m: usize, cols: usize, max_elems: usize) -> usize {
+    let floor = if cols <= 16384 {
+        DeviceProps::SIM.sm_count as usize
+    } else {
+        1
+    };
+    m.min((max_elems / cols.max(1)).max(floor))
+}
+
 /// True when kernels are missing and the test should say so and return (fails instead when
 /// WARPNORM_REQUIRE_NVCC=1, as in CI).
 pub fn skip_without_kernels(test: &str) -> bool {

@@ -48,7 +48,7 @@ const EPS: f32 = 1e-5;
 /// The tier the forward plan chose, from its first kernel's name.
 fn tier_of(plan: &Plan) -> &'static str {
     let k = &plan.launches[0].kernel;
-    ["split", "subwarp", "warp", "block"]
+    ["split", "subwarp", "warp", "block", "wide"]
         .into_iter()
         .find(|t| k.contains(&format!("_{t}_")))
         .unwrap_or("?")
@@ -719,8 +719,16 @@ fn check_bwd<T: Element>(
 }
 
 /// (cols, rows) of the backward check on `DeviceProps::SIM`: together they run the subwarp,
-/// warp, block and split backward tiers (asserted), vector and scalar variants.
-const BWD_SHAPES: [(usize, usize); 5] = [(60, 16), (500, 8), (3000, 4), (16385, 1), (8192, 2)];
+/// warp, block, wide (8200 x 4: dgamma/dbeta summed in shared memory, x and dy held packed)
+/// and split backward tiers (asserted), vector and scalar variants.
+const BWD_SHAPES: [(usize, usize); 6] = [
+    (60, 16),
+    (500, 8),
+    (3000, 4),
+    (16385, 1),
+    (8192, 2),
+    (8200, 4),
+];
 
 #[test]
 fn backward_on_rows_with_a_large_offset_is_as_accurate_as_the_forward() {
@@ -793,7 +801,7 @@ fn backward_on_rows_with_a_large_offset_is_as_accurate_as_the_forward() {
             }
         }
     }
-    for tier in ["subwarp", "warp", "block", "split"] {
+    for tier in ["subwarp", "warp", "block", "wide", "split"] {
         assert!(
             tiers.contains(&(tier, false)),
             "no vector {tier} backward ran: {tiers:?}"

@@ -2,7 +2,7 @@
 //! the H200 and the simulator's GPU, workspace sizes, and every bad-input path (each returns
 //! the right `Error` variant; a rejected call plans nothing, so nothing can be launched).
 
-use warpnorm::layer_norm::plan::{geometry, nested_first_grid, Tier};
+use warpnorm::layer_norm::plan::{geometry, nested_first_grid, wide_elems, Tier};
 use warpnorm::layer_norm::{
     plan_backward, plan_forward, workspace_bytes, Affine, BackwardPtrs, Direction, ForwardPtrs,
     LayerNormDesc,
@@ -164,7 +164,11 @@ fn tier_boundaries_f32() {
     assert_eq!(t(Backward, 512, 1000), Tier::Warp);
     assert_eq!(t(Backward, 516, 1000), Tier::Block { threads: 256 });
     assert_eq!(t(Backward, 8192, 1000), Tier::Block { threads: 512 });
-    assert!(matches!(t(Backward, 8196, 1000), Tier::Split { .. }));
+    // Beyond the block tier, the wide tier up to 2 x 16 elements per thread.
+    assert_eq!(t(Backward, 8196, 1000), Tier::Wide { threads: 512 });
+    assert_eq!(t(Backward, 16384, 1000), Tier::Wide { threads: 512 });
+    assert!(matches!(t(Backward, 16388, 1000), Tier::Split { .. }));
+    assert!(matches!(t(Backward, 12288, 100), Tier::Split { .. }));
     // Few rows: a long row is split to fill the GPU; a short one is not.
     assert!(matches!(t(Forward, 8192, 4), Tier::Split { .. }));
     assert_eq!(t(Forward, 2048, 4), Tier::Block { threads: 128 });
@@ -283,7 +287,9 @@ fn mixed_pairs_align_to_their_8_byte_activation_access() {
     assert_eq!(t(Backward, 512), Tier::Warp);
     assert!(matches!(t(Backward, 516), Tier::Block { .. }));
     assert_eq!(t(Backward, 8192), Tier::Block { threads: 512 });
-    assert!(matches!(t(Backward, 8196), Tier::Split { .. }));
+    assert_eq!(t(Backward, 8196), Tier::Wide { threads: 512 });
+    assert_eq!(t(Backward, 16384), Tier::Wide { threads: 512 });
+    assert!(matches!(t(Backward, 16388), Tier::Split { .. }));
 }
 
 #[test]
@@ -629,7 +635,11 @@ fn compute_capability_12_uses_the_smaller_backward_tiles() {
             .tier
     };
     assert_eq!(on(&DeviceProps::H200), Tier::Block { threads: 512 });
-    assert!(matches!(on(&cc12), Tier::Split { .. }));
+    // (cc 12: the wide tier's 2 x 8 elements per thread cover 8192 columns, not 8196.)
+    assert_eq!(on(&cc12), Tier::Wide { threads: 512 });
+    let d = desc(1000, 8196, DType::F32, DType::F32, Affine::WeightBias);
+    let g = geometry(&d, Direction::Backward, true, true, &cc12).unwrap();
+    assert!(matches!(g.tier, Tier::Split { .. }));
     let d = desc(1000, 4096, DType::F32, DType::F32, Affine::WeightBias);
     let g = geometry(&d, Direction::Backward, true, true, &cc12).unwrap();
     assert_eq!(g.tier, Tier::Block { threads: 512 });
@@ -679,14 +689,21 @@ fn backward_grids_follow_the_rules() {
                         let g = l.grid[0] as u64;
                         let unit = bwd_unit(l);
                         let (rows, cols) = (rows as u64, cols as u64);
-                        // Shared memory: the teams' dgamma/dbeta (teams * segment floats).
+                        // Shared memory: the teams' dgamma/dbeta (teams * segment floats); the
+                        // wide tier's slots (dgamma, dbeta: 2 arrays of its elements per thread
+                        // for 512 threads).
                         let a = l.args.get::<warpnorm::abi::WnLayerNormBwdArgs>().unwrap();
                         let seg = if l.kernel.contains("split") {
                             a.chunk as u64
                         } else {
                             cols
                         };
-                        assert_eq!(l.shared_mem_bytes as u64, unit * seg * 4, "{ctx}");
+                        let want = if l.kernel.contains("_wide_") {
+                            2 * 512 * wide_elems(t, &props) * 4
+                        } else {
+                            unit * seg * 4
+                        };
+                        assert_eq!(l.shared_mem_bytes as u64, want, "{ctx}");
                         // Head offsets: rows r and r + k have the same head iff k is a multiple
                         // of the period; each team's rows are r0 + j * g * unit.
                         let period = if (cols * s).is_multiple_of(16) {
@@ -844,7 +861,9 @@ fn split_first_pass_runs_a_wave_of_its_own() {
             (DType::BF16, DType::BF16),
             (DType::F16, DType::F32),
         ] {
-            for (rows, cols) in [(16384usize, 12288usize), (16384, 16384), (200, 16384)] {
+            // (Rows of 8193 to 16384 columns with at least as many rows as SMs take the wide
+            // tier on these GPUs: wide_tier_where_its_shared_memory_fits.)
+            for (rows, cols) in [(16384usize, 20000usize), (16384, 32768), (100, 16384)] {
                 let d = desc(rows, cols, t, p, Affine::WeightBias);
                 let plan = plan_backward(&d, &bwd_ptrs(&d, &props), &props).unwrap();
                 let ctx = format!("{props:?} {t}/{p} {rows}x{cols}\n{plan}");
@@ -903,4 +922,56 @@ fn nested_first_grid_values() {
     assert_eq!(nested_first_grid(3072, 2048, 3000), 3000);
     assert_eq!(nested_first_grid(40, 66, 16384), 66);
     assert_eq!(nested_first_grid(0, 66, 16384), 66);
+}
+
+/// The wide backward tier (rows beyond the block tier's 8192 columns at 16 elements per thread)
+/// keeps its dgamma/dbeta sums in 2 x 64 KiB of shared memory at 32 elements per thread: it
+/// is planned where the device's opt-in shared memory holds them (H200, A100), with its
+/// `wide` kernel, one 512-thread block per row, its slots' dynamic shared memory and at most
+/// one block per SM, and reads x and dy once (one kernel and the finalize, where the split
+/// tier has two kernels); not on a T4 (64 KiB), not for the scalar variant, not for f32 on
+/// compute capability 10.x (whose wide kernels hold the block tier's 16 elements).
+#[test]
+fn wide_tier_where_its_shared_memory_fits() {
+    let cc10 = DeviceProps {
+        compute_capability: (10, 0),
+        ..DeviceProps::H200
+    };
+    for (dtype, param_dtype) in [
+        (DType::F32, DType::F32),
+        (DType::BF16, DType::BF16),
+        (DType::F16, DType::F32),
+    ] {
+        let d = desc(16384, 12288, dtype, param_dtype, Affine::WeightBias);
+        for (props, wide) in [
+            (DeviceProps::H200, true),
+            (DeviceProps::A100, true),
+            (DeviceProps::T4, false),
+            (cc10, dtype != DType::F32),
+        ] {
+            let p = plan_backward(&d, &bwd_ptrs(&d, &props), &props).unwrap();
+            let k = names(&p);
+            let main = format!(
+                "warpnorm_layer_norm_bwd_{}_{}_wide_vec",
+                dtype.name(),
+                param_dtype.name()
+            );
+            assert_eq!(k[0] == main, wide, "{props:?}: {k:?}");
+            if wide {
+                assert_eq!(k.len(), 2, "{k:?}");
+                let l = &p.launches[0];
+                assert_eq!(l.block, [512, 1, 1]);
+                assert_eq!(l.shared_mem_bytes, 2 * 512 * 32 * 4, "two arrays of slots");
+                assert!(u64::from(l.grid[0]) <= u64::from(props.sm_count));
+            } else {
+                assert!(k[0].contains("_split_sums_"), "{k:?}");
+            }
+        }
+        // The scalar variant (dx one element off) has no wide kernels.
+        let h = DeviceProps::H200;
+        let mut p = bwd_ptrs(&d, &h);
+        p.dx += dtype.size() as u64;
+        let k = plan_backward(&d, &p, &h).unwrap();
+        assert!(names(&k)[0].ends_with("_split_sums_scalar"), "{k}");
+    }
 }

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 
 use crate::support::{run_case_dyn, Case, Ran, Views, DTYPE_PAIRS};
 use testkit::backend::Backend;
-use testkit::sim::{skip_without_kernels, Sim};
+use testkit::sim::{sim_rows, skip_without_kernels, Sim};
 use warpnorm::layer_norm::Affine;
 use warpnorm::DeviceProps;
 
@@ -29,19 +29,22 @@ const MS: [usize; 4] = [1, 3, 64, 257];
 /// Representatives of every tier for the sampled archs (see the module docs of
 /// `warpnorm::layer_norm::plan` for the bounds), each run with all three placements; (64, 257)
 /// has enough rows for several backward blocks (partial rows and the finalize kernel).
-const REPS: [(usize, usize); 8] = [
+const REPS: [(usize, usize); 9] = [
     (7, 64),
     (64, 257),
     (128, 3),
     (512, 64),
     (768, 257),
     (2048, 16),
+    (8200, 4),
     (12288, 3),
     (65537, 1),
 ];
 const AFFINES: [Affine; 3] = [Affine::WeightBias, Affine::Weight, Affine::None];
 const VIEWS: [Views; 3] = [Views::Aligned, Views::Offset1, Views::InputOffset1];
-/// Largest simulated problem (elements): rows are reduced for longer rows.
+/// Largest simulated problem (elements): rows are reduced for longer rows, but not below
+/// SIM's 4 SMs up to 16384 columns (`testkit::sim::sim_rows`: the wide backward tier, 8200
+/// and 12288 columns with 4 rows; with 3 rows the split tier).
 const MAX_ELEMS: usize = 1 << 15;
 
 /// The sweep's cases: every D x M x dtype pair (`full`), or the tier representatives with
@@ -66,7 +69,7 @@ pub fn cases(full: bool) -> Vec<Case> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for (idx, (pi, cols, m, vi, ai)) in shapes.into_iter().enumerate() {
-        let rows = m.min((MAX_ELEMS / cols.max(1)).max(1));
+        let rows = sim_rows(m, cols, MAX_ELEMS);
         if !seen.insert((pi, cols, rows, vi, ai)) {
             continue;
         }
@@ -132,15 +135,16 @@ fn sweep(arch: u32, full: bool) {
         failures.join("\n\n")
     );
     let missing: Vec<&str> = warpnorm::kernels::all_entries()
-        // The fused residual add's entry points (`_res_`, and with the bias gradient the block
-        // and split tiers' `_block_dbias_` / `_split_dx_dbias_` and dbeta's column sum
-        // `_colsum`): tests/rms_norm/residual.rs.
+        // The fused residual add's entry points (`_res_`, and with the bias gradient the block,
+        // wide and split tiers' `_block_dbias_` / `_wide_dbias_` / `_split_dx_dbias_` and
+        // dbeta's column sum `_colsum`): tests/rms_norm/residual.rs.
         .filter(|k| {
             k.starts_with("warpnorm_layer_norm_")
                 && !k.contains("_res_")
                 && !k.ends_with("_colsum")
                 && !k.contains("_block_dbias_")
                 && !k.contains("_split_dx_dbias_")
+                && !k.contains("_wide_dbias_")
                 && !ran.contains(*k)
         })
         .collect();

@@ -18,7 +18,7 @@
 //! - the planner's rejections (overlaps, misaligned buffers, a short workspace).
 
 use half::{bf16, f16};
-use testkit::sim::{skip_without_kernels, Sim};
+use testkit::sim::{sim_rows, skip_without_kernels, Sim, SIM_SM90_SHARED};
 use testkit::Rng;
 use warpnorm::abi::{WnLayerNormBwdArgs, WnLayerNormFinalizeArgs};
 use warpnorm::cpu::residual::residual_add;
@@ -389,7 +389,8 @@ fn run_op<T: Element + Default, P: Element + Default>(
 ) -> Result<Got, String> {
     let (m, d) = (c.rows, c.cols);
     let n = m * d;
-    let props = DeviceProps::SIM;
+    // (An H100's shared memory: LayerNorm's wide bias-gradient backward needs 193 KiB.)
+    let props = SIM_SM90_SHARED;
     let px = sim.upload(x, c.oin);
     let pg = sim.upload(&inp.gamma, 0);
     let pb = sim.upload(&inp.beta, 0);
@@ -637,14 +638,14 @@ fn check_case<T: Element + Default, P: Element + Default>(
     same("rstd", &got.rstd, &plain.rstd).map_err(ctx)?;
     same("dgamma", &got.dgamma, &plain.dgamma).map_err(ctx)?;
     // The bias gradient: summed by the backward kernels in dbeta's accumulators; LayerNorm's
-    // dbeta then beside it in the block and split tiers (in shared memory, in the same order as
-    // the plain kernels' accumulators: bitwise their dbeta), else by two launches before the
-    // backward (the column sum of dy, its finalize).
+    // dbeta then beside it in the block, wide and split tiers (in shared memory, in the same
+    // order as the plain kernels' accumulators: bitwise their dbeta), else by two launches
+    // before the backward (the column sum of dy, its finalize).
     let mut fused_kernels = got.kernels.clone();
-    let in_kernel_tier = plain
-        .kernels
-        .iter()
-        .any(|k| k.contains("_bwd_") && (k.contains("_block_") || k.contains("_split_dx_")));
+    let in_kernel_tier = plain.kernels.iter().any(|k| {
+        k.contains("_bwd_")
+            && (k.contains("_block_") || k.contains("_wide_") || k.contains("_split_dx_"))
+    });
     let colsum = c.bias && c.op == Op::Layer && !in_kernel_tier;
     if colsum {
         let dy = to_f64(&inp.dy);
@@ -683,21 +684,23 @@ fn check_case<T: Element + Default, P: Element + Default>(
     // The same launches, the forward's first one the fused variant (`res_<tier>_vec`, and
     // `res_split_stats_scalar`); the other scalar kernels take the residual at run time.
     // (Every case has a weight, so the backward's finalize is there in both, or in neither
-    // for a single-block grid; with dbias it also writes dbias, and the block tier runs its
-    // `block_dbias` entry point.)
+    // for a single-block grid; with dbias it also writes dbias, and the block and wide tiers
+    // run their `block_dbias` / `wide_dbias` entry points.)
     let unfused: Vec<String> = fused_kernels
         .iter()
         .map(|k| {
             k.replace("_res_", "_")
                 .replace("_block_dbias_", "_block_")
+                .replace("_wide_dbias_", "_wide_")
                 .replace("_split_dx_dbias_", "_split_dx_")
         })
         .collect();
-    if c.bias != fused_kernels.iter().any(|k| k.contains("_block_dbias_"))
+    let own_entry = |k: &String| k.contains("_block_dbias_") || k.contains("_wide_dbias_");
+    if c.bias != fused_kernels.iter().any(own_entry)
         && plain
             .kernels
             .iter()
-            .any(|k| k.contains("_bwd_") && k.contains("_block_"))
+            .any(|k| k.contains("_bwd_") && (k.contains("_block_") || k.contains("_wide_")))
     {
         return Err(ctx(format!("block tier entry {fused_kernels:?}")));
     }
@@ -786,16 +789,21 @@ fn check_dyn(arch: u32, c: &Case) -> Result<Vec<String>, String> {
     }
 }
 
-/// (cols, rows) reaching every tier on `DeviceProps::SIM` (the RMSNorm sweep's
-/// representatives, rows capped at [`MAX_ELEMS`] elements): subwarp, warp, block, split,
-/// forward and backward.
-const SHAPES: [(usize, usize); 8] = [
+/// (cols, rows) reaching every tier on `DeviceProps::SIM` with an H100's shared memory
+/// (`SIM_SM90_SHARED`; the RMSNorm sweep's representatives, rows capped at [`MAX_ELEMS`]
+/// elements by `sim_rows`): subwarp, warp, block, wide (backward), split, forward and
+/// backward.
+const SHAPES: [(usize, usize); 10] = [
     (7, 64),
     (64, 257),
     (128, 3),
     (512, 64),
     (768, 257),
     (2048, 16),
+    // Two wide-tier shapes in a row: the bias alternates every two cases, so each pair's
+    // aligned case runs the wide tier once with and once without it.
+    (8200, 4),
+    (9000, 4),
     (12288, 3),
     (65537, 1),
 ];
@@ -820,7 +828,7 @@ fn sim_fused_residual_every_tier_and_dtype() {
                     k += 1;
                     let c = Case {
                         op,
-                        rows: rows.min((MAX_ELEMS / cols).max(1)),
+                        rows: sim_rows(rows, cols, MAX_ELEMS),
                         cols,
                         dtype,
                         param_dtype,
@@ -854,6 +862,7 @@ fn sim_fused_residual_every_tier_and_dtype() {
             (k.contains("_res_")
                 || k.ends_with("_colsum")
                 || k.contains("_block_dbias_")
+                || k.contains("_wide_dbias_")
                 || k.contains("_split_dx_dbias_"))
                 && !ran.contains(*k)
         })
@@ -874,8 +883,8 @@ fn sim_fused_residual_every_tier_and_dtype() {
             );
         }
     }
-    for tier in ["subwarp", "warp", "block", "split_sums", "split_dx"] {
-        for op in ["layer_norm", "rms_norm"] {
+    for op in ["layer_norm", "rms_norm"] {
+        for tier in ["subwarp", "warp", "block", "split_sums", "split_dx"] {
             for v in ["vec", "scalar"] {
                 let hit = ran.iter().any(|k| {
                     k.starts_with(&format!("warpnorm_{op}_bwd_"))
@@ -884,6 +893,11 @@ fn sim_fused_residual_every_tier_and_dtype() {
                 assert!(hit, "no {op} backward {tier} {v} kernel ran: {ran:?}");
             }
         }
+        // The wide tier (vector variant only) without the bias gradient, dh or not.
+        let hit = ran
+            .iter()
+            .any(|k| k.starts_with(&format!("warpnorm_{op}_bwd_")) && k.ends_with("_wide_vec"));
+        assert!(hit, "no {op} backward wide kernel ran: {ran:?}");
     }
 }
 
@@ -1087,6 +1101,7 @@ fn sim_dbias_compute_75_and_90() {
         (2048, 16, 1, 0),
         (12288, 3, 0, 0),
         (6000, 2, 1, 0),
+        (8200, 4, 0, 0),
     ];
     let mut failures = Vec::new();
     for arch in [75, 90] {
@@ -1124,6 +1139,7 @@ fn sim_dbias_compute_75_and_90() {
             .filter(|k| {
                 (k.ends_with("_colsum")
                     || k.contains("_block_dbias_")
+                    || k.contains("_wide_dbias_")
                     || k.contains("_split_dx_dbias_"))
                     && !ran.contains(*k)
             })
@@ -1329,78 +1345,87 @@ fn ln_dbias_call(
     (desc, p, g)
 }
 
-/// LayerNorm with a bias and the bias gradient in the block tier: one backward launch (the
-/// `block_dbias` kernel, which sums dbias in its second accumulators and dbeta in shared
-/// memory, with the dynamic shared memory for that) and one finalize for dgamma, dbias and
-/// dbeta; the workspace is the plain backward's plus one set of partial rows (dbeta's). A
+/// LayerNorm with a bias and the bias gradient in the block tier and, on an H100 with 12288
+/// columns, the wide tier: one backward launch (the `block_dbias` / `wide_dbias` kernel, which
+/// sums dbias in its second accumulators and dbeta in shared memory, with the dynamic shared
+/// memory for that) and one finalize for dgamma, dbias and dbeta; the workspace is the plain backward's plus one set of partial rows (dbeta's). A
 /// workspace one byte short is refused with the size the query returns.
 #[test]
 fn plan_layer_norm_dbias_block_tier_sums_dbeta_itself() {
-    let props = DeviceProps::H100;
-    let (rows, cols) = (4096usize, 1024usize);
-    let (desc, _, _) = ln_dbias_call(rows, cols, 0);
-    let plain = ln::workspace_bytes(&desc, ln::Direction::Backward, &props).unwrap();
-    let need = ln::workspace_bytes_residual(&desc, true, &props).unwrap();
-    let (_, p, g) = ln_dbias_call(rows, cols, need as u64);
-    let plan = ln::plan_backward_residual(&desc, &p, &g, &props).unwrap();
-    let names: Vec<&str> = plan.launches.iter().map(|l| l.kernel.as_str()).collect();
-    assert_eq!(
-        names,
-        [
-            "warpnorm_layer_norm_bwd_bf16_f32_block_dbias_vec",
-            "warpnorm_layer_norm_bwd_f32_finalize"
-        ]
-    );
-    let main = &plan.launches[0];
-    let a: WnLayerNormBwdArgs = main.args.get().expect("backward args");
-    let grid = main.grid[0] as usize;
-    assert!(grid > 1, "{grid}");
-    let set = (grid * ln::plan::part_stride(cols as u64) as usize * 4)
-        .next_multiple_of(ln::plan::WORKSPACE_ALIGN as usize);
-    assert_eq!(need, plain + set, "{need} {plain} {set}");
-    // The dy sums' slots: 16 floats of each of 512 threads (compute capability 9.0).
-    assert!(
-        main.shared_mem_bytes >= 512 * 16 * 4,
-        "{}",
-        main.shared_mem_bytes
-    );
-    assert_eq!(a.db_dx, 1);
-    assert_ne!(a.dy_sum_part, 0);
-    assert_eq!(a.dy_sum, 0);
-    let parts = [a.dgamma_part, a.dbeta_part, a.dy_sum_part];
-    assert!(parts
-        .iter()
-        .all(|&q| q >= p.workspace && q + set as u64 <= p.workspace + need as u64));
-    assert!(parts[0] != parts[1] && parts[1] != parts[2] && parts[0] != parts[2]);
-    let f: WnLayerNormFinalizeArgs = plan.launches[1].args.get().expect("finalize args");
-    assert_eq!(
-        (f.dgamma_part, f.dbeta_part, f.dy_sum_part),
-        (a.dgamma_part, a.dbeta_part, a.dy_sum_part)
-    );
-    assert_eq!(
-        (f.dgamma, f.dbeta, f.dy_sum),
-        (p.dgamma.unwrap(), g.dbias.unwrap(), p.dbeta.unwrap())
-    );
-    assert_eq!(f.part_rows as usize, grid);
-    let short = ln::BackwardPtrs {
-        workspace_bytes: need as u64 - 1,
-        ..p
-    };
-    let e = ln::plan_backward_residual(&desc, &short, &g, &props).unwrap_err();
-    assert!(
-        matches!(e, warpnorm::Error::Workspace { needed, given } if needed == need && given == need - 1),
-        "{e}"
-    );
+    for (rows, cols, tier, smem) in [
+        (4096usize, 1024usize, "block_dbias", 512 * 16 * 4),
+        (16384, 12288, "wide_dbias", 3 * 512 * 32 * 4),
+    ] {
+        let props = DeviceProps::H100;
+        let (desc, _, _) = ln_dbias_call(rows, cols, 0);
+        let plain = ln::workspace_bytes(&desc, ln::Direction::Backward, &props).unwrap();
+        let need = ln::workspace_bytes_residual(&desc, true, &props).unwrap();
+        let (_, p, g) = ln_dbias_call(rows, cols, need as u64);
+        let plan = ln::plan_backward_residual(&desc, &p, &g, &props).unwrap();
+        let names: Vec<&str> = plan.launches.iter().map(|l| l.kernel.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                format!("warpnorm_layer_norm_bwd_bf16_f32_{tier}_vec"),
+                "warpnorm_layer_norm_bwd_f32_finalize".to_string()
+            ]
+        );
+        let main = &plan.launches[0];
+        let a: WnLayerNormBwdArgs = main.args.get().expect("backward args");
+        let grid = main.grid[0] as usize;
+        assert!(grid > 1, "{grid}");
+        let set = (grid * ln::plan::part_stride(cols as u64) as usize * 4)
+            .next_multiple_of(ln::plan::WORKSPACE_ALIGN as usize);
+        assert_eq!(need, plain + set, "{need} {plain} {set}");
+        // The dy sums' slots: 16 floats of each of 512 threads (compute capability 9.0); the wide
+        // tier's three arrays of 32 (dgamma, dbias, dbeta).
+        assert!(
+            main.shared_mem_bytes >= smem
+                && (tier == "block_dbias" || main.shared_mem_bytes == smem),
+            "{}",
+            main.shared_mem_bytes
+        );
+        assert_eq!(a.db_dx, 1);
+        assert_ne!(a.dy_sum_part, 0);
+        assert_eq!(a.dy_sum, 0);
+        let parts = [a.dgamma_part, a.dbeta_part, a.dy_sum_part];
+        assert!(parts
+            .iter()
+            .all(|&q| q >= p.workspace && q + set as u64 <= p.workspace + need as u64));
+        assert!(parts[0] != parts[1] && parts[1] != parts[2] && parts[0] != parts[2]);
+        let f: WnLayerNormFinalizeArgs = plan.launches[1].args.get().expect("finalize args");
+        assert_eq!(
+            (f.dgamma_part, f.dbeta_part, f.dy_sum_part),
+            (a.dgamma_part, a.dbeta_part, a.dy_sum_part)
+        );
+        assert_eq!(
+            (f.dgamma, f.dbeta, f.dy_sum),
+            (p.dgamma.unwrap(), g.dbias.unwrap(), p.dbeta.unwrap())
+        );
+        assert_eq!(f.part_rows as usize, grid);
+        let short = ln::BackwardPtrs {
+            workspace_bytes: need as u64 - 1,
+            ..p
+        };
+        let e = ln::plan_backward_residual(&desc, &short, &g, &props).unwrap_err();
+        assert!(
+            matches!(e, warpnorm::Error::Workspace { needed, given } if needed == need && given == need - 1),
+            "{e}"
+        );
+    }
 }
 
-/// The split tier with the bias gradient on an H100: split_sums, then the `split_dx_dbias`
-/// kernel, which sums dbeta in shared memory beside dbias (with the dy sums' shared memory):
-/// with 16384 rows of 12288 into partial rows and one finalize of dgamma, dbias and dbeta; with
-/// 4 rows of 2^20 (one block of rows) written directly. No column sum either way.
+/// The split tier with the bias gradient: split_sums, then the `split_dx_dbias` kernel, which
+/// sums dbeta in shared memory beside dbias (with the dy sums' shared memory): with 16384 rows
+/// of 12288 on an A100 (whose 163 KiB of shared memory do not hold the wide tier's three
+/// arrays) into partial rows and one finalize of dgamma, dbias and dbeta; with 4 rows of 2^20
+/// on an H100 (one block of rows) written directly. No column sum either way.
 #[test]
 fn plan_layer_norm_dbias_split_tier_sums_dbeta_itself() {
-    let props = DeviceProps::H100;
-    for (rows, cols) in [(16384usize, 12288usize), (4, 1 << 20)] {
+    for (props, rows, cols) in [
+        (DeviceProps::A100, 16384usize, 12288usize),
+        (DeviceProps::H100, 4, 1 << 20),
+    ] {
         let (desc, _, _) = ln_dbias_call(rows, cols, 0);
         let need = ln::workspace_bytes_residual(&desc, true, &props).unwrap();
         let (_, p, g) = ln_dbias_call(rows, cols, need as u64);

@@ -14,21 +14,22 @@ use std::collections::BTreeSet;
 
 use crate::support::{run_case_dyn, run_on, to_f64, Case, Views, DTYPE_PAIRS};
 use half::f16;
-use testkit::sim::{skip_without_kernels, Sim};
+use testkit::sim::{sim_rows, skip_without_kernels, Sim};
 use warpnorm::cpu::rms_norm as cpu;
 use warpnorm::rms_norm::{plan_forward, workspace_bytes, Direction, ForwardPtrs, RmsNormDesc};
 use warpnorm::{DType, DeviceProps, Executor};
 
 /// Representatives of every tier (`warpnorm::layer_norm::plan`'s bounds): subwarp, warp,
-/// block, split; (64, 257) and (768, 257) have enough rows for several backward blocks
+/// block, wide (backward: 8200 columns, 4 rows), split; (64, 257) and (768, 257) have enough rows for several backward blocks
 /// (partial rows and the finalize kernel).
-const REPS: [(usize, usize); 8] = [
+const REPS: [(usize, usize); 9] = [
     (7, 64),
     (64, 257),
     (128, 3),
     (512, 64),
     (768, 257),
     (2048, 16),
+    (8200, 4),
     (12288, 3),
     (65537, 1),
 ];
@@ -46,7 +47,8 @@ const MORE: [(usize, usize); 10] = [
     (16385, 1),
 ];
 const VIEWS: [Views; 3] = [Views::Aligned, Views::Offset1, Views::InputOffset1];
-/// Largest simulated problem (elements): rows are reduced for longer rows.
+/// Largest simulated problem (elements): rows are reduced for longer rows (not below SIM's
+/// 4 SMs up to 16384 columns: `testkit::sim::sim_rows`).
 const MAX_ELEMS: usize = 1 << 15;
 
 /// The sweep's cases: the tier representatives (plus [`MORE`] when `more`), every dtype pair
@@ -62,7 +64,7 @@ pub fn cases(more: bool) -> Vec<Case> {
             for (vi, &views) in VIEWS.iter().enumerate() {
                 let idx = out.len();
                 out.push(Case {
-                    rows: m.min((MAX_ELEMS / cols).max(1)),
+                    rows: sim_rows(m, cols, MAX_ELEMS),
                     cols,
                     dtype,
                     param_dtype,
@@ -114,13 +116,15 @@ fn sweep(arch: u32, more: bool) {
     );
     let all: Vec<&str> = warpnorm::kernels::all_entries()
         // The fused residual add's entry points (`_res_`, and the block and split tiers'
-        // `_block_dbias_` / `_split_dx_dbias_` with the bias gradient):
+        // `_block_dbias_` / `_split_dx_dbias_` with the bias gradient, and the wide tier's
+        // `_wide_dbias_`):
         // tests/rms_norm/residual.rs.
         .filter(|k| {
             k.starts_with("warpnorm_rms_norm_")
                 && !k.contains("_res_")
                 && !k.contains("_block_dbias_")
                 && !k.contains("_split_dx_dbias_")
+                && !k.contains("_wide_dbias_")
         })
         .collect();
     assert!(

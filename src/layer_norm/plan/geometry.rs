@@ -22,11 +22,22 @@
 //! | `subwarp` | packs <= 32 | 1..32 lanes per row, one pack per lane, 128 (fwd) / 512 (bwd) threads |
 //! | `warp` | packs <= 32 * elems / VEC | a warp per row, up to `elems` elements per lane |
 //! | `block` | packs <= 512 * elems / VEC | a row per team of 128..512 threads, in registers (backward: 512 / team rows per block) |
+//! | `wide` | backward, vector: packs <= 512 * 2 elems / VEC | a row per 512-thread block, dgamma/dbeta sums in shared memory |
 //! | `split` | longer rows, or fewer rows than SMs with D >= 4096 | chunks of a row on grid.y |
 //!
 //! `elems` (elements per thread) is 32 forward and 16 backward (8 for the scalar variants,
 //! and 8 backward on compute capability >= 12.0, where ptxas needs more registers), so in f32
 //! the warp tier covers D <= 1024 (fwd) / 512 (bwd) and the block tier D <= 16384 / 8192.
+//!
+//! **Wide backward.** The block tier's backward holds x, dy and its dgamma/dbeta sums in
+//! registers; the `wide` tier ([`wide_elems`]: twice the elements per thread, D <= 16384 on
+//! sm_80/sm_90) keeps those sums in thread-private shared-memory slots
+//! ([`wide_shared_bytes`]: 64 KiB per array at 32 elements; LayerNorm 2 arrays, 3 with the
+//! bias gradient; RMSNorm 1, 2) and holds 16-bit x and dy packed until each use, so a row
+//! still fits one block and is read once, where the split tier reads x and dy twice. It is
+//! chosen when the block tier does not fit, there are at least as many rows as SMs, and the
+//! device's opt-in shared memory holds the slots (an H100/H200's 227 KiB every kernel; an
+//! A100's 163 KiB all but LayerNorm's bias gradient; a T4's 64 KiB none: split there).
 //!
 //! **Vector variants, any D.** Forward needs x and y congruent mod A bytes, backward x, dy
 //! and dx; per-row heads are predicated, so odd D never falls to the scalar variant (which
@@ -57,8 +68,8 @@
 
 use crate::abi::{
     WN_LN_BWD_THREAD_ELEMS, WN_LN_BWD_THREAD_ELEMS_CC12, WN_LN_BWD_THREAD_ELEMS_SCALAR,
-    WN_LN_BWD_WARP_BLOCK, WN_LN_FWD_THREAD_ELEMS, WN_LN_FWD_THREAD_ELEMS_SCALAR, WN_LN_MAX_BLOCK,
-    WN_LN_WARP_BLOCK,
+    WN_LN_BWD_WARP_BLOCK, WN_LN_BWD_WIDE_FACTOR, WN_LN_FWD_THREAD_ELEMS,
+    WN_LN_FWD_THREAD_ELEMS_SCALAR, WN_LN_MAX_BLOCK, WN_LN_WARP_BLOCK,
 };
 use crate::device::DeviceProps;
 use crate::occupancy;
@@ -88,6 +99,12 @@ pub enum Tier {
         /// Threads per block.
         threads: u32,
     },
+    /// Backward only: one row per block of `threads` threads, [`wide_elems`] per thread, the
+    /// dgamma/dbeta sums in shared memory (see the module docs).
+    Wide {
+        /// Threads per block.
+        threads: u32,
+    },
     /// Rows split into `splits` chunks of `chunk` columns, blocks of `threads`.
     Split {
         /// Threads per block.
@@ -106,6 +123,7 @@ impl Tier {
             Tier::Subwarp { .. } => "subwarp",
             Tier::Warp => "warp",
             Tier::Block { .. } => "block",
+            Tier::Wide { .. } => "wide",
             Tier::Split { .. } => "split",
         }
     }
@@ -182,6 +200,37 @@ fn thread_elems(dir: Direction, vec: bool, props: &DeviceProps) -> u64 {
         (Direction::Backward, true) => WN_LN_BWD_THREAD_ELEMS,
         (Direction::Backward, false) => WN_LN_BWD_THREAD_ELEMS_SCALAR,
     }) as u64
+}
+
+/// Elements per thread of the backward's wide tier for activations `dtype` on `props`
+/// (`kWideElems` in cuda/layer_norm.cu): `WN_LN_BWD_WIDE_FACTOR` times the block tier's, but
+/// the block tier's own for f32 on compute capability 10.x (there twice spilled at the
+/// 128-register bound), where the wide tier then covers nothing the block tier does not.
+pub fn wide_elems(dtype: DType, props: &DeviceProps) -> u64 {
+    let block = thread_elems(Direction::Backward, true, props);
+    let cc = props.compute_capability.0;
+    if dtype == DType::F32 && (10..12).contains(&cc) {
+        block
+    } else {
+        block * u64::from(WN_LN_BWD_WIDE_FACTOR)
+    }
+}
+
+/// Dynamic shared memory (bytes) of a wide-tier backward kernel (`bwd_wide`): one array of
+/// 16-byte slots of [`wide_elems`] floats for each of `WN_LN_MAX_BLOCK` threads per sum it
+/// keeps there: dgamma, LayerNorm's dbeta or (`residual`, with the bias gradient) dbias, and
+/// LayerNorm's dy sums beside dbias. (The partial rows' column slice, D floats, reuses the
+/// first array.)
+pub(crate) fn wide_shared_bytes(
+    op: RowNorm,
+    dtype: DType,
+    residual: bool,
+    props: &DeviceProps,
+) -> u64 {
+    let arrays = 1
+        + u64::from(op == RowNorm::Layer || residual)
+        + u64::from(op == RowNorm::Layer && residual);
+    arrays * u64::from(WN_LN_MAX_BLOCK) * wide_elems(dtype, props) * 4
 }
 
 /// Dynamic shared memory (bytes) LayerNorm's bias-gradient block and split_dx kernels need for
@@ -348,7 +397,7 @@ pub(crate) fn residual_pass(pass: &str, vec: bool) -> String {
 pub(crate) fn launched_pass(pass: &str, fwd: bool, fused: bool, vec: bool) -> String {
     match (fused, fwd, pass) {
         (true, true, p) if p != "split_norm" => residual_pass(p, vec),
-        (true, false, "block" | "split_dx") => format!("{pass}_dbias"),
+        (true, false, "block" | "split_dx" | "wide") => format!("{pass}_dbias"),
         _ => pass.to_string(),
     }
 }
@@ -437,6 +486,25 @@ pub(crate) fn geometry_with(
         next_pow2(t).clamp(128, max_block)
     };
     let few_rows = rows < sms && cols as usize >= SPLIT_MIN_COLS;
+    // The wide tier's grid cap when its kernel fits the row (vector backward, beyond the block
+    // tier) and its shared memory fits the device (at least one block resident per SM).
+    let wide_npack = wide_elems(desc.dtype, props) / v;
+    let wide_smem = wide_shared_bytes(op, desc.dtype, residual, props);
+    let wide_fits = || {
+        let name = kernel(
+            op,
+            dir_name,
+            desc,
+            &launched_pass("wide", fwd, residual, vec),
+            vec,
+        );
+        let static_smem = occupancy::kernel_resources(&name, props).map_or(0, |r| r.shared_bytes);
+        wide_smem + u64::from(static_smem) <= u64::from(props.max_shared_per_block_optin)
+    };
+    let wide_cap = (!fwd && vec && wide_npack > npack && packs <= max_block * wide_npack)
+        .then_some(())
+        .filter(|_| wide_fits())
+        .map(|_| cap(&["wide"], max_block, &[wide_smem]));
     let mut rows_per_block = 1u64;
     let fits_block = packs <= max_block * npack;
     // (tier, threads, grid_x, grid_y, rows per block per grid-stride step, dynamic smem,
@@ -474,6 +542,20 @@ pub(crate) fn geometry_with(
         }
         rows_per_block = r;
         (Tier::Block { threads: t as u32 }, t, g, 1, r, smem, 0)
+    } else if let Some(c) = wide_cap.filter(|_| !few_rows) {
+        // Wide (backward): one row per 512-thread block, read once.
+        let g = rows.min(c).min(want);
+        (
+            Tier::Wide {
+                threads: max_block as u32,
+            },
+            max_block,
+            g,
+            1,
+            1,
+            wide_smem,
+            0,
+        )
     } else {
         // Split: enough chunks that each fits a block, and (for few rows) enough blocks to
         // fill the GPU, but chunks of at least SPLIT_MIN_CHUNK elements.

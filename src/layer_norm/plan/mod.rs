@@ -19,7 +19,8 @@ use super::desc::{Affine, LayerNormDesc, Problem};
 mod geometry;
 pub use geometry::{
     access_bytes, bwd_grid_for_heads, bwd_min_rows_per_block, geometry, head_period,
-    nested_first_grid, pack_width, part_stride, Geometry, Tier, SPLIT_MIN_CHUNK, SPLIT_MIN_COLS,
+    nested_first_grid, pack_width, part_stride, wide_elems, Geometry, Tier, SPLIT_MIN_CHUNK,
+    SPLIT_MIN_COLS,
 };
 pub(crate) use geometry::{geometry_of, geometry_with, residual_pass, RowNorm};
 use geometry::{kernel, launched_pass, round_up};
@@ -182,7 +183,10 @@ fn dbias_extra_bytes(
 fn dy_sums_in_kernel(op: RowNorm, desc: &LayerNormDesc, geo: &Geometry) -> bool {
     op == RowNorm::Layer
         && desc.affine.has_bias()
-        && matches!(geo.tier, Tier::Block { .. } | Tier::Split { .. })
+        && matches!(
+            geo.tier,
+            Tier::Block { .. } | Tier::Wide { .. } | Tier::Split { .. }
+        )
 }
 
 /// The column sum (`warpnorm_layer_norm_bwd_<T>_colsum`, then the finalize kernel) that forms
@@ -508,6 +512,10 @@ pub(crate) fn plan_forward_res_of(
             let name = kernel(op, "fwd", desc, &res_tier(geo.tier.name()), vec);
             let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
             plan.push(Launch::new(name, grid, block, 0, &args));
+        }
+        Tier::Wide { .. } => {
+            // The wide tier is backward-only (geometry_with never picks it forward).
+            return Err(Error::UnknownKernel(kernel(op, "fwd", desc, "wide", vec)));
         }
         Tier::Split { chunk, splits, .. } => {
             args.partials = p.workspace;
@@ -868,15 +876,16 @@ pub(crate) fn plan_backward_res_of(
             args.group = 32;
             push_bwd_warp(&mut plan, op, desc, "warp", vec, &geo, &args)?;
         }
-        Tier::Block { .. } => {
-            // With the bias gradient, the block tier's own entry points (it is fixed at
-            // compile time there, as in the split tier; the warp tiers read `db_dx`): the
+        Tier::Block { .. } | Tier::Wide { .. } => {
+            // With the bias gradient, the block and wide tiers' own entry points (it is fixed
+            // at compile time there, as in the split tier; the warp tiers read `db_dx`): the
             // same rule the geometry sized the grid by.
-            let tier = launched_pass("block", false, dbias.is_some(), vec);
+            let tier = launched_pass(geo.tier.name(), false, dbias.is_some(), vec);
             let name = kernel(op, "bwd", desc, &tier, vec);
             let grid = [grid_dim(geo.grid_x, &name)?, 1, 1];
             // The row teams sum their dgamma/dbeta in shared memory (teams * cols floats),
-            // which with dbeta beside dbias first holds the threads' dy sums.
+            // which with dbeta beside dbias first holds the threads' dy sums (the wide tier:
+            // its slots, wide_shared_bytes).
             let block = [geo.threads, geo.rows_per_block, 1];
             plan.push(Launch::new(name, grid, block, geo.shared_mem_bytes, &args));
         }
