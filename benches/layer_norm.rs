@@ -329,6 +329,10 @@ fn main() -> Res<()> {
     bench::<bf16, f32>(&s, &mut timer, 4, 1 << 20, copy_gbs)?;
     bench::<f32, f32>(&s, &mut timer, 4096, 2041, copy_gbs)?;
     bench::<f32, f32>(&s, &mut timer, 4096, 2040, copy_gbs)?;
+    // Rows of 12288 and 16384: the backward's wide tier (each row read once, the dgamma/dbeta
+    // sums in shared memory; the split tier before).
+    bench::<bf16, bf16>(&s, &mut timer, rows, 12288, copy_gbs)?;
+    bench::<bf16, f32>(&s, &mut timer, rows, 16384, copy_gbs)?;
     // RMSNorm, and the fused residual add of both ops (benches/layer_norm/fused.rs): two
     // widths, so that the bench stays within gpu-run.sh's 300 s for this step.
     for cols in [1024usize, 4096] {

@@ -56,6 +56,9 @@ def layer_norm_cases(quick):
     cases.append((4, 1 << 20, "bf16", "f32"))
     cases.append((4096, 2041, "f32", "f32"))
     cases.append((4096, 2040, "f32", "f32"))
+    # Rows of 12288 and 16384 (the backward's wide tier).
+    cases.append((rows, 12288, "bf16", "bf16"))
+    cases.append((rows, 16384, "bf16", "f32"))
     return cases
 
 
