@@ -979,7 +979,7 @@ __device__ __forceinline__ void dy_sums_take(const float* base, float (&out)[NPA
  * `wide_shared_bytes`), so that a thread's registers hold only the row it works on: twice the
  * block tier's columns per thread. `update` reads a pack's 16-byte slots, applies the same
  * adds as the registers' ParamGrads, in the same order, and writes them back; no barrier (no
- * other thread touches the slots until `take`).
+ * other thread touches the slots until bwd_wide reads them back, dy_sums_take).
  */
 template <int VEC, int NPACK, int kArrays>
 struct SlotGrads {
@@ -1068,18 +1068,16 @@ __device__ __forceinline__ void bwd_dx(float (&x)[NPACK][VEC], const float (&dy)
  * The bias gradient (a.db_dx): adds the segment's f32 dx held in `v` (dh included) to the db
  * accumulators.
  */
-template <int VEC, int NPACK, class G, class Acc>
-__device__ __forceinline__ void acc_dx(Acc& acc, const G& g, const float (&v)[NPACK][VEC]) {
+template <int VEC, int NPACK, class G>
+__device__ __forceinline__ void acc_dx(ParamGrads<VEC, NPACK>& acc, const G& g,
+                                       const float (&v)[NPACK][VEC]) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
         const auto lo = g.template lo<VEC>(k);
-        if (Acc::kSlots && lo >= g.n) continue;  // (registers: every pack, as before)
-        acc.update(k, false, true, [&](float(&)[VEC], float (&db)[VEC]) {
 #pragma unroll
-            for (int i = 0; i < VEC; ++i) {
-                if (in_seg(lo + i, g.n)) db[i] += v[k][i];
-            }
-        });
+        for (int i = 0; i < VEC; ++i) {
+            if (in_seg(lo + i, g.n)) acc.db[k][i] += v[k][i];
+        }
     }
 }
 
