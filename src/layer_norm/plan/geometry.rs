@@ -501,10 +501,9 @@ pub(crate) fn geometry_with(
         let static_smem = occupancy::kernel_resources(&name, props).map_or(0, |r| r.shared_bytes);
         wide_smem + u64::from(static_smem) <= u64::from(props.max_shared_per_block_optin)
     };
-    let wide_cap = (!fwd && vec && wide_npack > npack && packs <= max_block * wide_npack)
-        .then_some(())
-        .filter(|_| wide_fits())
-        .map(|_| cap(&["wide"], max_block, &[wide_smem]));
+    let wide_cap =
+        (!fwd && vec && wide_npack > npack && packs <= max_block * wide_npack && wide_fits())
+            .then(|| cap(&["wide"], max_block, &[wide_smem]));
     let mut rows_per_block = 1u64;
     let fits_block = packs <= max_block * npack;
     // (tier, threads, grid_x, grid_y, rows per block per grid-stride step, dynamic smem,
