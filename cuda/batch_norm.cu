@@ -342,9 +342,18 @@ __device__ __forceinline__ void store_pack_in(T* p, int64_t e0, int64_t numel, c
  * one group of the compensated Welford update, shifted down to lanes [0, hi - lo); the
  * backward zeroes dy and sets x to the mean outside the range (adding exactly nothing).
  * Block, grid, splits and partials as reduce_nchw (units: the covering packs).
+ *
+ * DX (eval-mode backward sums, dx != dy: the covering reads of dy would race with the
+ * neighbouring blocks' dx otherwise) also writes dx = dy * gamma * invstd over whole 32-byte
+ * sectors: a sector (in x's address phase) is written by the unit of the slice that holds its
+ * last element in the tensor, both its packs, each lane with the coefficients of its own
+ * channel (this slice's, or the one or two before it: S >= V, so a sector reaches at most two
+ * slices back). Every pack of the tensor is written once, by one unit, and every store is a
+ * whole 16-byte pack (the tensor's last pack, when N * C * S % V != 0, element by element).
  */
-template <typename T, int V, bool GRAD>
+template <typename T, int V, bool GRAD, typename P = float, bool DX = false>
 __device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a) {
+    static_assert(GRAD || !DX, "dx is written by the backward sums");
     using Acc = typename std::conditional<GRAD, GradAcc<1>, StatsAcc<1>>::type;
     // Packs in flight: kUnroll, but 2 in the backward sums (x and dy packs; 4 of each took
     // 110 registers on sm_90: 2 blocks per SM, short of the loads in flight the model asks).
@@ -354,7 +363,9 @@ __device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a) 
 #else
     constexpr int kStatsRU = kUnroll;
 #endif
-    constexpr int kRU = GRAD ? 2 : kStatsRU;
+    // The eval-mode sums that write dx (DX), 16-bit: one pack of each (two took 78 registers
+    // on sm_90: 3 blocks per SM, whose 2048-block grid for 128 x 2048 x 7 x 7 ran 5.2 waves).
+    constexpr int kRU = DX && sizeof(T) < 4 ? 1 : (GRAD ? 2 : kStatsRU);
     __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
     constexpr int64_t E = 2 * V;  // elements per 32-byte sector
     const int64_t c = blockIdx.x;
@@ -373,6 +384,24 @@ __device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a) 
     const int64_t slice = a.c * a.s;
     float mean = 0.0f;
     if constexpr (GRAD) mean = reinterpret_cast<const float*>(a.mean)[c];
+    // DX: the coefficients of this channel and the one before it (mod C), and of the one
+    // before that when a slice is shorter than a sector; how far back a lane may reach (a lane
+    // d < 0 elements before the slice is in the slice before it when d >= -S, else the one
+    // before that).
+    float kdx[3][4] = {};
+    if constexpr (DX) {
+        const int back = a.s < E ? 3 : 2;
+#pragma unroll
+        for (int b = 0; b < 3; ++b) {
+            if (b >= back) break;
+            const int64_t cb = ((c - b) % a.c + a.c) % a.c;  // C may be 1
+            const Coef k = eval_dx_coef<P>(a, cb);
+#pragma unroll
+            for (int t = 0; t < 4; ++t) kdx[b][t] = k.k[t];
+        }
+    }
+    const int s_near = static_cast<int>(min(a.s, E));
+    T* dx = reinterpret_cast<T*>(a.dx);
     Acc acc;
     acc.init();
     int64_t u = begin + threadIdx.y;
@@ -383,10 +412,15 @@ __device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a) 
             Held<T, V> px[kRU], pd[kRU];
             int lo[kRU], hi[kRU];
             bool tail[kRU];
+            bool own[kRU];  // DX: this unit writes the pack's dx
+            int rel[kRU];   // DX: the slice's first element - the pack's
+            int64_t ats[kRU];
 #pragma unroll
             for (int j = 0; j < kRU; ++j) {
                 lo[j] = 0;
                 hi[j] = 0;
+                own[j] = false;
+                rel[j] = 0;
                 int64_t at = numel;  // no pack (load_pack_issue: zeros, no load)
                 if (u < end) {
                     const int64_t b = n * slice + c * a.s;  // the slice's first element
@@ -395,6 +429,15 @@ __device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a) 
                         at = e0;
                         lo[j] = static_cast<int>(max(b - e0, int64_t{0}));
                         hi[j] = static_cast<int>(min(b + a.s - e0, static_cast<int64_t>(V)));
+                        if constexpr (DX) {
+                            // The pack's sector: units come in sector pairs from s = 0.
+                            const int64_t sec = e0 - (s & 1) * V;
+                            const int64_t last = min(sec + E - 1, numel - 1);
+                            own[j] = last >= b && last < b + a.s;
+                            // Clamped (b - e0 > -2^31 for any S): lanes past E into the
+                            // slice are its own either way.
+                            rel[j] = static_cast<int>(max(b - e0, -E));
+                        }
                     }
                     u += step;
                     s += step_s;
@@ -406,6 +449,7 @@ __device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a) 
                 }
                 // Outside the branch (as apply_nchw_odd): held across a join, nvcc split each
                 // pack into 16-bit halves there, which waited for its load.
+                ats[j] = at;
                 px[j] = load_pack_issue<T, V>(x, at, numel, tail[j]);
                 if constexpr (GRAD) pd[j] = load_pack_issue<T, V>(dy, at, numel, tail[j]);
             }
@@ -416,6 +460,26 @@ __device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a) 
             }
 #pragma unroll
             for (int j = 0; j < kRU; ++j) {
+                if constexpr (DX) {
+                    if (own[j]) {
+                        // Lane i is d = i - rel elements into the slice: this channel's when
+                        // d >= 0, else the previous slice's or (d < -S) the one before. Only
+                        // the scale k[2] differs between channels: eval_dx_coef's mean and
+                        // beta are 0 for every channel.
+                        float k[4][V];
+#pragma unroll
+                        for (int i = 0; i < V; ++i) {
+                            const int d = i - rel[j];
+                            k[0][i] = kdx[0][0];
+                            k[1][i] = kdx[0][1];
+                            k[2][i] = d >= 0 ? kdx[0][2] : (d >= -s_near ? kdx[1][2] : kdx[2][2]);
+                            k[3][i] = kdx[0][3];
+                        }
+                        const Pack<T, V> pdj = pd[j].pack();
+                        store_pack_in<T, V>(dx, ats[j], numel,
+                                            apply_pack<T, V, V, false>(pdj, pdj, k));
+                    }
+                }
                 if (hi[j] <= lo[j]) continue;  // no element of the slice in this pack
                 const Pack<T, V> pxj = px[j].pack();
                 if constexpr (GRAD) {
@@ -646,15 +710,6 @@ struct WorkspaceCoef {
         for (int t = 0; t < 4; ++t) k.k[t] = coef[t * a.coef_stride + c];
         return k;
     }
-    /** Channels c1 and c2 at once, their loads interleaved (the vecodd pass's two channels). */
-    __device__ __forceinline__ void at2(int64_t c1, int64_t c2, Coef& k1, Coef& k2) const {
-        const float* coef = reinterpret_cast<const float*>(a.coef);
-#pragma unroll
-        for (int t = 0; t < 4; ++t) {
-            k1.k[t] = coef[t * a.coef_stride + c1];
-            k2.k[t] = coef[t * a.coef_stride + c2];
-        }
-    }
 };
 
 template <typename P> struct FrozenCoef {
@@ -666,10 +721,6 @@ template <typename P> struct FrozenCoef {
     }
     __device__ __forceinline__ Coef at(int64_t c) const {
         return fwd_coef<P>(a.gamma, a.beta, c, stats(c));
-    }
-    __device__ __forceinline__ void at2(int64_t c1, int64_t c2, Coef& k1, Coef& k2) const {
-        k1 = at(c1);
-        k2 = at(c2);
     }
 };
 
@@ -750,51 +801,89 @@ __device__ __forceinline__ void apply_nchw(const WnBatchNormApplyArgs& a) {
  * 16-byte packs of consecutive memory. Element e belongs to channel (e / S) % C; with S >= V a
  * pack holds at most two channels: the channel of its first element up to lane S - r (r: that
  * element's place in its slice), the next channel from there. (r, channel) are tracked
- * incrementally (one 64-bit division per thread). The tensor's last pack, when
- * N * C * S % V != 0, is moved element by element.
+ * incrementally (one 64-bit division per thread), for the thread's packs and for its block's
+ * first pack of each group (the packs the block moves in one step of the grid-stride loop,
+ * consecutive). Each step stages the coefficients of the channels of each group - those of
+ * its blockDim.x * V elements and the next one, at most min(C, blockDim.x * V / S + 3) - in
+ * dynamic shared memory (two buffers, so one barrier per step), loaded by consecutive threads
+ * for consecutive channels: read per pack from global memory, the two channels' coefficients
+ * of the lanes of a warp were gathers of a few bytes from one or two sectors each, a sixth of
+ * the 16-bit kernels' requests (sectors/ideal 1.13 on 7 x 7 bf16). The tensor's last pack,
+ * when N * C * S % V != 0, is moved element by element.
  */
 template <typename T, int V, bool BWD, class Src = WorkspaceCoef>
 __device__ __forceinline__ void apply_nchw_odd(const WnBatchNormApplyArgs& a) {
     // 16-bit types: 2 packs in flight (not kUnroll): the two channels' coefficients per pack
     // took the bf16 kernel to 94 registers with 4 (2 blocks of 256 threads per SM).
     constexpr int kOddUnroll = sizeof(T) == 4 ? kUnroll : 2;
+    static_assert(kOddUnroll <= static_cast<int>(WN_BN_ODD_APPLY_PACKS),
+                  "the planner sizes the coefficient tables for WN_BN_ODD_APPLY_PACKS groups");
+    extern __shared__ __align__(16) unsigned char dyn[];
+    float4* tables = reinterpret_cast<float4*>(dyn);
     bump(a.counter_bump);
     save_frozen<Src>(a);
     const int64_t numel = a.n * a.c * a.s;
     const int64_t total = (numel + V - 1) / V;
     const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-    int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (p >= total) return;
-    int64_t q = (p * V) / a.s;
-    int64_t r = p * V - q * a.s;  // place of the pack's first element in its slice
+    const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x;
+    if (first >= total) return;  // the whole block: the loop below has block-wide barriers
+    const int64_t p0 = first + threadIdx.x;
+    int64_t q = (p0 * V) / a.s;
+    int64_t r = p0 * V - q * a.s;  // place of the pack's first element in its slice
     int64_t ch = q % a.c;
+    int64_t qb = (first * V) / a.s;
+    int64_t rb = first * V - qb * a.s;  // the same for the block's first pack
+    int64_t chb = qb % a.c;
     const int64_t se = stride * V;  // elements per grid step
     const int64_t sq = se / a.s;
     const int64_t sr = se - sq * a.s;
     const int64_t sc = sq % a.c;
+    const int nch = static_cast<int>(min(a.c, static_cast<int64_t>(blockDim.x) * V / a.s + 3));
     const Src src(a);
     const T* x = reinterpret_cast<const T*>(a.x);
     const T* dy = reinterpret_cast<const T*>(a.dy);
     T* out = reinterpret_cast<T*>(a.out);
-    for (; p < total; p += kOddUnroll * stride) {
+    int buf = 0;
+    for (int64_t pb = first; pb < total; pb += kOddUnroll * stride) {
         Held<T, V> px[kOddUnroll], pd[kOddUnroll];
-        int64_t chs[kOddUnroll];
+        int rel[kOddUnroll];  // the pack's channel, counted from its group's first channel
+        int64_t chbs[kOddUnroll];
         int split[kOddUnroll];
         bool tail[kOddUnroll];
 #pragma unroll
         for (int j = 0; j < kOddUnroll; ++j) {
-            chs[j] = ch;
+            const int64_t p = pb + threadIdx.x + j * stride;
+            chbs[j] = chb;
+            rel[j] = static_cast<int>(ch >= chb ? ch - chb : ch - chb + a.c);
             split[j] = static_cast<int>(min(a.s - r, static_cast<int64_t>(V)));
             // Unconditional (a pack past the tensor loads nothing): behind a branch, nvcc
             // split each pack into 16-bit halves at the join, which waited for its load.
-            px[j] = load_pack_issue<T, V>(x, (p + j * stride) * V, numel, tail[j]);
-            if constexpr (BWD) pd[j] = load_pack_issue<T, V>(dy, (p + j * stride) * V, numel, tail[j]);
+            px[j] = load_pack_issue<T, V>(x, p * V, numel, tail[j]);
+            if constexpr (BWD) pd[j] = load_pack_issue<T, V>(dy, p * V, numel, tail[j]);
             r += sr;
-            const int64_t carry = r >= a.s ? 1 : 0;
+            int64_t carry = r >= a.s ? 1 : 0;
             r -= carry * a.s;
             ch += sc + carry;
             if (ch >= a.c) ch -= a.c;
+            rb += sr;
+            carry = rb >= a.s ? 1 : 0;
+            rb -= carry * a.s;
+            chb += sc + carry;
+            if (chb >= a.c) chb -= a.c;
         }
+        // This step's tables: group j's channel i is chbs[j] + i (mod C).
+        float4* tab = tables + buf * kOddUnroll * nch;
+#pragma unroll
+        for (int j = 0; j < kOddUnroll; ++j) {
+            if (pb + j * stride >= total) break;
+            for (int i = threadIdx.x; i < nch; i += blockDim.x) {
+                int64_t c = chbs[j] + i;
+                if (c >= a.c) c -= a.c;
+                const Coef k = src.at(c);
+                tab[j * nch + i] = make_float4(k.k[0], k.k[1], k.k[2], k.k[3]);
+            }
+        }
+        __syncthreads();
 #pragma unroll
         for (int j = 0; j < kOddUnroll; ++j) {
             load_pack_finish<T, V>(px[j], x, numel, tail[j]);
@@ -802,19 +891,24 @@ __device__ __forceinline__ void apply_nchw_odd(const WnBatchNormApplyArgs& a) {
         }
 #pragma unroll
         for (int j = 0; j < kOddUnroll; ++j) {
-            if (p + j * stride >= total) break;
-            const int64_t ch2 = chs[j] + 1 == a.c ? 0 : chs[j] + 1;
-            Coef ka, kb;
-            src.at2(chs[j], ch2, ka, kb);
+            const int64_t p = pb + threadIdx.x + j * stride;
+            if (p >= total) break;
+            const int rel2 = rel[j] + 1 == a.c ? 0 : rel[j] + 1;  // the next channel (mod C)
+            const float4 ka = tab[j * nch + rel[j]];
+            const float4 kb = tab[j * nch + rel2];
             float k[4][V];
 #pragma unroll
-            for (int t = 0; t < 4; ++t) {
-#pragma unroll
-                for (int i = 0; i < V; ++i) k[t][i] = i < split[j] ? ka.k[t] : kb.k[t];
+            for (int i = 0; i < V; ++i) {
+                const bool lo = i < split[j];
+                k[0][i] = lo ? ka.x : kb.x;
+                k[1][i] = lo ? ka.y : kb.y;
+                k[2][i] = lo ? ka.z : kb.z;
+                k[3][i] = lo ? ka.w : kb.w;
             }
-            store_pack_in<T, V>(out, (p + j * stride) * V, numel,
+            store_pack_in<T, V>(out, p * V, numel,
                                 apply_pack<T, V, V, BWD>(px[j].pack(), pd[j].pack(), k));
         }
+        buf ^= 1;
     }
 }
 
@@ -960,25 +1054,53 @@ template <int V> struct OddWalk {
         step_n = step / spc;
         step_s = step - step_n * spc;
     }
-    template <class F> __device__ __forceinline__ void run(F&& body) const {
+    /**
+     * G units at a time: body(us, e0s, ins, los, his) for each group, every entry as run()'s
+     * arguments (entries past the thread's last unit: not `in`, no lanes), so that a thread
+     * can issue the loads of G units before it uses any.
+     */
+    template <int G, class F> __device__ __forceinline__ void run_groups(F&& body) const {
         int64_t u = threadIdx.y;
         if (u >= units) return;
         int64_t n = u / spc;
         int64_t sv = u - n * spc;
-        for (; u < units; u += step) {
-            const int64_t b = n * slice + cv * s;
-            const int64_t e0 = ((b + phase) / E) * E - phase + sv * V;
-            const bool in = e0 >= 0 && e0 < numel;
-            const int lo = in ? static_cast<int>(max(b - e0, int64_t{0})) : 0;
-            const int hi = in ? static_cast<int>(min(b + s - e0, static_cast<int64_t>(V))) : 0;
-            body(u, e0, in, lo, hi);
-            sv += step_s;
-            n += step_n;
-            if (sv >= spc) {
-                sv -= spc;
-                ++n;
+        while (u < units) {
+            int64_t us[G], e0s[G];
+            bool ins[G];
+            int los[G], his[G];
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                us[g] = u;
+                e0s[g] = numel;
+                ins[g] = false;
+                los[g] = 0;
+                his[g] = 0;
+                if (u < units) {
+                    const int64_t b = n * slice + cv * s;
+                    const int64_t e0 = ((b + phase) / E) * E - phase + sv * V;
+                    ins[g] = e0 >= 0 && e0 < numel;
+                    e0s[g] = e0;
+                    if (ins[g]) {
+                        los[g] = static_cast<int>(max(b - e0, int64_t{0}));
+                        his[g] = static_cast<int>(min(b + s - e0, static_cast<int64_t>(V)));
+                    }
+                    u += step;
+                    sv += step_s;
+                    n += step_n;
+                    if (sv >= spc) {
+                        sv -= spc;
+                        ++n;
+                    }
+                }
             }
+            body(us, e0s, ins, los, his);
         }
+    }
+    template <class F> __device__ __forceinline__ void run(F&& body) const {
+        run_groups<1>([&](const int64_t(&us)[1], const int64_t(&e0s)[1], const bool(&ins)[1],
+                          const int(&los)[1], const int(&his)[1]) {
+            body(us[0], e0s[0], ins[0], los[0], his[0]);
+        });
     }
 };
 
@@ -1001,6 +1123,43 @@ __device__ __forceinline__ void store_lanes(T* p, int64_t e0, int lo, int hi, co
 #pragma unroll
     for (int i = 0; i < V; ++i) {
         if (i >= lo && i < hi) p[e0 + i] = v.v[i];
+    }
+}
+
+/**
+ * Units of a vecodd fused block loaded before any is used (OddWalk::run_groups). Forward: the
+ * x packs of two units (one, 16 bytes per thread, was short of the loads in flight the model
+ * asks of 128 x 512 x 14 x 14 16-bit, whose 57 KB blocks fit 3 per SM). Backward: the x and
+ * dy packs of one unit (16-bit) or two (f32: a block of 128 x 2048 x 7 x 7 holds 57 KB, 3
+ * blocks per SM, and 32 bytes per thread were short of the loads in flight an H200 needs;
+ * two 16-bit units took 80 registers, 3 blocks per SM, and 2048 channels 6 waves where 4 had
+ * done).
+ */
+template <typename T, bool BWD> constexpr int kOddFusedUnits = !BWD || sizeof(T) == 4 ? 2 : 1;
+
+/**
+ * The loads of one group of a vecodd fused block's units: the packs of x (and of dy, when
+ * given) at e0s[g] for each unit inside the tensor (ins[g]), all issued before any is waited
+ * for (load_pack_issue / load_pack_finish: the tensor's last pack element by element). Issued
+ * one unit at a time behind a branch, each pack was used (stored to shared memory) before the
+ * next was issued: 16 bytes in flight per 16-bit thread.
+ */
+template <typename T, int V, int G>
+__device__ __forceinline__ void odd_fused_loads(const T* x, const int64_t (&e0s)[G],
+                                                const bool (&ins)[G], int64_t numel,
+                                                Held<T, V> (&hx)[G], const T* dy = nullptr,
+                                                Held<T, V>* hd = nullptr) {
+    bool tail[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        const int64_t at = ins[g] ? e0s[g] : numel;  // at numel: zeros, nothing read
+        hx[g] = load_pack_issue<T, V>(x, at, numel, tail[g]);
+        if (hd != nullptr) hd[g] = load_pack_issue<T, V>(dy, at, numel, tail[g]);
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        load_pack_finish<T, V>(hx[g], x, numel, tail[g]);
+        if (hd != nullptr) load_pack_finish<T, V>(hd[g], dy, numel, tail[g]);
     }
 }
 
@@ -1039,18 +1198,26 @@ __device__ __forceinline__ void fused_fwd(const WnBatchNormFusedFwdArgs& a) {
     if constexpr (ODD) {
         // Whole covering packs into shared memory; each pack's lanes of the slice are one
         // group of the compensated Welford update (see reduce_nchw_odd).
-        odd.run([&](int64_t u, int64_t e0, bool in, int lo, int hi) {
-            if (!in) return;
-            const PackT px = load_pack_in<T, V>(x, e0, odd.numel);
-            sx[u * bx + tx] = px;
-            if (hi <= lo) return;
-            float w[V];
-            unpack(px, w);
-            shift_lanes_down<V>(w, lo);
-            float xv[V][CV];
+        constexpr int G = kOddFusedUnits<T, false>;
+        odd.template run_groups<G>([&](const int64_t(&us)[G], const int64_t(&e0s)[G],
+                                       const bool(&ins)[G], const int(&los)[G],
+                                       const int(&his)[G]) {
+            Held<T, V> hx[G];
+            odd_fused_loads<T, V, G>(x, e0s, ins, odd.numel, hx);
 #pragma unroll
-            for (int i = 0; i < V; ++i) xv[i][0] = w[i];
-            acc.template push_group<V>(xv, hi - lo);
+            for (int g = 0; g < G; ++g) {
+                if (!ins[g]) continue;
+                const PackT px = hx[g].pack();
+                sx[us[g] * bx + tx] = px;
+                if (his[g] <= los[g]) continue;
+                float w[V];
+                unpack(px, w);
+                shift_lanes_down<V>(w, los[g]);
+                float xv[V][CV];
+#pragma unroll
+                for (int i = 0; i < V; ++i) xv[i][0] = w[i];
+                acc.template push_group<V>(xv, his[g] - los[g]);
+            }
         });
     } else if (active) {
         // kUnroll units in flight form one group of the compensated Welford update.
@@ -1177,21 +1344,29 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
     if constexpr (ODD) {
         // Whole covering packs of x and dy into shared memory; outside the slice's lanes dy
         // counts 0 and x the mean (adding exactly nothing).
-        odd.run([&](int64_t u, int64_t e0, bool in, int lo, int hi) {
-            if (!in) return;
-            const PackT px = load_pack_in<T, V>(x, e0, odd.numel);
-            const PackT pd = load_pack_in<T, V>(dy, e0, odd.numel);
-            sx[u * bx + tx] = px;
-            sdy[u * bx + tx] = pd;
-            if (hi <= lo) return;
-            float xv[V], dv[V];
+        constexpr int G = kOddFusedUnits<T, true>;
+        odd.template run_groups<G>([&](const int64_t(&us)[G], const int64_t(&e0s)[G],
+                                       const bool(&ins)[G], const int(&los)[G],
+                                       const int(&his)[G]) {
+            Held<T, V> hx[G], hd[G];
+            odd_fused_loads<T, V, G>(x, e0s, ins, odd.numel, hx, dy, hd);
 #pragma unroll
-            for (int i = 0; i < V; ++i) {
-                const bool inside = i >= lo && i < hi;
-                xv[i] = inside ? to_float(px.v[i]) : mh[0];
-                dv[i] = inside ? to_float(pd.v[i]) : 0.0f;
+            for (int g = 0; g < G; ++g) {
+                if (!ins[g]) continue;
+                const PackT px = hx[g].pack();
+                const PackT pd = hd[g].pack();
+                sx[us[g] * bx + tx] = px;
+                sdy[us[g] * bx + tx] = pd;
+                if (his[g] <= los[g]) continue;
+                float xv[V], dv[V];
+#pragma unroll
+                for (int i = 0; i < V; ++i) {
+                    const bool inside = i >= los[g] && i < his[g];
+                    xv[i] = inside ? to_float(px.v[i]) : mh[0];
+                    dv[i] = inside ? to_float(pd.v[i]) : 0.0f;
+                }
+                acc.template push_pack<V>(dv, xv, mh[0]);
             }
-            acc.template push_pack<V>(dv, xv, mh[0]);
         });
     } else if (active) {
         walk.run([&](int64_t u, int64_t off) {
@@ -1367,15 +1542,15 @@ WN_BN_PARAM(__nv_bfloat16, bf16)
         warpnorm::bn::FN<T, V, false, warpnorm::bn::FrozenCoef<P>>(a);                             \
     }
 
-#define WN_BN_EVAL_APPLY(T, TN, P, PN)                                                   \
+#define WN_BN_EVAL_APPLY(T, TN, P, PN, ODD_BOUNDS)                                       \
     WN_BN_EVAL_ONE(T, TN, P, PN, nchw, vec, apply_nchw, warpnorm::kVec<T>, WN_BN_LAUNCH_BOUNDS)           \
-    WN_BN_EVAL_ONE(T, TN, P, PN, nchw, vecodd, apply_nchw_odd, warpnorm::kVec<T>, WN_BN_LAUNCH_BOUNDS)    \
+    WN_BN_EVAL_ONE(T, TN, P, PN, nchw, vecodd, apply_nchw_odd, warpnorm::kVec<T>, ODD_BOUNDS)             \
     WN_BN_EVAL_ONE(T, TN, P, PN, nchw, scalar, apply_nchw, 1, WN_BN_BOUNDS_4)                             \
     WN_BN_EVAL_ONE(T, TN, P, PN, nhwc, vec, apply_nhwc, warpnorm::kVec<T>, WN_BN_LAUNCH_BOUNDS)           \
     WN_BN_EVAL_ONE(T, TN, P, PN, nhwc, scalar, apply_nhwc, 1, WN_BN_BOUNDS_4)
 
-/* Eval-mode backward sums that also write dx = dy * gamma * invstd (vec and scalar; the vecodd
- * shapes take the sums, the finalize and the eval apply). */
+/* Eval-mode backward sums that also write dx = dy * gamma * invstd (every access variant; the
+ * vecodd one not in place). */
 #define WN_BN_EVAL_RED_ONE(T, TN, P, PN, LAYOUT, ACCESS, FN, V)                                    \
     extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
         warpnorm_batch_norm_bwd_##TN##_##PN##params_eval_reduce_##LAYOUT##_##ACCESS(               \
@@ -1383,9 +1558,10 @@ WN_BN_PARAM(__nv_bfloat16, bf16)
         warpnorm::bn::FN<T, V, true, P, true>(a);                                                  \
     }
 
-#define WN_BN_EVAL(T, TN, P, PN)                                                         \
-    WN_BN_EVAL_APPLY(T, TN, P, PN)                                                       \
+#define WN_BN_EVAL(T, TN, P, PN, ODD_BOUNDS)                                             \
+    WN_BN_EVAL_APPLY(T, TN, P, PN, ODD_BOUNDS)                                           \
     WN_BN_EVAL_RED_ONE(T, TN, P, PN, nchw, vec, reduce_nchw, warpnorm::kVec<T>)          \
+    WN_BN_EVAL_RED_ONE(T, TN, P, PN, nchw, vecodd, reduce_nchw_odd, warpnorm::kVec<T>)   \
     WN_BN_EVAL_RED_ONE(T, TN, P, PN, nchw, scalar, reduce_nchw, 1)                       \
     WN_BN_EVAL_RED_ONE(T, TN, P, PN, nhwc, vec, reduce_nhwc, warpnorm::kVec<T>)          \
     WN_BN_EVAL_RED_ONE(T, TN, P, PN, nhwc, scalar, reduce_nhwc, 1)
@@ -1406,14 +1582,16 @@ WN_BN_PARAM(__nv_bfloat16, bf16)
             const WnBatchNormFusedBwdArgs a) {                                                     \
         warpnorm::bn::fused_bwd<T, P, V, NHWC>(a);                                                 \
     }
-/* The vecodd fused kernels (nchw, S % V != 0, S >= V, aligned pointers). */
+/* The vecodd fused kernels (nchw, S % V != 0, S >= V, aligned pointers). The backward at 4
+ * blocks per SM: ptxas took 68 (f32) and 72 (16-bit) registers without the bound, 3 blocks
+ * per SM, and 54 and 56 with it, no spill on sm_75 to sm_120. */
 #define WN_BN_FUSED_ODD(T, TN, P, PN)                                                              \
     extern "C" __global__ void WN_BN_FUSED_BOUNDS                                                 \
         warpnorm_batch_norm_fwd_##TN##_##PN##params_fused_nchw_vecodd(                            \
             const WnBatchNormFusedFwdArgs a) {                                                     \
         warpnorm::bn::fused_fwd<T, P, warpnorm::kVec<T>, false, true>(a);                          \
     }                                                                                              \
-    extern "C" __global__ void WN_BN_FUSED_BOUNDS                                                 \
+    extern "C" __global__ void WN_BN_BOUNDS_4                                                     \
         warpnorm_batch_norm_bwd_##TN##_##PN##params_fused_nchw_vecodd(                            \
             const WnBatchNormFusedBwdArgs a) {                                                     \
         warpnorm::bn::fused_bwd<T, P, warpnorm::kVec<T>, false, true>(a);                          \
@@ -1426,12 +1604,17 @@ WN_BN_PARAM(__nv_bfloat16, bf16)
     WN_BN_FUSED_ONE(T, TN, P, PN, nhwc, true, scalar, 1)
 
 /* Every kernel of one activation / parameter type pair: the fused tiers and the eval passes. */
-#define WN_BN_PAIR(T, TN, P, PN) \
-    WN_BN_FUSED(T, TN, P, PN)    \
-    WN_BN_EVAL(T, TN, P, PN)
+/* ODD_BOUNDS: the eval vecodd pass's launch bounds. f32 (4 packs per thread, each group's
+ * coefficients computed from the parameters while they are in flight) spilled 8 to 32 bytes
+ * at the 80 registers ptxas aimed for on sm_75 and sm_120: 2 blocks per SM let it take what
+ * it needs (it takes 106 on sm_90 without a bound). A minimum of 1 block is not the same as
+ * none: the 16-bit pass went from 64 to 100 registers on sm_90 with it. */
+#define WN_BN_PAIR(T, TN, P, PN, ODD_BOUNDS) \
+    WN_BN_FUSED(T, TN, P, PN)                \
+    WN_BN_EVAL(T, TN, P, PN, ODD_BOUNDS)
 
-WN_BN_PAIR(float, f32, float, f32)
-WN_BN_PAIR(__half, f16, float, f32)
-WN_BN_PAIR(__nv_bfloat16, bf16, float, f32)
-WN_BN_PAIR(__half, f16, __half, f16)
-WN_BN_PAIR(__nv_bfloat16, bf16, __nv_bfloat16, bf16)
+WN_BN_PAIR(float, f32, float, f32, WN_BN_BOUNDS_2)
+WN_BN_PAIR(__half, f16, float, f32, WN_BN_LAUNCH_BOUNDS)
+WN_BN_PAIR(__nv_bfloat16, bf16, float, f32, WN_BN_LAUNCH_BOUNDS)
+WN_BN_PAIR(__half, f16, __half, f16, WN_BN_LAUNCH_BOUNDS)
+WN_BN_PAIR(__nv_bfloat16, bf16, __nv_bfloat16, bf16, WN_BN_LAUNCH_BOUNDS)

@@ -412,7 +412,9 @@ fn main() {
          and 196 bytes per (n, c) slice in f32, 392 and 98 in bf16): a warp's requests \
          straddle the slices' partial sectors. Their slices take the `vecodd` kernels (16-byte \
          packs; scalar only for S < V or misaligned views): the reductions read whole covering \
-         sectors, the elementwise passes stream the flat tensor, and the fused tier, whose \
+         sectors (the eval-mode backward's sums also write dx, by whole sectors: each sector \
+         by the slice that holds its last element), the elementwise passes stream the flat \
+         tensor, and the fused tier, whose \
          blocks own one channel each, stores a slice's partial end packs element by element \
          (the neighbouring channel's block writes the rest of those packs): those stores are \
          what remains above 1 in the fused 7 x 7 rows.\n"

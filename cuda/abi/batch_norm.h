@@ -27,10 +27,11 @@
  * The forward statistics read x and accumulate a compensated Welford partial (the mean as a
  * (hi, lo) pair, cuda/common/welford.cuh). The backward sums read x, dy and the saved mean
  * (C floats) and sum dy * (x - mean); the finalize applies the mean's lo part.
- * The eval-mode backward's sums (`..._bwd_<T>_<P>params_eval_reduce_*`, vec and scalar) also
- * write dx = dy * gamma * invstd (`gamma` of type P, 1 when 0; `invstd` the saved C floats)
- * with the bits of the eval apply; `dx` may equal `dy`. The other kernels ignore dx, gamma
- * and invstd.
+ * The eval-mode backward's sums (`..._bwd_<T>_<P>params_eval_reduce_*`, every access variant)
+ * also write dx = dy * gamma * invstd (`gamma` of type P, 1 when 0; `invstd` the saved C
+ * floats) with the bits of the eval apply; `dx` may equal `dy`, except in the vecodd kernel
+ * (its covering reads of dy reach the neighbouring channels' lanes, which their blocks write).
+ * The other kernels ignore dx, gamma and invstd.
  */
 typedef struct WnBatchNormReduceArgs {
     wn_devptr x;
@@ -88,7 +89,7 @@ typedef struct WnBatchNormFinalizeArgs {
  * a, b, mean, d with dx = a * dy + b * (x - mean) + d (mean = `mean` + `mean_lo`, the forward's
  * saved pair; `mean_lo` 0 = zeros; d includes -b * mean_lo); WN_BN_FROZEN (eval-mode backward:
  * dgamma and dbeta only, the coefficients are not written; dx = dy * gamma * invstd is the
- * frozen-statistics apply kernel's, see WnBatchNormApplyArgs).
+ * eval-mode sums' or the frozen-statistics apply kernel's, see WnBatchNormApplyArgs).
  */
 typedef struct WnBatchNormBwdFinalizeArgs {
     wn_devptr partials;
@@ -123,7 +124,14 @@ typedef struct WnBatchNormBwdFinalizeArgs {
  * also writes save_mean = mean, save_mean_lo = 0 and save_invstd = invstd (each when not 0).
  * `coef`, `coef_stride` and `counter_bump` are unused there; the workspace kernels ignore the
  * parameter fields.
+ *
+ * The NCHW vecodd variants (`..._apply_nchw_vecodd`) stage the coefficients of the channels
+ * each group of a block's packs covers in dynamic shared memory, in two buffers of
+ * WN_BN_ODD_APPLY_PACKS groups of min(C, blockDim.x * V / S + 3) channels x 4 floats
+ * (V = 16 / sizeof(T)); the other variants use none.
  */
+#define WN_BN_ODD_APPLY_PACKS 4u
+
 typedef struct WnBatchNormApplyArgs {
     wn_devptr x;
     wn_devptr dy;

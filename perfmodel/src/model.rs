@@ -253,6 +253,8 @@ pub struct OpPrediction {
     pub inflight_short: Vec<InflightCheck>,
     /// Per launch.
     pub launches: Vec<LaunchPrediction>,
+    /// A case of issue 13's shape set (summarized in the report).
+    pub sweep: bool,
 }
 
 impl OpPrediction {
@@ -353,5 +355,6 @@ pub fn predict(gpu: &Gpu, case: &Case, facts: &dyn Fn(&str) -> KernelFacts) -> O
         budget_pct: budget.map(|b| 100.0 * b),
         inflight_short,
         launches,
+        sweep: case.sweep,
     }
 }

@@ -5,8 +5,10 @@
 //!
 //! Shapes: the benches' (benches/layer_norm.rs, benches/batch_norm.rs), the LayerNorm row
 //! lengths of issue 12 at 16384 rows, the channels-last grid of issue 11 ([256, 256, 14, 14])
-//! and small-batch shapes that fill about one wave. Pointers are distinct, 256-byte aligned
-//! fake addresses: plans depend only on their residues.
+//! and small-batch shapes that fill about one wave; then issue 13's BatchNorm shape set
+//! (every ResNet-50 BatchNorm2d layer at batch 32 and 128 in both layouts, 131072x8,
+//! 4096x4096), summarized in the report. Pointers are distinct, 256-byte aligned fake
+//! addresses: plans depend only on their residues.
 
 use warpnorm::abi::{WnBatchNormReduceArgs, WnLayerNormBwdArgs};
 use warpnorm::batch_norm::{self as bn, BatchNormDesc, Layout, Mode};
@@ -153,6 +155,9 @@ pub struct Case {
     pub plan: Plan,
     /// DRAM traffic of each launch (parallel to `plan.launches`).
     pub traffic: Vec<Traffic>,
+    /// One of issue 13's shape set ([`bn_sweep_shapes`]): summarized in the report, not listed
+    /// row by row.
+    pub sweep: bool,
 }
 
 impl Case {
@@ -210,6 +215,42 @@ pub fn bn_shapes() -> Vec<(Vec<usize>, Layout)> {
         (vec![256, 256, 14, 14], L),
         (vec![8, 256, 14, 14], C),
     ]
+}
+
+/// The BatchNorm2d layers of ResNet-50 (torchvision's): (channels, spatial size) of every
+/// distinct layer, stem to the last stage.
+pub const RESNET50_BN: [(usize, usize); 12] = [
+    (64, 112),
+    (64, 56),
+    (256, 56),
+    (128, 56),
+    (128, 28),
+    (512, 28),
+    (256, 28),
+    (256, 14),
+    (1024, 14),
+    (512, 14),
+    (512, 7),
+    (2048, 7),
+];
+
+/// Issue 13's BatchNorm shape set beyond [`bn_shapes`]: every layer of [`RESNET50_BN`] at
+/// batch 32 and 128 in both layouts, and the (N, C) shapes 131072x8 and 4096x4096.
+pub fn bn_sweep_shapes() -> Vec<(Vec<usize>, Layout)> {
+    use Layout::{ChannelsLast as L, Contiguous as C};
+    let listed = bn_shapes();
+    let mut v: Vec<(Vec<usize>, Layout)> = Vec::new();
+    for n in [32, 128] {
+        for (c, hw) in RESNET50_BN {
+            for layout in [C, L] {
+                v.push((vec![n, c, hw, hw], layout));
+            }
+        }
+    }
+    v.push((vec![131072, 8], C));
+    v.push((vec![4096, 4096], C));
+    v.retain(|s| !listed.contains(s));
+    v
 }
 
 /// Bytes of the copy case: the benches' roofline copy (2 x 256 MiB).
@@ -359,6 +400,7 @@ fn case(
         elem_bytes: s,
         plan,
         traffic,
+        sweep: false,
     })
 }
 
@@ -753,8 +795,8 @@ pub fn copy_case(props: &DeviceProps) -> Result<Case, String> {
     )
 }
 
-/// Every case, planned for `props`, in report order (copy, LayerNorm, RMSNorm, BatchNorm). A shape a
-/// planner rejects is an error naming it.
+/// Every case, planned for `props`, in report order (copy, LayerNorm, RMSNorm, BatchNorm, then
+/// issue 13's BatchNorm shape set). A shape a planner rejects is an error naming it.
 pub fn cases(props: &DeviceProps) -> Result<Vec<Case>, String> {
     let mut out = vec![copy_case(props)?];
     for &(rows, cols) in &LN_SHAPES {
@@ -773,12 +815,13 @@ pub fn cases(props: &DeviceProps) -> Result<Vec<Case>, String> {
             );
         }
     }
-    for (dims, layout) in bn_shapes() {
-        for &(t, p) in &DTYPE_PAIRS {
-            out.extend(
-                batch_norm(&dims, layout, t, p, props)
-                    .map_err(|e| format!("BatchNorm {dims:?} {layout:?} {}: {e}", dt(t, p)))?,
-            );
+    for (sweep, shapes) in [(false, bn_shapes()), (true, bn_sweep_shapes())] {
+        for (dims, layout) in shapes {
+            for &(t, p) in &DTYPE_PAIRS {
+                let cs = batch_norm(&dims, layout, t, p, props)
+                    .map_err(|e| format!("BatchNorm {dims:?} {layout:?} {}: {e}", dt(t, p)))?;
+                out.extend(cs.into_iter().map(|c| Case { sweep, ..c }));
+            }
         }
     }
     Ok(out)

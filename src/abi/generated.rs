@@ -19,6 +19,7 @@ pub const WN_LN_COLSUM_LANES: u32 = 32;
 pub const WN_LN_COLSUM_ROWS: u32 = 8;
 pub const WN_BN_CUMULATIVE: u32 = 2;
 pub const WN_BN_FROZEN: u32 = 4;
+pub const WN_BN_ODD_APPLY_PACKS: u32 = 4;
 #[doc = " A device address (what cuMemAlloc returns), as a plain 64-bit integer."]
 pub type wn_devptr = u64;
 #[doc = " Copy `n_bytes` bytes from `src` to `dst` (non-overlapping).\n The `vec16` variant requires both addresses to be 16-byte aligned; the `scalar` variant\n has no alignment requirement."]
@@ -305,7 +306,7 @@ const _: () = {
     ["Offset of field: WnLayerNormColSumArgs::_pad"]
         [::core::mem::offset_of!(WnLayerNormColSumArgs, _pad) - 52usize];
 };
-#[doc = " Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).\n Grid (channel tiles, splits); split k covers reduction units k * chunk up to (k + 1) * chunk (exclusive)\n where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).\n The forward statistics read x and accumulate a compensated Welford partial (the mean as a\n (hi, lo) pair, cuda/common/welford.cuh). The backward sums read x, dy and the saved mean\n (C floats) and sum dy * (x - mean); the finalize applies the mean's lo part.\n The eval-mode backward's sums (`..._bwd_<T>_<P>params_eval_reduce_*`, vec and scalar) also\n write dx = dy * gamma * invstd (`gamma` of type P, 1 when 0; `invstd` the saved C floats)\n with the bits of the eval apply; `dx` may equal `dy`. The other kernels ignore dx, gamma\n and invstd."]
+#[doc = " Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).\n Grid (channel tiles, splits); split k covers reduction units k * chunk up to (k + 1) * chunk (exclusive)\n where a unit is a pack of V elements of one channel (nchw) or one row of C (nhwc).\n The forward statistics read x and accumulate a compensated Welford partial (the mean as a\n (hi, lo) pair, cuda/common/welford.cuh). The backward sums read x, dy and the saved mean\n (C floats) and sum dy * (x - mean); the finalize applies the mean's lo part.\n The eval-mode backward's sums (`..._bwd_<T>_<P>params_eval_reduce_*`, every access variant)\n also write dx = dy * gamma * invstd (`gamma` of type P, 1 when 0; `invstd` the saved C\n floats) with the bits of the eval apply; `dx` may equal `dy`, except in the vecodd kernel\n (its covering reads of dy reach the neighbouring channels' lanes, which their blocks write).\n The other kernels ignore dx, gamma and invstd."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormReduceArgs {
@@ -418,7 +419,7 @@ const _: () = {
     ["Offset of field: WnBatchNormFinalizeArgs::_pad"]
         [::core::mem::offset_of!(WnBatchNormFinalizeArgs, _pad) - 132usize];
 };
-#[doc = " Backward finalize (`..._bwd_<P>params_finalize`): threads as the forward finalize; merges `splits`\n partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and\n dbeta = sum(dy) (when not 0), and the dx coefficients: training, arrays 0..3 at channel c =\n a, b, mean, d with dx = a * dy + b * (x - mean) + d (mean = `mean` + `mean_lo`, the forward's\n saved pair; `mean_lo` 0 = zeros; d includes -b * mean_lo); WN_BN_FROZEN (eval-mode backward:\n dgamma and dbeta only, the coefficients are not written; dx = dy * gamma * invstd is the\n frozen-statistics apply kernel's, see WnBatchNormApplyArgs)."]
+#[doc = " Backward finalize (`..._bwd_<P>params_finalize`): threads as the forward finalize; merges `splits`\n partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and\n dbeta = sum(dy) (when not 0), and the dx coefficients: training, arrays 0..3 at channel c =\n a, b, mean, d with dx = a * dy + b * (x - mean) + d (mean = `mean` + `mean_lo`, the forward's\n saved pair; `mean_lo` 0 = zeros; d includes -b * mean_lo); WN_BN_FROZEN (eval-mode backward:\n dgamma and dbeta only, the coefficients are not written; dx = dy * gamma * invstd is the\n eval-mode sums' or the frozen-statistics apply kernel's, see WnBatchNormApplyArgs)."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormBwdFinalizeArgs {
@@ -472,7 +473,6 @@ const _: () = {
     ["Offset of field: WnBatchNormBwdFinalizeArgs::_pad"]
         [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, _pad) - 100usize];
 };
-#[doc = " Elementwise passes over the whole tensor (`..._fwd_<T>_apply_*`:\n y = ((x - coef0) - coef1) * coef2 + coef3; `..._bwd_<T>_apply_*`: dx = coef0 * dy + coef1 * (x - coef2) + coef3), grid-stride\n over packs of V elements, the coefficients read from the workspace (`coef`, written by a\n finalize kernel). `counter_bump` (when not 0) is incremented once by thread 0 of\n block 0 (after the finalize kernel has read it).\n\n Frozen statistics (`..._fwd_<T>_<P>params_eval_apply_*`, one launch, no workspace): the\n forward coefficients of every channel come from the parameters themselves: mean =\n running_mean (0 when 0), invstd = `invstd` (C floats) when not 0, else\n 1 / sqrt(running_var + eps), scale = gamma * invstd (gamma 1 when 0), shift = beta (0 when\n 0); y = (x - mean) * scale + shift. Eval forward passes the running statistics; eval-mode\n backward passes dy as x, gamma and the saved invstd (dx = dy * gamma * invstd). The kernel\n also writes save_mean = mean, save_mean_lo = 0 and save_invstd = invstd (each when not 0).\n `coef`, `coef_stride` and `counter_bump` are unused there; the workspace kernels ignore the\n parameter fields."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormApplyArgs {

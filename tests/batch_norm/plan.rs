@@ -3,7 +3,7 @@
 
 use warpnorm::abi::{
     WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormFinalizeArgs,
-    WnBatchNormReduceArgs,
+    WnBatchNormReduceArgs, WN_BN_ODD_APPLY_PACKS,
 };
 use warpnorm::batch_norm::{
     plan_backward, plan_forward, workspace_bytes, BackwardPtrs, BatchNormDesc, Direction,
@@ -208,6 +208,45 @@ fn channels_last_reductions_fill_one_wave() {
             }
         }
     }
+}
+
+/// With a wave or more of channels, the splits end the grid near whole waves: 512 channels of
+/// the eval-mode sums (bf16, 784-element slices) in 1 split took 2 waves for 1.29 waves of
+/// work at 3 resident blocks per SM (64% of the roofline in the model).
+#[test]
+fn many_channel_reductions_end_near_whole_waves() {
+    let props = DeviceProps::H200;
+    let d = desc(&[128, 512, 28, 28], Layout::Contiguous, DType::BF16).with_mode(Mode::eval());
+    let p = plan_backward(&d, &bwd_ptrs(), &props).unwrap();
+    sane(&p, &props);
+    let l = &p.launches[0];
+    assert_eq!(
+        l.kernel,
+        "warpnorm_batch_norm_bwd_bf16_f32params_eval_reduce_nchw_vec"
+    );
+    // Waves of work in the grid, and the time of its whole waves per split: the chosen split
+    // count's against 1 split's.
+    let Some(r) = resident_per_sm(&l.kernel, l.block[0] * l.block[1], &props) else {
+        // Only a build without kernels lacks the ptxas figures.
+        if kernels::BUILT {
+            panic!("{}: no ptxas figures", l.kernel);
+        }
+        return;
+    };
+    let wave = props.sm_count * r;
+    let (tiles, splits) = (l.grid[0], l.grid[1]);
+    assert_eq!(tiles, 512);
+    let time = |s: u32| (tiles * s).div_ceil(wave) as f64 / s as f64;
+    let expect = match r {
+        // 396 resident: 3 splits, 1536 blocks = 3.88 waves in 4 (1.33 per split, not 2).
+        3 => 3,
+        // 528 resident: one wave.
+        4 => 1,
+        _ => splits,
+    };
+    assert_eq!(splits, expect, "{r} resident blocks per SM");
+    assert!(time(splits) <= time(1));
+    assert!((1..=8).all(|s| time(splits) <= time(s)));
 }
 
 #[test]
@@ -424,10 +463,27 @@ fn eval_and_backward_plans() {
     );
     let r: WnBatchNormReduceArgs = p.launches[0].args.get().unwrap();
     assert_eq!((r.dx, r.gamma, r.invstd), (0, 0, 0));
-    // 7 x 7 bf16 (vecodd: the sums read covering sectors of other channels): sums, finalize,
-    // then the eval apply for dx.
-    let o = desc(&[8, 64, 7, 7], Layout::Contiguous, DType::BF16);
-    let p = plan_backward(&o.with_mode(Mode::eval()), &b, &props).unwrap();
+    // 7 x 7 bf16 (vecodd: the sums read covering sectors of other channels and write dx by
+    // whole sectors): one sweep, as the vec shapes.
+    let o = desc(&[8, 64, 7, 7], Layout::Contiguous, DType::BF16).with_mode(Mode::eval());
+    let p = plan_backward(&o, &b, &props).unwrap();
+    sane(&p, &props);
+    assert_eq!(
+        names(&p),
+        [
+            "warpnorm_batch_norm_bwd_bf16_f32params_eval_reduce_nchw_vecodd",
+            "warpnorm_batch_norm_bwd_f32params_finalize"
+        ]
+    );
+    let r: WnBatchNormReduceArgs = p.launches[0].args.get().unwrap();
+    assert_eq!(
+        (r.dx, r.gamma, r.invstd),
+        (b.dx, b.gamma.unwrap(), b.save_invstd)
+    );
+    // In place (dx == dy), those covering reads would race with the neighbouring channels'
+    // dx: sums, finalize, then the eval apply for dx.
+    let in_place = BackwardPtrs { dx: b.dy, ..b };
+    let p = plan_backward(&o, &in_place, &props).unwrap();
     sane(&p, &props);
     assert_eq!(
         names(&p),
@@ -436,6 +492,21 @@ fn eval_and_backward_plans() {
             "warpnorm_batch_norm_bwd_f32params_finalize",
             "warpnorm_batch_norm_fwd_bf16_f32params_eval_apply_nchw_vecodd"
         ]
+    );
+    let r: WnBatchNormReduceArgs = p.launches[0].args.get().unwrap();
+    assert_eq!((r.dx, r.gamma, r.invstd), (0, 0, 0));
+    // The vecodd elementwise pass stages its coefficient tables in dynamic shared memory:
+    // 2 buffers x WN_BN_ODD_APPLY_PACKS groups x min(C, 256 * 8 / 49 + 3 = 44) channels x 16
+    // bytes; the reductions and the vec pass use none.
+    let apply = &p.launches[2];
+    assert_eq!(apply.block, [256, 1, 1]);
+    assert_eq!(apply.shared_mem_bytes, 2 * WN_BN_ODD_APPLY_PACKS * 44 * 16);
+    assert_eq!(p.launches[0].shared_mem_bytes, 0);
+    let few = desc(&[8, 5, 7, 7], Layout::Contiguous, DType::BF16).with_mode(Mode::eval());
+    let p = plan_backward(&few, &in_place, &props).unwrap();
+    assert_eq!(
+        p.launches[2].shared_mem_bytes,
+        2 * WN_BN_ODD_APPLY_PACKS * 5 * 16
     );
 }
 

@@ -20,7 +20,8 @@
 //! of K (tolerances of `tests/batch_norm/support.rs`). Then the same for eval: the forward
 //! (`..._eval_apply_*`, one launch, no workspace) from the running statistics the training
 //! forward left, and the eval-mode backward with dgamma / dbeta (`..._eval_reduce_*`, whose
-//! sums write dx, or for vecodd the reduction and the eval apply).
+//! sums write dx; in vecodd by whole sectors, so the blocks of the channels that own the
+//! sectors at the end of K's slices run as well).
 
 use std::ops::Range;
 
@@ -142,18 +143,38 @@ fn boxes_for(
             l.kernel
         ));
     }
-    // The vecodd reductions read the whole 32-byte sectors covering each slice of K (the
-    // buffers are 32-byte aligned), neighbouring channels' lanes masked.
+    let mut boxes = vec![[x0 as u32..x1 as u32, all_y.clone(), 0..1]];
+    // The vecodd eval-mode sums write dx by whole 32-byte sectors, each by the slice that holds
+    // its last element: the sector after K's last element in a slice may belong to the next
+    // channel, or (slices shorter than a sector) the one after it (mod C). Their blocks run
+    // too (their sums and dx of other channels are not checked).
+    let mut chans = vec![k.clone()];
+    if l.kernel.contains("_eval_reduce_nchw_vecodd") {
+        let reach = if geo.s >= 2 * v { 1 } else { 2 };
+        for d in 1..=reach {
+            let ch = (k.end - 1 + d) % geo.c;
+            if !k.contains(&ch) {
+                boxes.push([ch as u32..ch as u32 + 1, all_y.clone(), 0..1]);
+                chans.push(ch..ch + 1);
+            }
+        }
+    }
+    // The vecodd reductions read the whole 32-byte sectors covering each slice of their
+    // channels (the buffers are 32-byte aligned), neighbouring channels' lanes masked: the
+    // 2 * (floor((S + 2V - 2) / 2V) + 1) packs from the sector of the slice's first element
+    // (the most any slice needs; reduce_nchw_odd in cuda/batch_norm.cu).
     let extra = if l.kernel.ends_with("_nchw_vecodd") && !l.kernel.ends_with("_finalize") {
         let (e, numel) = (2 * v, geo.n * geo.c * geo.s);
-        geo.ranges(k)
+        let run = 2 * ((geo.s + e - 2) / e + 1) * v;
+        chans
             .iter()
-            .map(|r| r.start / e * e..(r.end.div_ceil(e) * e).min(numel))
+            .flat_map(|ch| geo.ranges(ch))
+            .map(|r| r.start / e * e..(r.start / e * e + run).min(numel))
             .collect()
     } else {
         Vec::new()
     };
-    Ok((vec![[x0 as u32..x1 as u32, all_y, 0..1]], extra))
+    Ok((boxes, extra))
 }
 
 /// The blocks of a plan that compute channels K, and what else they read.
@@ -531,9 +552,11 @@ fn run_huge<T: Element + Default, P: Element + Default>(
                 .iter()
                 .filter(|r| !r.is_empty())
                 .flat_map(|r| {
-                    // The vecodd pass reads a pack's next channel's coefficients too (b + 1).
+                    // The vecodd pass stages the coefficients of a group of a block's packs
+                    // from the channel of its first pack: min(C, threads * V / S + 3)
+                    // channels, up to 3 past the channel of the group's last element (b + 3).
                     let (a, b) = (r.start / geo.s, (r.end - 1) / geo.s);
-                    (a..=b + 1).map(|q| q % geo.c)
+                    (a..=b + 3).map(|q| q % geo.c)
                 })
                 .collect()
         };

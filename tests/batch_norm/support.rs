@@ -622,10 +622,13 @@ pub fn coverage_cases() -> Vec<Case> {
     // vecodd kernels with aligned views (whole covering sectors in the reductions, the flat
     // tensor in the elementwise passes); 1x1 is channels-innermost, S < V scalar. Several N
     // and C, N * C * S % V != 0 (a partial last pack), views 16 but not 32 bytes aligned
-    // (odd k: the other sector phase), and split reductions ([160, 2, 7, 7]).
+    // (odd k: the other sector phase), and split reductions ([160, 2, 7, 7]). Slices shorter
+    // than a 32-byte sector (S = 9 in 16-bit, S = 5 in f32): a sector reaches two slices back
+    // (the eval-mode backward's sums write dx by whole sectors, each lane with its channel's
+    // coefficient).
     for (i, dt) in DType::ALL.into_iter().enumerate() {
         let pt = if i.is_multiple_of(2) { DType::F32 } else { dt };
-        let shapes: [&[usize]; 8] = [
+        let shapes: [&[usize]; 10] = [
             &[3, 5, 7, 7],
             &[2, 3, 14, 14],
             &[4, 6, 3, 3],
@@ -634,6 +637,8 @@ pub fn coverage_cases() -> Vec<Case> {
             &[3, 4, 13, 13],
             &[160, 2, 7, 7],
             &[7, 3, 7, 7],
+            &[6, 7, 5],
+            &[5, 4, 5],
         ];
         for (k, dims) in shapes.into_iter().enumerate() {
             let mut a = Case::new(dims, Layout::Contiguous, dt, pt);

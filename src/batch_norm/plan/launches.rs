@@ -1,7 +1,7 @@
 //! The geometry and launches of the BatchNorm kernels: vector or scalar variant, the reduction
 //! grid (channel tiles x splits), the fused (on-chip) tier's fit, and the launch of each pass.
 
-use crate::abi::{WnBatchNormApplyArgs, WnBatchNormReduceArgs};
+use crate::abi::{WnBatchNormApplyArgs, WnBatchNormReduceArgs, WN_BN_ODD_APPLY_PACKS};
 use crate::device::DeviceProps;
 use crate::occupancy;
 use crate::plan::{grid_dim, AbiArgs, Launch, Plan};
@@ -31,8 +31,9 @@ pub(super) enum Access {
     Vec,
     /// `vecodd` (nchw only): 16-byte packs for a slice length S >= the vector width that it
     /// does not divide, 16-byte aligned pointers: the reductions read the whole sectors that
-    /// cover each slice (other channels' lanes masked), the elementwise passes stream the flat
-    /// tensor with a per-lane channel. No fused tier.
+    /// cover each slice (other channels' lanes masked; the eval-mode backward's sums write dx
+    /// by whole sectors), the elementwise passes stream the flat tensor with a per-lane
+    /// channel, the fused tier stores each slice's lanes.
     VecOdd,
     /// `scalar`: single elements, any size and alignment.
     Scalar,
@@ -85,6 +86,10 @@ pub(super) fn coef_stride(c: u64) -> u64 {
     c.div_ceil(8) * 8
 }
 
+/// The most splits [`reduce_geom`] gives a reduction with a wave or more of channel tiles,
+/// to end its grid near a whole number of waves.
+const MAX_WAVE_SPLITS: u64 = 8;
+
 /// Grid, block and split of one reduction launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct ReduceGeom {
@@ -98,14 +103,15 @@ pub(super) fn target_blocks(props: &DeviceProps) -> u64 {
     (props.sm_count as u64 * (props.max_threads_per_sm / BLOCK).max(1) as u64).max(1)
 }
 
-/// Blocks of `threads` threads of `kernel` the whole GPU holds at once (one wave): the build's
-/// register and shared-memory figures for the device's SASS ([`occupancy::resident_blocks`]);
-/// where the build has none (built without nvcc, or a device that JIT-compiles the PTX),
-/// [`target_blocks`].
-fn wave_blocks(kernel: &str, threads: u32, props: &DeviceProps) -> u64 {
+/// Blocks of `threads` threads of `kernel` (with `shared` bytes of dynamic shared memory) the
+/// whole GPU holds at once (one wave): the build's register and shared-memory figures for the
+/// device's SASS ([`occupancy::resident_blocks`]); where the build has none (built without
+/// nvcc, or a device that JIT-compiles the PTX), [`target_blocks`].
+fn wave_blocks(kernel: &str, threads: u32, shared: u32, props: &DeviceProps) -> u64 {
     match occupancy::kernel_resources(kernel, props) {
         Some(res) => {
-            props.sm_count as u64 * occupancy::resident_blocks(Some(res), threads, 0, props) as u64
+            props.sm_count as u64
+                * occupancy::resident_blocks(Some(res), threads, shared, props) as u64
         }
         None => target_blocks(props),
     }
@@ -143,8 +149,9 @@ pub(super) fn reduce_kernel(
 
 /// Grid, block and split of the reduction `kernel`: channel tiles x splits, the splits filling
 /// at most one wave of the kernel's resident blocks ([`wave_blocks`]; at least one split per
-/// tile), each split at least UNITS_PER_THREAD units per thread, and the partials' traffic
-/// capped (below).
+/// tile) when the tiles are fewer than a wave, else ending the grid near whole waves (at most
+/// [`MAX_WAVE_SPLITS`]), each split at least UNITS_PER_THREAD units per thread, and the
+/// partials' traffic capped (below).
 pub(super) fn reduce_geom(
     g: &Ncs,
     acc: Access,
@@ -166,17 +173,32 @@ pub(super) fn reduce_geom(
     let min_by = (32 / bx).max(1);
     let by = units.max(1).next_power_of_two().clamp(min_by, max_by);
     let per_split = by * UNITS_PER_THREAD;
-    // Whole splits per tile within one wave: a grid a little over a wave would take two
-    // (1088 blocks of the bf16 backward sums at 528 resident were 2.06 waves).
-    let want = (wave_blocks(kernel, (bx * by) as u32, props) / tiles.max(1)).max(1);
+    let wave = wave_blocks(kernel, (bx * by) as u32, 0, props);
     // Each split writes (and the finalize reads) 16 bytes of partials per channel: at most one
     // split per SPLIT_CAP_BYTES = 256 activation bytes of the channel keeps that within 1/16
     // of them (a wave of splits costs less than an under-filled, latency-bound grid).
     let traffic_cap = (g.count() * dtype.size() as u64 / SPLIT_CAP_BYTES).max(1);
-    let splits = want
-        .min(units.div_ceil(per_split))
+    let most = units
+        .div_ceil(per_split)
         .min(traffic_cap)
         .clamp(1, props.max_grid_yz.max(1) as u64);
+    let splits = if tiles < wave {
+        // Whole splits per tile within one wave: a grid a little over a wave would take two
+        // (1088 blocks of the bf16 backward sums at 528 resident were 2.06 waves).
+        (wave / tiles.max(1)).clamp(1, most)
+    } else {
+        // A wave or more of tiles: the splits (at most MAX_WAVE_SPLITS) whose grid's waves
+        // take the least time, ceil(tiles * splits / wave) waves of 1 / splits of a tile's
+        // work each, the fewest of equals (512 channels of the bf16 eval-mode sums at 396
+        // resident blocks: 1.29 waves of work in 2, 64% of the roofline; 3 splits, 3.88 in
+        // 4).
+        (1..=most.min(MAX_WAVE_SPLITS))
+            .min_by(|&a, &b| {
+                let t = |s: u64| (tiles * s).div_ceil(wave) as f64 / s as f64;
+                t(a).total_cmp(&t(b))
+            })
+            .unwrap_or(1)
+    };
     // nchw: splits start on a 32-byte sector of each slice (units are packs of v elements).
     let unit_bytes = v * dtype.size() as u64;
     let align = if g.nhwc { 1 } else { (32 / unit_bytes).max(1) };
@@ -304,7 +326,7 @@ pub(super) fn apply_launch(
         let groups = rows
             .div_ceil(by * UNITS_PER_THREAD)
             .clamp(1, cap.div_ceil(tiles).clamp(1, props.max_grid_yz as u64));
-        let wave = wave_blocks(&kernel, (bx * by) as u32, props);
+        let wave = wave_blocks(&kernel, (bx * by) as u32, 0, props);
         let groups = (whole_waves(tiles * groups, wave) / tiles).clamp(1, groups);
         ([tiles, groups], [bx, by])
     } else {
@@ -317,16 +339,41 @@ pub(super) fn apply_launch(
             // small tensors with a fraction of the GPU at UNITS_PER_THREAD packs per thread).
             blocks = blocks.max(target_blocks(props).min(packs.div_ceil(threads)));
         }
-        let blocks = whole_waves(blocks, wave_blocks(&kernel, threads as u32, props));
+        let blocks = whole_waves(
+            blocks,
+            wave_blocks(
+                &kernel,
+                threads as u32,
+                odd_apply_shared(g, acc, v, threads),
+                props,
+            ),
+        );
         ([blocks, 1], [threads, 1])
+    };
+    let shared = if g.nhwc {
+        0
+    } else {
+        odd_apply_shared(g, acc, v, block[0])
     };
     Ok(Launch::new(
         kernel.clone(),
         [grid_dim(grid[0], &kernel)?, grid_dim(grid[1], &kernel)?, 1],
         [block[0] as u32, block[1] as u32, 1],
-        0,
+        shared,
         args,
     ))
+}
+
+/// Dynamic shared memory of an NCHW elementwise pass of `threads`-thread blocks: the vecodd
+/// variant's coefficient tables (see `WnBatchNormApplyArgs`: two buffers of
+/// WN_BN_ODD_APPLY_PACKS groups of min(C, threads * V / S + 3) channels x 4 floats), none for
+/// the others.
+pub(super) fn odd_apply_shared(g: &Ncs, acc: Access, v: u64, threads: u64) -> u32 {
+    if acc != Access::VecOdd {
+        return 0;
+    }
+    let channels = g.c.min(threads * v / g.s + 3);
+    (2 * WN_BN_ODD_APPLY_PACKS as u64 * channels * 16) as u32
 }
 
 /// Pointers of a reduction launch (see `WnBatchNormReduceArgs`; `dx`, `gamma` and `invstd`

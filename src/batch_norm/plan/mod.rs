@@ -22,10 +22,11 @@
 //!   one launch (each channel's coefficients computed from the running statistics and
 //!   parameters; it writes the saved statistics too), and the eval-mode backward's dx =
 //!   dy * gamma * invstd (over dy, from the saved invstd) when no parameter gradient is asked
-//!   for or the shape is vecodd,
-//! - `warpnorm_batch_norm_bwd_<T>_<P>params_eval_reduce_<layout>_<access>` (vec and scalar):
-//!   the eval-mode backward with dgamma / dbeta in one sweep, the sums over x and dy writing
-//!   dx as well, then the backward finalize (3 bytes per element of the activation size),
+//!   for or the shape is vecodd and in place,
+//! - `warpnorm_batch_norm_bwd_<T>_<P>params_eval_reduce_<layout>_<access>` (every variant;
+//!   vecodd not in place): the eval-mode backward with dgamma / dbeta in one sweep, the sums
+//!   over x and dy writing dx as well, then the backward finalize (3 bytes per element of the
+//!   activation size),
 //! - `warpnorm_batch_norm_fwd_<T>_<P>params_fused_<layout>_<access>`: the whole training
 //!   forward in one pass (2s per element) under the same conditions as the fused backward,
 //!   followed by the finalize kernel as a one-thread counter bump when a counter is given,
@@ -36,8 +37,10 @@
 //!
 //! The reduction is split along N * S into at most one wave of the kernel's resident blocks
 //! (`sm_count` x [`crate::occupancy::resident_blocks`] from the build's ptxas figures for the
-//! device's SASS; `max_threads_per_sm / 256` per SM where the build has none), keeping at least
-//! 4 units per thread per split and the partial results within 1/16 of the activation bytes.
+//! device's SASS; `max_threads_per_sm / 256` per SM where the build has none), or, with a wave
+//! or more of channels, into the splits (at most 8) whose grid ends nearest whole waves,
+//! keeping at least 4 units per thread per split and the partial results within 1/16 of the
+//! activation bytes.
 //! The elementwise passes stride over the tensor with at most two full-occupancy waves of
 //! blocks, cut to whole waves of the kernel's resident blocks.
 
@@ -492,11 +495,14 @@ pub fn plan_backward_checked(
             return Ok(plan);
         }
     }
-    if frozen && grads && access(g, desc.dtype, &[ptrs.x, ptrs.dy, ptrs.dx]) != Access::VecOdd {
+    let eval_acc = access(g, desc.dtype, &[ptrs.x, ptrs.dy, ptrs.dx]);
+    if frozen && grads && !(eval_acc == Access::VecOdd && ptrs.dx == ptrs.dy) {
         // Eval-mode backward with the parameters' gradients in one sweep: the sums over x and
         // dy also write dx = dy * gamma * invstd (3 bytes per element of the activation size,
         // not 4), then the finalize writes dgamma and dbeta. (The vecodd sums read whole
-        // covering sectors, other channels' lanes too: they take the eval apply for dx.)
+        // covering sectors, the neighbouring channels' dy lanes too, and write dx by whole
+        // sectors: in place, those reads would race with the neighbours' dx, so an in-place
+        // vecodd call takes the sums, the finalize and the eval apply.)
         let ins = ReduceInputs {
             x: ptrs.x,
             dy: ptrs.dy,
