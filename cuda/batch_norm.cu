@@ -36,7 +36,8 @@
  *   bwd_reduce + bwd_finalize when dgamma / dbeta are asked for.
  * Fused tiers, when a block's channels fit in shared memory and there are at least 2 channel
  *   tiles per SM (so one unsplit pass fills the GPU): fwd_<T>_<P>params_fused_<layout>_<access>
- *   (2s per element; the finalize kernel then bumps num_batches_tracked with one thread) and
+ *   (2s per element, one launch; with cumulative momentum every block reads
+ *   num_batches_tracked, so the finalize kernel then bumps it with one thread) and
  *   bwd_<T>_<P>params_fused_<layout>_<access> (1 launch, 3s per element).
  * Streaming loops keep 4 loads per thread in flight (kUnroll).
  *
@@ -1169,8 +1170,8 @@ __device__ __forceinline__ void odd_fused_loads(const T* x, const int64_t (&e0s)
  * compensated Welford statistics, merges them in a fixed order, finalizes (save_mean / lo /
  * invstd, running statistics), then writes y from shared memory. Dynamic shared memory (nothing
  * static): units * bx * V * sizeof(T) bytes rounded up to 16, plus 1024 + 3584 * CV bytes of
- * merge scratch and coefficients. The batch counter is read here (cumulative momentum) and
- * bumped by a following launch.
+ * merge scratch and coefficients. The batch counter is read here with cumulative momentum
+ * (then bumped by a following launch), else bumped here (`counter_bump`).
  */
 template <typename T, typename P, int V, bool NHWC, bool ODD = false>
 __device__ __forceinline__ void fused_fwd(const WnBatchNormFusedFwdArgs& a) {
@@ -1183,6 +1184,7 @@ __device__ __forceinline__ void fused_fwd(const WnBatchNormFusedFwdArgs& a) {
     const int64_t cv = NHWC ? static_cast<int64_t>(blockIdx.x) * bx + tx : blockIdx.x;
     const bool active = NHWC ? cv * V < a.c : true;
     const UnitWalk<V, NHWC> walk(a.n, a.c, a.s, cv);
+    bump(a.counter_bump);  // never set when a block reads the counter (cumulative)
     const OddWalk<V> odd(a.n, a.c, a.s, cv, a.x);
     const int64_t units = ODD ? odd.units : walk.units;
     PackT* sx = reinterpret_cast<PackT*>(dyn);

@@ -161,7 +161,9 @@ typedef struct WnBatchNormApplyArgs {
  * finalizes them (running statistics, save_mean / save_mean_lo / save_invstd, as the finalize
  * kernel does)
  * and writes y from shared memory. Traffic 2s per element. `counter` is only read
- * (WN_BN_CUMULATIVE); the planner bumps it with a following launch.
+ * (WN_BN_CUMULATIVE), by every block, so the planner bumps it with a following launch then;
+ * `counter_bump` (when not 0: a momentum factor, where no block reads the counter) is
+ * incremented once by thread 0 of block 0, so that such a training forward is one launch.
  */
 typedef struct WnBatchNormFusedFwdArgs {
     wn_devptr x;
@@ -174,6 +176,7 @@ typedef struct WnBatchNormFusedFwdArgs {
     wn_devptr save_mean_lo;
     wn_devptr save_invstd;
     wn_devptr counter;
+    wn_devptr counter_bump;
     int64_t n;
     int64_t c;
     int64_t s;

@@ -539,7 +539,7 @@ const _: () = {
     ["Offset of field: WnBatchNormApplyArgs::_pad"]
         [::core::mem::offset_of!(WnBatchNormApplyArgs, _pad) - 140usize];
 };
-#[doc = " Fused training forward for channel tiles that fit on chip\n (`..._fwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block\n reads x of its channels once into dynamic shared memory while accumulating the statistics,\n finalizes them (running statistics, save_mean / save_mean_lo / save_invstd, as the finalize\n kernel does)\n and writes y from shared memory. Traffic 2s per element. `counter` is only read\n (WN_BN_CUMULATIVE); the planner bumps it with a following launch."]
+#[doc = " Fused training forward for channel tiles that fit on chip\n (`..._fwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block\n reads x of its channels once into dynamic shared memory while accumulating the statistics,\n finalizes them (running statistics, save_mean / save_mean_lo / save_invstd, as the finalize\n kernel does)\n and writes y from shared memory. Traffic 2s per element. `counter` is only read\n (WN_BN_CUMULATIVE), by every block, so the planner bumps it with a following launch then;\n `counter_bump` (when not 0: a momentum factor, where no block reads the counter) is\n incremented once by thread 0 of block 0, so that such a training forward is one launch."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormFusedFwdArgs {
@@ -553,6 +553,7 @@ pub struct WnBatchNormFusedFwdArgs {
     pub save_mean_lo: wn_devptr,
     pub save_invstd: wn_devptr,
     pub counter: wn_devptr,
+    pub counter_bump: wn_devptr,
     pub n: i64,
     pub c: i64,
     pub s: i64,
@@ -564,7 +565,7 @@ pub struct WnBatchNormFusedFwdArgs {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of WnBatchNormFusedFwdArgs"]
-        [::core::mem::size_of::<WnBatchNormFusedFwdArgs>() - 120usize];
+        [::core::mem::size_of::<WnBatchNormFusedFwdArgs>() - 128usize];
     ["Alignment of WnBatchNormFusedFwdArgs"]
         [::core::mem::align_of::<WnBatchNormFusedFwdArgs>() - 8usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::x"]
@@ -587,20 +588,22 @@ const _: () = {
         [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, save_invstd) - 64usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::counter"]
         [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, counter) - 72usize];
+    ["Offset of field: WnBatchNormFusedFwdArgs::counter_bump"]
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, counter_bump) - 80usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::n"]
-        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, n) - 80usize];
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, n) - 88usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::c"]
-        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, c) - 88usize];
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, c) - 96usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::s"]
-        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, s) - 96usize];
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, s) - 104usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::momentum"]
-        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, momentum) - 104usize];
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, momentum) - 112usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::eps"]
-        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, eps) - 108usize];
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, eps) - 116usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::flags"]
-        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, flags) - 112usize];
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, flags) - 120usize];
     ["Offset of field: WnBatchNormFusedFwdArgs::_pad"]
-        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, _pad) - 116usize];
+        [::core::mem::offset_of!(WnBatchNormFusedFwdArgs, _pad) - 124usize];
 };
 #[doc = " Fused training backward for channel tiles that fit on chip\n (`..._bwd_<T>_<P>params_fused_<layout>_<access>`): grid (channel tiles, 1); each block reads\n x and dy of its channels once into dynamic shared memory while summing dy and\n dy * (x - mean), merges the sums in a fixed order, writes dgamma / dbeta (when not 0), then\n writes dx from shared memory. Traffic 3s per element instead of 5s."]
 #[repr(C)]

@@ -3,7 +3,7 @@
 
 use warpnorm::abi::{
     WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormFinalizeArgs,
-    WnBatchNormReduceArgs, WN_BN_ODD_APPLY_PACKS,
+    WnBatchNormFusedFwdArgs, WnBatchNormReduceArgs, WN_BN_ODD_APPLY_PACKS,
 };
 use warpnorm::batch_norm::{
     plan_backward, plan_forward, workspace_bytes, BackwardPtrs, BatchNormDesc, Direction,
@@ -824,9 +824,25 @@ fn h200_fused_backward_tier() {
             3
         );
     }
-    // The forward fuses under the same conditions: x only (8 KiB) plus 1024 + 4 * 3584 bytes,
-    // then the finalize kernel bumps num_batches_tracked after every block has read it.
+    // The forward fuses under the same conditions: x only (8 KiB) plus 1024 + 4 * 3584 bytes.
+    // With a momentum factor no block reads num_batches_tracked: the fused kernel bumps it,
+    // one launch.
     let d = desc(&[256, 4096], Layout::Contiguous, DType::F32);
+    let p = plan_forward(&d, &fwd_ptrs(), &props).unwrap();
+    sane(&p, &props);
+    assert_eq!(
+        names(&p),
+        ["warpnorm_batch_norm_fwd_f32_f32params_fused_nhwc_vec"]
+    );
+    let f: WnBatchNormFusedFwdArgs = p.launches[0].args.get().unwrap();
+    assert_eq!(
+        (f.counter, f.counter_bump),
+        (
+            fwd_ptrs().num_batches_tracked.unwrap(),
+            fwd_ptrs().num_batches_tracked.unwrap()
+        )
+    );
+    // Cumulative momentum: every block reads the counter, then the finalize kernel bumps it.
     let p = plan_forward(
         &d.clone().with_mode(Mode::train_cumulative()),
         &fwd_ptrs(),
@@ -842,6 +858,8 @@ fn h200_fused_backward_tier() {
         ]
     );
     assert_eq!(p.launches[0].shared_mem_bytes, 8 * 1024 + 1024 + 4 * 3584);
+    let a: WnBatchNormFusedFwdArgs = p.launches[0].args.get().unwrap();
+    assert_eq!((a.counter, a.counter_bump), (fwd_ptrs().num_batches_tracked.unwrap(), 0));
     let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
     assert_eq!(
         (f.count, f.counter_bump),

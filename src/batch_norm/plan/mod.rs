@@ -29,7 +29,8 @@
 //!   activation size),
 //! - `warpnorm_batch_norm_fwd_<T>_<P>params_fused_<layout>_<access>`: the whole training
 //!   forward in one pass (2s per element) under the same conditions as the fused backward,
-//!   followed by the finalize kernel as a one-thread counter bump when a counter is given,
+//!   one launch that also bumps the counter, or with [`Momentum::Cumulative`] (every block
+//!   reads the counter) followed by the finalize kernel as a one-thread counter bump,
 //! - `warpnorm_batch_norm_bwd_<T>_<P>params_fused_<layout>_<access>`: the whole training
 //!   backward in one launch when x and dy of a block's channels fit in [`FUSED_MAX_SHARED`]
 //!   bytes of shared memory and there are at least 2 channel tiles per SM (3s per element
@@ -339,6 +340,8 @@ pub fn plan_forward_checked(
                 save_mean_lo: fin.save_mean_lo,
                 save_invstd: fin.save_invstd,
                 counter: fin.counter,
+                // No block reads the counter with a momentum factor: block 0 bumps it.
+                counter_bump: if cumulative { 0 } else { fin.counter },
                 n: g.n as i64,
                 c: g.c as i64,
                 s: g.s as i64,
@@ -348,8 +351,9 @@ pub fn plan_forward_checked(
                 _pad: 0,
             };
             push_fused(&mut plan, desc, g, "fwd", acc, &fg, &args)?;
-            // The counter is read by every block above; bump it afterwards (one thread).
-            if let Some(counter) = counter {
+            // With cumulative momentum the counter is read by every block above; bump it
+            // afterwards (one thread).
+            if let (Some(counter), true) = (counter, cumulative) {
                 fin.counter_bump = counter;
                 fin.count = 0;
                 fin.c = 1;
