@@ -859,7 +859,10 @@ fn h200_fused_backward_tier() {
     );
     assert_eq!(p.launches[0].shared_mem_bytes, 8 * 1024 + 1024 + 4 * 3584);
     let a: WnBatchNormFusedFwdArgs = p.launches[0].args.get().unwrap();
-    assert_eq!((a.counter, a.counter_bump), (fwd_ptrs().num_batches_tracked.unwrap(), 0));
+    assert_eq!(
+        (a.counter, a.counter_bump),
+        (fwd_ptrs().num_batches_tracked.unwrap(), 0)
+    );
     let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
     assert_eq!(
         (f.count, f.counter_bump),
