@@ -239,7 +239,8 @@ fn sim_batch_norm() {
     let psm = s.alloc::<f32>(c, 0);
     let psi = s.alloc::<f32>(c, 0);
     let ws_bytes = bn::workspace_bytes(&desc, bn::Direction::Forward, &props).expect("workspace");
-    let pws = s.alloc::<f32>(ws_bytes.div_ceil(4), 0);
+    // Zeroed: BatchNorm's reductions keep their arrival counters at the workspace's start.
+    let pws = s.upload(&vec![0.0f32; ws_bytes.div_ceil(4)], 0);
     let plan = bn::plan_forward(
         &desc,
         &bn::ForwardPtrs {

@@ -304,6 +304,8 @@ fn batch_norm<T: Element + Default>(
         .unwrap()
         .max(bn::workspace_bytes(&desc, bn::Direction::Backward, &props).unwrap());
     let ws = s.alloc::<f32>(ws_bytes.div_ceil(4).max(1), 0);
+    // The reductions' arrival counters (C rounded up to 8 words at the start) start at zero.
+    s.write(ws, &vec![0.0f32; c.div_ceil(8) * 8]);
     let fp = bn::ForwardPtrs {
         x,
         y,

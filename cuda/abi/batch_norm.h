@@ -4,13 +4,21 @@
  * (N, C) input). Layout NCHW ("nchw" kernels): element (n, c, s) at (n * C + c) * S + s.
  * Channels-last ("nhwc" kernels, also used for every (N, C) input): at (n * S + s) * C + c.
  *
- * Workspace (f32, 16-byte aligned): `coef` holds per-channel coefficient arrays of
+ * Workspace (16-byte aligned): `tickets` (u32, first; the planner's ticket_bytes) holds one
+ * arrival counter per channel tile of a reduction that finalizes in its last block
+ * (WN_BN_FOLD): they must be zero before a workspace's first use, and every such launch
+ * leaves them zero again (the last block of each tile resets its counter). A counter found
+ * at `splits` or more (a workspace never zeroed) makes that launch write NaN statistics,
+ * coefficients and gradients for the tile, so that the mistake shows. Then, f32:
+ * `coef` holds per-channel coefficient arrays of
  * `coef_stride` floats each (coef_stride = C rounded up to a multiple of 8, so that each array
  * starts on a 32-byte sector); `partials` holds per-(split, channel) partial results: K = 4
  * fields (count, mean hi, mean lo, m2) for the forward statistics, K = 2 (sum dy, sum dy * (x - mean)) for
- * the backward sums, field f of split k and channel c at (f * splits + k) * C + c: a block of
- * the reductions writes one run of consecutive channels per field, and the finalize kernels
- * read consecutive channels of consecutive splits (coalesced on both sides).
+ * the backward sums. Channels-last reductions put field f of split k and channel c at
+ * (f * splits + k) * C + c: a block writes one run of consecutive channels per field, and the
+ * finalize reads consecutive channels of consecutive splits (coalesced on both sides). NCHW
+ * reductions (one channel per block) put it at (f * C + c) * splits + k (WN_BN_CHANNEL_MAJOR
+ * in the finalize's flags): the merge of a channel reads its splits consecutively.
  */
 #ifndef WARPNORM_ABI_BATCH_NORM_H
 #define WARPNORM_ABI_BATCH_NORM_H
@@ -19,6 +27,22 @@
 #define WN_BN_CUMULATIVE 2u
 /** backward finalize flag: frozen statistics (eval-mode backward: dx = dy * gamma * invstd). */
 #define WN_BN_FROZEN 4u
+/**
+ * finalize flag, in the finalize arguments a reduction carries (WnBatchNormStatsArgs,
+ * WnBatchNormSumsArgs): the reduction finalizes itself - after its partials are written, the
+ * last block of each channel tile to arrive (`tickets`, one u32 per tile) merges the tile's
+ * partials and does what the finalize kernel does for those channels, so that no finalize
+ * launch follows. Without it the reduction only writes its partials.
+ */
+#define WN_BN_FOLD 8u
+/**
+ * finalize flag for the reductions, whose kernels are not typed by the parameters: the
+ * parameters, running statistics and parameter gradients are f32 (else of the activation
+ * type). The finalize kernels and the `..._<P>params_*` kernels ignore it.
+ */
+#define WN_BN_PARAMS_F32 16u
+/** finalize flag: the partials are channel-major, (f * C + c) * splits + k (the NCHW reductions). */
+#define WN_BN_CHANNEL_MAJOR 32u
 
 /**
  * Per-channel partial reductions (kernels `..._fwd_<T>_stats_*` and `..._bwd_<T>_reduce_*`).
@@ -59,6 +83,7 @@ typedef struct WnBatchNormReduceArgs {
  * floats each) at channel c: save_mean, save_mean_lo, gamma * invstd, beta.
  * `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented
  * once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens.
+ * `tickets`: the reductions' arrival counters (WN_BN_FOLD); the finalize kernel ignores them.
  */
 typedef struct WnBatchNormFinalizeArgs {
     wn_devptr partials;
@@ -72,6 +97,7 @@ typedef struct WnBatchNormFinalizeArgs {
     wn_devptr save_invstd;
     wn_devptr counter;
     wn_devptr counter_bump;
+    wn_devptr tickets;
     int64_t count;
     int64_t c;
     int64_t splits;
@@ -100,6 +126,7 @@ typedef struct WnBatchNormBwdFinalizeArgs {
     wn_devptr gamma;
     wn_devptr dgamma;
     wn_devptr dbeta;
+    wn_devptr tickets;
     int64_t count;
     int64_t c;
     int64_t splits;
@@ -107,6 +134,24 @@ typedef struct WnBatchNormBwdFinalizeArgs {
     uint32_t flags;
     uint32_t _pad;
 } WnBatchNormBwdFinalizeArgs;
+
+/**
+ * The forward statistics (`..._fwd_<T>_stats_*`): the reduction's arguments and the finalize's
+ * (`f.partials` and `f.splits` those of `r`), used when `f.flags` has WN_BN_FOLD.
+ */
+typedef struct WnBatchNormStatsArgs {
+    WnBatchNormReduceArgs r;
+    WnBatchNormFinalizeArgs f;
+} WnBatchNormStatsArgs;
+
+/**
+ * The backward sums (`..._bwd_<T>_reduce_*`, `..._bwd_<T>_<P>params_eval_reduce_*`): the
+ * reduction's arguments and the backward finalize's, used when `f.flags` has WN_BN_FOLD.
+ */
+typedef struct WnBatchNormSumsArgs {
+    WnBatchNormReduceArgs r;
+    WnBatchNormBwdFinalizeArgs f;
+} WnBatchNormSumsArgs;
 
 /**
  * Elementwise passes over the whole tensor (`..._fwd_<T>_apply_*`:

@@ -6,7 +6,8 @@
  * most kMaxColumnThreads; thread (x, y) owns channel column x and walks rows y, y + by, ...
  * column_merge<kMaxColumnThreads>() (reduce.cuh) merges the by accumulators of each column in
  * a fixed order (a shfl_down tree inside each warp, then the warps in order); thread (x, 0)
- * gets its column's result. No atomics: reruns are bitwise identical.
+ * gets its column's result. No float atomics (the only atomic is arrival.cuh's integer counter,
+ * which elects the block that merges, not the order of the merge): reruns are bitwise identical.
  *
  * Accumulators (all f32):
  * - StatsAcc<V>: Welford (count, mean hi[V], mean lo[V], m2[V]) with a shared count and each
@@ -18,6 +19,7 @@
  */
 #pragma once
 
+#include "arrival.cuh"
 #include "welford.cuh"
 
 namespace warpnorm {
@@ -140,13 +142,24 @@ template <int V> struct StatsAcc {
     __device__ __forceinline__ float partial(int field, int i) const {
         return field == 0 ? count : field == 1 ? mh[i] : field == 2 ? ml[i] : m2[i];
     }
-    /** Reads a one-channel partial whose fields are `field_stride` floats apart. */
-    __device__ __forceinline__ void from_partial(const float* p, int64_t field_stride) {
-        static_assert(V == 1, "one channel");
-        count = p[0];
-        mh[0] = p[field_stride];
-        ml[0] = p[2 * field_stride];
-        m2[0] = p[3 * field_stride];
+    /**
+     * Reads the partials of channels 0 .. valid - 1, channel i at p[i * cstride] and its fields
+     * `field_stride` floats apart (written by other blocks, so read with relaxed loads); the
+     * rest empty.
+     */
+    __device__ __forceinline__ void from_partial(const float* p, int64_t field_stride, int valid,
+                                                 int64_t cstride) {
+        init();
+        if (valid > 0) count = load_relaxed(p);  // the same for every channel of a split
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+            if (i < valid) {
+                const float* q = p + i * cstride;
+                mh[i] = load_relaxed(q + field_stride);
+                ml[i] = load_relaxed(q + 2 * field_stride);
+                m2[i] = load_relaxed(q + 3 * field_stride);
+            }
+        }
     }
 };
 
@@ -189,11 +202,17 @@ template <int V> struct GradAcc : SumAcc<2 * V> {
     __device__ __forceinline__ float partial(int field, int i) const {
         return field == 0 ? sdy(i) : sdx(i);
     }
-    /** Reads a one-channel partial whose fields are `field_stride` floats apart. */
-    __device__ __forceinline__ void from_partial(const float* p, int64_t field_stride) {
-        static_assert(V == 1, "one channel");
-        v[0] = p[0];
-        v[1] = p[field_stride];
+    /** Reads the partials of channels 0 .. valid - 1 as StatsAcc::from_partial. */
+    __device__ __forceinline__ void from_partial(const float* p, int64_t field_stride, int valid,
+                                                 int64_t cstride) {
+        this->init();
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+            if (i < valid) {
+                v[i] = load_relaxed(p + i * cstride);
+                v[V + i] = load_relaxed(p + i * cstride + field_stride);
+            }
+        }
     }
 };
 

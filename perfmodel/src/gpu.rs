@@ -26,6 +26,10 @@ pub struct Gpu {
     pub shared_per_clock: f64,
     /// Time each launch adds, seconds.
     pub launch_overhead: f64,
+    /// One round trip from an SM to the L2 and back (a fence, an atomic, a load of data another
+    /// SM just wrote), seconds: what a reduction that finalizes in its last block adds after
+    /// its streaming ends, per dependent step.
+    pub l2_round_trip: f64,
     /// True when the budgets apply (issue 11: an H100 SXM and an H200).
     pub budgeted: bool,
 }
@@ -45,6 +49,12 @@ pub const SHARED_PER_CLOCK: f64 = 128.0;
 /// Per-launch overhead: "a few microseconds" (shared/KERNELS.md); 2 us chosen, the usual
 /// back-to-back launch-to-launch gap of a stream on Hopper, until a lent GPU measures it.
 pub const LAUNCH_OVERHEAD: f64 = 2e-6;
+/// An L2 round trip: published Hopper-class figures for an L2 hit are about 200 to 340 cycles
+/// (a pointer chase; on an L40, 222-339 cycles depending on the SM, arXiv 2606.22588), about
+/// 110-170 ns at 1.98 GHz. The model takes 300 ns - twice that or more, for the far L2
+/// partition, the atomic unit and a memory system still draining the launch's stores - until
+/// a lent GPU measures it.
+pub const L2_ROUND_TRIP: f64 = 300e-9;
 
 /// An H100 SXM (80 GB HBM3).
 /// - copy bandwidth 3.35 TB/s: NVIDIA's datasheet figure (shared/KERNELS.md), not yet
@@ -63,6 +73,7 @@ pub const H100: Gpu = Gpu {
     issue_per_clock: ISSUE_PER_CLOCK,
     shared_per_clock: SHARED_PER_CLOCK,
     launch_overhead: LAUNCH_OVERHEAD,
+    l2_round_trip: L2_ROUND_TRIP,
     budgeted: true,
 };
 
@@ -82,6 +93,7 @@ pub const H200: Gpu = Gpu {
     issue_per_clock: ISSUE_PER_CLOCK,
     shared_per_clock: SHARED_PER_CLOCK,
     launch_overhead: LAUNCH_OVERHEAD,
+    l2_round_trip: L2_ROUND_TRIP,
     budgeted: true,
 };
 
@@ -99,6 +111,7 @@ pub const A100: Gpu = Gpu {
     issue_per_clock: ISSUE_PER_CLOCK,
     shared_per_clock: SHARED_PER_CLOCK,
     launch_overhead: LAUNCH_OVERHEAD,
+    l2_round_trip: L2_ROUND_TRIP,
     budgeted: false,
 };
 

@@ -125,6 +125,8 @@ pub struct LaunchPrediction {
     pub t_shared: f64,
     /// Launch overhead, seconds.
     pub t_overhead: f64,
+    /// Dependent L2 round trips after the streaming (a folded finalize), seconds.
+    pub t_tail: f64,
     /// Predicted time, seconds.
     pub time: f64,
     /// The largest term.
@@ -182,6 +184,7 @@ pub fn predict_launch(gpu: &Gpu, l: &Launch, facts: &KernelFacts, t: &Traffic) -
         (Limit::Bandwidth, 0.0),
         |acc, x| if x.1 > acc.1 { x } else { acc },
     );
+    let t_tail = t.tail_trips * gpu.l2_round_trip;
     let limit = if gpu.launch_overhead > top {
         Limit::Overhead
     } else {
@@ -207,7 +210,8 @@ pub fn predict_launch(gpu: &Gpu, l: &Launch, facts: &KernelFacts, t: &Traffic) -
         t_issue,
         t_shared,
         t_overhead: gpu.launch_overhead,
-        time: top + gpu.launch_overhead,
+        t_tail,
+        time: top + gpu.launch_overhead + t_tail,
         limit,
     }
 }

@@ -10,7 +10,10 @@
 //! 4096x4096), summarized in the report. Pointers are distinct, 256-byte aligned fake
 //! addresses: plans depend only on their residues.
 
-use warpnorm::abi::{WnBatchNormReduceArgs, WnLayerNormBwdArgs};
+use warpnorm::abi::{
+    WnBatchNormReduceArgs, WnBatchNormStatsArgs, WnBatchNormSumsArgs, WnLayerNormBwdArgs,
+    WN_BN_FOLD,
+};
 use warpnorm::batch_norm::{self as bn, BatchNormDesc, Layout, Mode};
 use warpnorm::copy::plan_copy;
 use warpnorm::layer_norm::{self as ln, Affine, Direction, LayerNormDesc, ResidualPtrs};
@@ -136,6 +139,8 @@ pub struct Traffic {
     pub read: f64,
     /// Bytes written.
     pub write: f64,
+    /// Dependent L2 round trips after the streaming ends (a reduction's folded finalize).
+    pub tail_trips: f64,
 }
 
 /// One op, shape and dtype pair, planned for one device.
@@ -277,7 +282,13 @@ fn dt(t: DType, p: DType) -> String {
 fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> {
     let k = l.kernel.as_str();
     let ns = n * s;
-    let t = |read: f64, write: f64| Some(Traffic { read, write });
+    let t = |read: f64, write: f64| {
+        Some(Traffic {
+            read,
+            write,
+            tail_trips: 0.0,
+        })
+    };
     if k.contains("finalize") {
         return t(0.0, 0.0);
     }
@@ -340,19 +351,24 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
         // The reductions' per-(split, channel) partials, written here (the finalize reads
         // them from L2): 4 f32 fields forward (count, mean hi, mean lo, m2), 2 backward.
         let partials = |fields: f64| {
-            l.args
-                .get::<WnBatchNormReduceArgs>()
-                .map(|a| l.grid[1] as f64 * a.c as f64 * 4.0 * fields)
+            bn_reduce_args(l).map(|(r, _)| l.grid[1] as f64 * r.c as f64 * 4.0 * fields)
+        };
+        let folded = |t: Option<Traffic>| {
+            let (_, trips) = bn_reduce_args(l)?;
+            t.map(|t| Traffic {
+                tail_trips: trips,
+                ..t
+            })
         };
         if k.contains("_stats_") {
-            return t(ns, partials(4.0)?);
+            return folded(t(ns, partials(4.0)?));
         }
         // The eval-mode backward sums also write dx.
         if k.contains("_eval_reduce_") {
-            return t(2.0 * ns, ns + partials(2.0)?);
+            return folded(t(2.0 * ns, ns + partials(2.0)?));
         }
         if k.contains("_reduce_") {
-            return t(2.0 * ns, partials(2.0)?);
+            return folded(t(2.0 * ns, partials(2.0)?));
         }
         // The eval apply (`..._params_eval_apply_*`) is a forward pass, also for the eval
         // backward (dy in, dx out).
@@ -361,6 +377,28 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
         }
     }
     None
+}
+
+/// A BatchNorm reduction's own arguments and the L2 round trips its folded finalize adds
+/// after the streaming (0 without WN_BN_FOLD): with more than one split, the release fence
+/// and the arrival counter's atomic; the last block's rounds of partial loads
+/// (ceil(splits / block rows)); one for the parameters and statistics the finish reads.
+fn bn_reduce_args(l: &Launch) -> Option<(WnBatchNormReduceArgs, f64)> {
+    let (r, flags, splits) = match l.args.get::<WnBatchNormStatsArgs>() {
+        Some(a) => (a.r, a.f.flags, a.f.splits),
+        None => {
+            let a = l.args.get::<WnBatchNormSumsArgs>()?;
+            (a.r, a.f.flags, a.f.splits)
+        }
+    };
+    let trips = if flags & WN_BN_FOLD == 0 {
+        0.0
+    } else {
+        let splits = splits.max(1) as u64;
+        let sync = if splits > 1 { 2 } else { 0 };
+        (sync + splits.div_ceil(l.block[1].max(1) as u64) + 1) as f64
+    };
+    Some((r, trips))
 }
 
 /// The sets of f32 partial rows a LayerNorm / RMSNorm backward launch writes (one row per

@@ -116,11 +116,11 @@ pub fn markdown(
             .join(", ")
     );
     let _ = writeln!(w, "## Constants\n");
-    let _ = writeln!(w, "| GPU | SASS | SMs | copy TB/s | DRAM latency (ns) | clock (GHz) | warp-instr/clk/SM | launch overhead (us) | Little's need at 800 ns (KB/SM) | budgets |\n|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(w, "| GPU | SASS | SMs | copy TB/s | DRAM latency (ns) | clock (GHz) | warp-instr/clk/SM | launch overhead (us) | L2 round trip (ns) | Little's need at 800 ns (KB/SM) | budgets |\n|---|---|---|---|---|---|---|---|---|---|---|");
     for g in gpus {
         let _ = writeln!(
             w,
-            "| {} | sm_{} | {} | {:.3} | {:.0} | {:.2} | {:.0} | {:.1} | {:.1} | {} |",
+            "| {} | sm_{} | {} | {:.3} | {:.0} | {:.2} | {:.0} | {:.1} | {:.0} | {:.1} | {} |",
             g.name,
             g.sass_arch,
             g.props.sm_count,
@@ -129,6 +129,7 @@ pub fn markdown(
             g.clock_hz / 1e9,
             g.issue_per_clock,
             g.launch_overhead * 1e6,
+            g.l2_round_trip * 1e9,
             g.littles_need_per_sm(BUDGET_LATENCY) / 1e3,
             if g.budgeted {
                 "yes"
@@ -143,7 +144,10 @@ pub fn markdown(
          Per launch: time = max(bytes / copy bandwidth; read bytes x latency / (loads in flight \
          per SM x active SMs); thread-instructions / (32 x 4 x clock x active SMs); \
          shared-memory bytes / (128 x clock x active SMs)) x (tail of the last wave) + launch \
-         overhead; an op is the sum of its launches. **% roofline** = \
+         overhead + the dependent L2 round trips of a BatchNorm reduction that finalizes in its \
+         last block (with more than one split a fence and an atomic, then one per round of \
+         partial loads, then one for the parameters: 4 in the usual case, 1.2 us, against the \
+         2 us finalize launch it replaces); an op is the sum of its launches. **% roofline** = \
          (the op's minimum bytes at the copy bandwidth + one launch overhead) / predicted time. \
          **limit**: the largest term of the op's longest launch (`overhead` when launch \
          overheads are over half the time). **MLP**: bytes of global loads one thread issues \
@@ -345,6 +349,7 @@ pub fn json(gpus: &[Gpu], preds: &[OpPrediction]) -> String {
                 "clock_hz": g.clock_hz,
                 "issue_per_clock": g.issue_per_clock,
                 "launch_overhead_s": g.launch_overhead,
+                "l2_round_trip_s": g.l2_round_trip,
                 "budgeted": g.budgeted,
             })
         })

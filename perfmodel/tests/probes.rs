@@ -79,6 +79,7 @@ fn predictions_follow_littles_law_and_the_issue_bound() {
     let copy = Traffic {
         read: bytes,
         write: bytes,
+        tail_trips: 0.0,
     };
     for gpu in [H100, H200] {
         let sms = gpu.props.sm_count;
@@ -179,6 +180,7 @@ fn a_well_formed_copy_predicts_the_roofline() {
             &Traffic {
                 read: 1e9,
                 write: 1e9,
+                tail_trips: 0.0,
             },
         );
         assert_eq!(l.limit, Limit::Bandwidth, "{l:?}");

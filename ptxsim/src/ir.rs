@@ -326,6 +326,10 @@ pub(crate) enum Kind {
     Exit,
     Trap,
     Nop,
+    /// `membar` / `fence`: a sequentially consistent fence of the host, so that a block's
+    /// stores published by a fence and an atomic are visible to the block (on another worker
+    /// thread) that observes the atomic and fences in turn.
+    Fence,
 }
 
 /// An instruction with its guard predicate and PTX line.
@@ -402,7 +406,8 @@ impl Kind {
             | Kind::Ret
             | Kind::Exit
             | Kind::Trap
-            | Kind::Nop => {}
+            | Kind::Nop
+            | Kind::Fence => {}
         }
     }
 }
@@ -426,6 +431,7 @@ impl Kind {
                 | Kind::Carry { .. }
                 | Kind::CpAsync { .. }
                 | Kind::Nop
+                | Kind::Fence
         )
     }
 }

@@ -19,6 +19,9 @@ pub const WN_LN_COLSUM_LANES: u32 = 32;
 pub const WN_LN_COLSUM_ROWS: u32 = 8;
 pub const WN_BN_CUMULATIVE: u32 = 2;
 pub const WN_BN_FROZEN: u32 = 4;
+pub const WN_BN_FOLD: u32 = 8;
+pub const WN_BN_PARAMS_F32: u32 = 16;
+pub const WN_BN_CHANNEL_MAJOR: u32 = 32;
 pub const WN_BN_ODD_APPLY_PACKS: u32 = 4;
 #[doc = " A device address (what cuMemAlloc returns), as a plain 64-bit integer."]
 pub type wn_devptr = u64;
@@ -350,7 +353,7 @@ const _: () = {
     ["Offset of field: WnBatchNormReduceArgs::chunk"]
         [::core::mem::offset_of!(WnBatchNormReduceArgs, chunk) - 80usize];
 };
-#[doc = " Forward finalize (`..._fwd_<P>params_finalize`): block (bx, by) with bx = C rounded up to a\n power of two, at most 8; thread (x, y) merges the splits y, y + by, ... of channel\n blockIdx.x * bx + x, then the rows are merged in a fixed order. It merges `splits` partials\n in a fixed order into the batch mean and biased variance and (when running_mean is not 0)\n updates the running statistics with the unbiased variance (training; eval forward is one\n `..._params_eval_apply_*` launch). It writes save_mean (the mean rounded to f32),\n save_mean_lo (its rounding error: the mean is save_mean + save_mean_lo) and save_invstd\n (each when not 0), and the coefficient arrays 0..3 (of coef_stride\n floats each) at channel c: save_mean, save_mean_lo, gamma * invstd, beta.\n `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented\n once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens."]
+#[doc = " Forward finalize (`..._fwd_<P>params_finalize`): block (bx, by) with bx = C rounded up to a\n power of two, at most 8; thread (x, y) merges the splits y, y + by, ... of channel\n blockIdx.x * bx + x, then the rows are merged in a fixed order. It merges `splits` partials\n in a fixed order into the batch mean and biased variance and (when running_mean is not 0)\n updates the running statistics with the unbiased variance (training; eval forward is one\n `..._params_eval_apply_*` launch). It writes save_mean (the mean rounded to f32),\n save_mean_lo (its rounding error: the mean is save_mean + save_mean_lo) and save_invstd\n (each when not 0), and the coefficient arrays 0..3 (of coef_stride\n floats each) at channel c: save_mean, save_mean_lo, gamma * invstd, beta.\n `counter` is read for WN_BN_CUMULATIVE; `counter_bump` (when not 0) is incremented\n once by thread 0 of block 0. `count` = N * S; with count 0 only the bump happens.\n `tickets`: the reductions' arrival counters (WN_BN_FOLD); the finalize kernel ignores them."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormFinalizeArgs {
@@ -365,6 +368,7 @@ pub struct WnBatchNormFinalizeArgs {
     pub save_invstd: wn_devptr,
     pub counter: wn_devptr,
     pub counter_bump: wn_devptr,
+    pub tickets: wn_devptr,
     pub count: i64,
     pub c: i64,
     pub splits: i64,
@@ -377,7 +381,7 @@ pub struct WnBatchNormFinalizeArgs {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of WnBatchNormFinalizeArgs"]
-        [::core::mem::size_of::<WnBatchNormFinalizeArgs>() - 136usize];
+        [::core::mem::size_of::<WnBatchNormFinalizeArgs>() - 144usize];
     ["Alignment of WnBatchNormFinalizeArgs"]
         [::core::mem::align_of::<WnBatchNormFinalizeArgs>() - 8usize];
     ["Offset of field: WnBatchNormFinalizeArgs::partials"]
@@ -402,22 +406,24 @@ const _: () = {
         [::core::mem::offset_of!(WnBatchNormFinalizeArgs, counter) - 72usize];
     ["Offset of field: WnBatchNormFinalizeArgs::counter_bump"]
         [::core::mem::offset_of!(WnBatchNormFinalizeArgs, counter_bump) - 80usize];
+    ["Offset of field: WnBatchNormFinalizeArgs::tickets"]
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, tickets) - 88usize];
     ["Offset of field: WnBatchNormFinalizeArgs::count"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, count) - 88usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, count) - 96usize];
     ["Offset of field: WnBatchNormFinalizeArgs::c"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, c) - 96usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, c) - 104usize];
     ["Offset of field: WnBatchNormFinalizeArgs::splits"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, splits) - 104usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, splits) - 112usize];
     ["Offset of field: WnBatchNormFinalizeArgs::coef_stride"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, coef_stride) - 112usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, coef_stride) - 120usize];
     ["Offset of field: WnBatchNormFinalizeArgs::momentum"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, momentum) - 120usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, momentum) - 128usize];
     ["Offset of field: WnBatchNormFinalizeArgs::eps"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, eps) - 124usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, eps) - 132usize];
     ["Offset of field: WnBatchNormFinalizeArgs::flags"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, flags) - 128usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, flags) - 136usize];
     ["Offset of field: WnBatchNormFinalizeArgs::_pad"]
-        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, _pad) - 132usize];
+        [::core::mem::offset_of!(WnBatchNormFinalizeArgs, _pad) - 140usize];
 };
 #[doc = " Backward finalize (`..._bwd_<P>params_finalize`): threads as the forward finalize; merges `splits`\n partial sums in a fixed order, writes dgamma = sum(dy * (x - mean)) * invstd and\n dbeta = sum(dy) (when not 0), and the dx coefficients: training, arrays 0..3 at channel c =\n a, b, mean, d with dx = a * dy + b * (x - mean) + d (mean = `mean` + `mean_lo`, the forward's\n saved pair; `mean_lo` 0 = zeros; d includes -b * mean_lo); WN_BN_FROZEN (eval-mode backward:\n dgamma and dbeta only, the coefficients are not written; dx = dy * gamma * invstd is the\n eval-mode sums' or the frozen-statistics apply kernel's, see WnBatchNormApplyArgs)."]
 #[repr(C)]
@@ -431,6 +437,7 @@ pub struct WnBatchNormBwdFinalizeArgs {
     pub gamma: wn_devptr,
     pub dgamma: wn_devptr,
     pub dbeta: wn_devptr,
+    pub tickets: wn_devptr,
     pub count: i64,
     pub c: i64,
     pub splits: i64,
@@ -441,7 +448,7 @@ pub struct WnBatchNormBwdFinalizeArgs {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of WnBatchNormBwdFinalizeArgs"]
-        [::core::mem::size_of::<WnBatchNormBwdFinalizeArgs>() - 104usize];
+        [::core::mem::size_of::<WnBatchNormBwdFinalizeArgs>() - 112usize];
     ["Alignment of WnBatchNormBwdFinalizeArgs"]
         [::core::mem::align_of::<WnBatchNormBwdFinalizeArgs>() - 8usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::partials"]
@@ -460,18 +467,52 @@ const _: () = {
         [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, dgamma) - 48usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::dbeta"]
         [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, dbeta) - 56usize];
+    ["Offset of field: WnBatchNormBwdFinalizeArgs::tickets"]
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, tickets) - 64usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::count"]
-        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, count) - 64usize];
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, count) - 72usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::c"]
-        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, c) - 72usize];
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, c) - 80usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::splits"]
-        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, splits) - 80usize];
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, splits) - 88usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::coef_stride"]
-        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, coef_stride) - 88usize];
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, coef_stride) - 96usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::flags"]
-        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, flags) - 96usize];
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, flags) - 104usize];
     ["Offset of field: WnBatchNormBwdFinalizeArgs::_pad"]
-        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, _pad) - 100usize];
+        [::core::mem::offset_of!(WnBatchNormBwdFinalizeArgs, _pad) - 108usize];
+};
+#[doc = " The forward statistics (`..._fwd_<T>_stats_*`): the reduction's arguments and the finalize's\n (`f.partials` and `f.splits` those of `r`), used when `f.flags` has WN_BN_FOLD."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnBatchNormStatsArgs {
+    pub r: WnBatchNormReduceArgs,
+    pub f: WnBatchNormFinalizeArgs,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnBatchNormStatsArgs"][::core::mem::size_of::<WnBatchNormStatsArgs>() - 232usize];
+    ["Alignment of WnBatchNormStatsArgs"][::core::mem::align_of::<WnBatchNormStatsArgs>() - 8usize];
+    ["Offset of field: WnBatchNormStatsArgs::r"]
+        [::core::mem::offset_of!(WnBatchNormStatsArgs, r) - 0usize];
+    ["Offset of field: WnBatchNormStatsArgs::f"]
+        [::core::mem::offset_of!(WnBatchNormStatsArgs, f) - 88usize];
+};
+#[doc = " The backward sums (`..._bwd_<T>_reduce_*`, `..._bwd_<T>_<P>params_eval_reduce_*`): the\n reduction's arguments and the backward finalize's, used when `f.flags` has WN_BN_FOLD."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnBatchNormSumsArgs {
+    pub r: WnBatchNormReduceArgs,
+    pub f: WnBatchNormBwdFinalizeArgs,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnBatchNormSumsArgs"][::core::mem::size_of::<WnBatchNormSumsArgs>() - 200usize];
+    ["Alignment of WnBatchNormSumsArgs"][::core::mem::align_of::<WnBatchNormSumsArgs>() - 8usize];
+    ["Offset of field: WnBatchNormSumsArgs::r"]
+        [::core::mem::offset_of!(WnBatchNormSumsArgs, r) - 0usize];
+    ["Offset of field: WnBatchNormSumsArgs::f"]
+        [::core::mem::offset_of!(WnBatchNormSumsArgs, f) - 88usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]

@@ -276,12 +276,14 @@ impl<P: Element> BatchNorm<P> {
     }
 
     /// Grows the cached workspace to what `problem` needs in direction `dir` on `props`
-    /// (nothing when it needs none: eval inference never allocates one).
+    /// (nothing when it needs none: eval inference never allocates one). Zeroed: the
+    /// reductions' arrival counters start at zero, and every call leaves them so.
     fn workspace(&mut self, problem: &Problem, dir: Direction, props: &DeviceProps) -> Result<()> {
         let need = workspace_bytes_checked(problem, dir, props)?;
         if need > 0 && self.workspace.as_ref().is_none_or(|w| w.len() < need) {
             self.workspace = Some(
-                alloc_uninit::<u8>(&self.stream, need)
+                self.stream
+                    .alloc_zeros::<u8>(need)
                     .map_err(drv("allocating the BatchNorm workspace"))?,
             );
         }

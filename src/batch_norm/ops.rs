@@ -21,12 +21,15 @@ use super::plan::{
     plan_backward_checked, plan_forward_checked, workspace_bytes, BackwardPtrs, ForwardPtrs,
 };
 
-/// Workspace bytes [`forward`] needs for `desc` on the stream's device.
+/// Workspace bytes [`forward`] needs for `desc` on the stream's device. Allocate it zeroed
+/// (`alloc_zeros`): it starts with the reductions' arrival counters, which must be zero before
+/// its first use and which every call leaves at zero (see [`workspace_bytes`]).
 pub fn forward_workspace_bytes(stream: &Arc<CudaStream>, desc: &BatchNormDesc) -> Result<usize> {
     workspace_bytes(desc, Direction::Forward, GpuExecutor::new(stream)?.props())
 }
 
-/// Workspace bytes [`backward`] needs for `desc` on the stream's device.
+/// Workspace bytes [`backward`] needs for `desc` on the stream's device; zeroed before its
+/// first use, as [`forward_workspace_bytes`].
 pub fn backward_workspace_bytes(stream: &Arc<CudaStream>, desc: &BatchNormDesc) -> Result<usize> {
     workspace_bytes(desc, Direction::Backward, GpuExecutor::new(stream)?.props())
 }
@@ -57,7 +60,7 @@ pub struct ForwardBuffers<'a, T, P> {
     pub save_mean_lo: Option<CudaViewMut<'a, f32>>,
     /// Saved 1 / sqrt(var + eps) for [`backward`] (C f32).
     pub save_invstd: Option<CudaViewMut<'a, f32>>,
-    /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned.
+    /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned, zeroed before its first use.
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 
@@ -82,7 +85,7 @@ pub struct ForwardInPlaceBuffers<'a, T, P> {
     pub save_mean_lo: Option<CudaViewMut<'a, f32>>,
     /// Saved 1 / sqrt(var + eps) (C f32).
     pub save_invstd: Option<CudaViewMut<'a, f32>>,
-    /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned.
+    /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned, zeroed before its first use.
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 
@@ -107,7 +110,7 @@ pub struct BackwardBuffers<'a, T, P> {
     pub dgamma: Option<CudaViewMut<'a, P>>,
     /// Gradient of beta (C, written).
     pub dbeta: Option<CudaViewMut<'a, P>>,
-    /// At least [`backward_workspace_bytes`] bytes, 16-byte aligned.
+    /// At least [`backward_workspace_bytes`] bytes, 16-byte aligned, zeroed before its first use.
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 
@@ -130,7 +133,7 @@ pub struct BackwardInPlaceBuffers<'a, T, P> {
     pub dgamma: Option<CudaViewMut<'a, P>>,
     /// Gradient of beta (C, written).
     pub dbeta: Option<CudaViewMut<'a, P>>,
-    /// At least [`backward_workspace_bytes`] bytes, 16-byte aligned.
+    /// At least [`backward_workspace_bytes`] bytes, 16-byte aligned, zeroed before its first use.
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 

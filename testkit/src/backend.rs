@@ -18,6 +18,9 @@ pub trait Backend: Executor {
     /// Allocates and uploads `data`, `offset` elements past an aligned base.
     fn upload<T: Element>(&mut self, data: &[T], offset: usize) -> u64;
 
+    /// Overwrites device memory at `ptr` (inside an allocation of this backend) with `data`.
+    fn write<T: Element>(&mut self, ptr: u64, data: &[T]);
+
     /// Reads `n` elements of T from `ptr`.
     fn download<T: Element + Default>(&mut self, ptr: u64, n: usize) -> Vec<T>;
 

@@ -120,6 +120,10 @@ impl Backend for Gpu {
         p
     }
 
+    fn write<T: Element>(&mut self, ptr: u64, data: &[T]) {
+        self.copy_in(ptr, data);
+    }
+
     fn download<T: Element + Default>(&mut self, ptr: u64, n: usize) -> Vec<T> {
         let mut out = vec![T::default(); n];
         self.copy_out(&mut out, ptr);

@@ -112,6 +112,10 @@ impl Backend for Sim {
         Sim::upload(self, data, offset)
     }
 
+    fn write<T: Element>(&mut self, ptr: u64, data: &[T]) {
+        Sim::write(self, ptr, data)
+    }
+
     fn download<T: Element + Default>(&mut self, ptr: u64, n: usize) -> Vec<T> {
         Sim::download(self, ptr, n)
     }

@@ -177,7 +177,7 @@ pub fn run_accuracy<B: Backend, T: Element + Default, P: Element + Default>(
         .map_err(|e| e.to_string())?
         .max(workspace_bytes(&desc, Direction::Backward, props).map_err(|e| e.to_string())?)
         as u64;
-    let d_ws = be.alloc::<f32>(ws_bytes as usize / 4, 0);
+    let d_ws = crate::support::workspace(be, ws_bytes, c);
     let fwd = plan_forward(
         &train,
         &ForwardPtrs {

@@ -146,7 +146,7 @@ mod bn {
         let [sm, sml, si] = [0; 3].map(|_| sim.alloc::<f32>(c, 0));
         let [dg, db] = [0; 2].map(|_| sim.alloc::<P>(c, 0));
         let ws_bytes = workspace_bytes(&desc, Direction::Forward, &props).unwrap() as u64;
-        let ws = sim.alloc::<f32>(ws_bytes as usize / 4, 0);
+        let ws = crate::support::workspace(&mut sim, ws_bytes, c);
         let fwd = ForwardPtrs {
             x: px,
             y,

@@ -279,7 +279,7 @@ impl<B: Backend> Runner for B {
             Direction::Backward,
             &props,
         )?) as u64;
-        let ws = be.alloc::<f32>(ws_bytes as usize / 4, 0);
+        let ws = crate::support::workspace(be, ws_bytes as u64, c);
         let ptrs = ForwardPtrs {
             x: d_x,
             y: d_y,

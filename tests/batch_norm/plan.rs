@@ -2,8 +2,8 @@
 //! workspace, empty batches, and every rejected input with its error variant.
 
 use warpnorm::abi::{
-    WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormFinalizeArgs,
-    WnBatchNormFusedFwdArgs, WnBatchNormReduceArgs, WN_BN_ODD_APPLY_PACKS,
+    WnBatchNormApplyArgs, WnBatchNormFinalizeArgs, WnBatchNormFusedFwdArgs, WnBatchNormStatsArgs,
+    WnBatchNormSumsArgs, WN_BN_CHANNEL_MAJOR, WN_BN_FOLD, WN_BN_ODD_APPLY_PACKS, WN_BN_PARAMS_F32,
 };
 use warpnorm::batch_norm::{
     plan_backward, plan_forward, workspace_bytes, BackwardPtrs, BatchNormDesc, Direction,
@@ -113,8 +113,11 @@ fn h200_batchnorm1d_few_channels_large_batch_is_split_across_the_gpu() {
         Some(r) => panic!("{}: {r} resident blocks per SM, expected 4", s.kernel),
     };
     assert_eq!(s.grid, [1, splits, 1]);
-    let r: WnBatchNormReduceArgs = s.args.get().unwrap();
-    assert_eq!(r.chunk, chunk);
+    let a: WnBatchNormStatsArgs = s.args.get().unwrap();
+    assert_eq!(a.r.chunk, chunk);
+    // Hundreds of splits over 128 rows of threads: a last block would load the partials in 5
+    // or more dependent rounds (more than FOLD_MAX_ROUNDS), so the finalize kernel follows.
+    assert_eq!(a.f.flags & WN_BN_FOLD, 0);
     // Finalize: one block of 8 channels x 16 rows of splits.
     assert_eq!(p.launches[1].grid, [1, 1, 1]);
     assert_eq!(p.launches[1].block, [8, 16, 1]);
@@ -162,7 +165,7 @@ fn h200_resnet_shapes_nchw_and_nhwc() {
         Some(r) => panic!("{r} resident blocks per SM, expected 2"),
     };
     assert_eq!(p.launches[0].grid, [1, splits, 1]);
-    let r: WnBatchNormReduceArgs = p.launches[0].args.get().unwrap();
+    let r = p.launches[0].args.get::<WnBatchNormStatsArgs>().unwrap().r;
     assert_eq!(r.chunk, chunk);
     let b = plan_backward(&d, &bwd_ptrs(), &props).unwrap();
     sane(&b, &props);
@@ -258,13 +261,13 @@ fn variants_follow_divisibility_and_alignment() {
             if dims[2] * dims[3] * dt.size() % 16 == 0 {
                 continue; // 14 x 14 f32: divisible, vec
             }
+            // (The reductions finalize in their last blocks: no finalize launch between.)
             let d = desc(&dims, Layout::Contiguous, dt);
             let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
             assert_eq!(
                 names(&p),
                 [
                     format!("warpnorm_batch_norm_fwd_{dt}_stats_nchw_vecodd"),
-                    "warpnorm_batch_norm_fwd_f32params_finalize".to_string(),
                     format!("warpnorm_batch_norm_fwd_{dt}_apply_nchw_vecodd"),
                 ],
                 "{dims:?} {dt}"
@@ -274,7 +277,6 @@ fn variants_follow_divisibility_and_alignment() {
                 names(&p),
                 [
                     format!("warpnorm_batch_norm_bwd_{dt}_reduce_nchw_vecodd"),
-                    "warpnorm_batch_norm_bwd_f32params_finalize".to_string(),
                     format!("warpnorm_batch_norm_bwd_{dt}_apply_nchw_vecodd"),
                 ],
                 "{dims:?} {dt}"
@@ -313,7 +315,7 @@ fn variants_follow_divisibility_and_alignment() {
         "warpnorm_batch_norm_fwd_f16_stats_nchw_vec"
     );
     assert_eq!(
-        p.launches[2].kernel,
+        p.launches.last().unwrap().kernel,
         "warpnorm_batch_norm_fwd_f16_apply_nchw_scalar"
     );
     // (N, C, 1) and (N, C) use the channels-innermost kernels whatever the layout says.
@@ -338,7 +340,7 @@ fn sim_device_reaches_split_reductions_with_small_shapes() {
         sane(&p, &props);
         assert!(p.launches[0].grid[1] > 1, "{dims:?}: {p}");
         let ws = workspace_bytes(&d, Direction::Forward, &props).unwrap() as u64 / 4;
-        let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
+        let f = p.launches[0].args.get::<WnBatchNormStatsArgs>().unwrap().f;
         let c = dims[1] as u64;
         let need = (f.partials - fwd_ptrs().workspace) / 4 + f.splits as u64 * c * 3;
         assert!(need <= ws, "{dims:?}: workspace {ws} < {need}");
@@ -425,19 +427,16 @@ fn eval_and_backward_plans() {
         ),
         (0, 0, 0, 0, 0, 0)
     );
-    // With parameter gradients: one sweep, the sums writing dx too, then the finalize
-    // (dgamma, dbeta; no coefficients).
+    // With parameter gradients: one sweep, the sums writing dx too, whose last block per
+    // channel finalizes (dgamma, dbeta; no coefficients): one launch.
     let b = bwd_ptrs();
     let p = plan_backward(&d.clone().with_mode(Mode::eval()), &b, &props).unwrap();
     sane(&p, &props);
     assert_eq!(
         names(&p),
-        [
-            "warpnorm_batch_norm_bwd_f32_f32params_eval_reduce_nchw_vec",
-            "warpnorm_batch_norm_bwd_f32params_finalize"
-        ]
+        ["warpnorm_batch_norm_bwd_f32_f32params_eval_reduce_nchw_vec"]
     );
-    let r: WnBatchNormReduceArgs = p.launches[0].args.get().unwrap();
+    let WnBatchNormSumsArgs { r, f } = p.launches[0].args.get().unwrap();
     assert_eq!(
         (r.x, r.dy, r.dx, r.mean, r.gamma, r.invstd),
         (
@@ -449,10 +448,13 @@ fn eval_and_backward_plans() {
             b.save_invstd
         )
     );
-    let f: WnBatchNormBwdFinalizeArgs = p.launches[1].args.get().unwrap();
     assert_eq!(
-        (f.splits, f.partials),
-        (p.launches[0].grid[1] as i64, r.partials)
+        (f.splits, f.partials, f.tickets),
+        (p.launches[0].grid[1] as i64, r.partials, b.workspace)
+    );
+    assert_eq!(
+        f.flags & (WN_BN_FOLD | WN_BN_PARAMS_F32),
+        WN_BN_FOLD | WN_BN_PARAMS_F32
     );
     // The training sums never write dx (a shape that takes the split tier, not the fused one).
     let t = desc(&[32, 256, 14, 14], Layout::Contiguous, DType::F32);
@@ -461,7 +463,7 @@ fn eval_and_backward_plans() {
         p.launches[0].kernel,
         "warpnorm_batch_norm_bwd_f32_reduce_nchw_vec"
     );
-    let r: WnBatchNormReduceArgs = p.launches[0].args.get().unwrap();
+    let r = p.launches[0].args.get::<WnBatchNormSumsArgs>().unwrap().r;
     assert_eq!((r.dx, r.gamma, r.invstd), (0, 0, 0));
     // 7 x 7 bf16 (vecodd: the sums read covering sectors of other channels and write dx by
     // whole sectors): one sweep, as the vec shapes.
@@ -470,18 +472,15 @@ fn eval_and_backward_plans() {
     sane(&p, &props);
     assert_eq!(
         names(&p),
-        [
-            "warpnorm_batch_norm_bwd_bf16_f32params_eval_reduce_nchw_vecodd",
-            "warpnorm_batch_norm_bwd_f32params_finalize"
-        ]
+        ["warpnorm_batch_norm_bwd_bf16_f32params_eval_reduce_nchw_vecodd"]
     );
-    let r: WnBatchNormReduceArgs = p.launches[0].args.get().unwrap();
+    let r = p.launches[0].args.get::<WnBatchNormSumsArgs>().unwrap().r;
     assert_eq!(
         (r.dx, r.gamma, r.invstd),
         (b.dx, b.gamma.unwrap(), b.save_invstd)
     );
     // In place (dx == dy), those covering reads would race with the neighbouring channels'
-    // dx: sums, finalize, then the eval apply for dx.
+    // dx: the sums (finalizing themselves), then the eval apply for dx.
     let in_place = BackwardPtrs { dx: b.dy, ..b };
     let p = plan_backward(&o, &in_place, &props).unwrap();
     sane(&p, &props);
@@ -489,23 +488,22 @@ fn eval_and_backward_plans() {
         names(&p),
         [
             "warpnorm_batch_norm_bwd_bf16_reduce_nchw_vecodd",
-            "warpnorm_batch_norm_bwd_f32params_finalize",
             "warpnorm_batch_norm_fwd_bf16_f32params_eval_apply_nchw_vecodd"
         ]
     );
-    let r: WnBatchNormReduceArgs = p.launches[0].args.get().unwrap();
+    let r = p.launches[0].args.get::<WnBatchNormSumsArgs>().unwrap().r;
     assert_eq!((r.dx, r.gamma, r.invstd), (0, 0, 0));
     // The vecodd elementwise pass stages its coefficient tables in dynamic shared memory:
     // 2 buffers x WN_BN_ODD_APPLY_PACKS groups x min(C, 256 * 8 / 49 + 3 = 44) channels x 16
     // bytes; the reductions and the vec pass use none.
-    let apply = &p.launches[2];
+    let apply = &p.launches[1];
     assert_eq!(apply.block, [256, 1, 1]);
     assert_eq!(apply.shared_mem_bytes, 2 * WN_BN_ODD_APPLY_PACKS * 44 * 16);
     assert_eq!(p.launches[0].shared_mem_bytes, 0);
     let few = desc(&[8, 5, 7, 7], Layout::Contiguous, DType::BF16).with_mode(Mode::eval());
     let p = plan_backward(&few, &in_place, &props).unwrap();
     assert_eq!(
-        p.launches[2].shared_mem_bytes,
+        p.launches[1].shared_mem_bytes,
         2 * WN_BN_ODD_APPLY_PACKS * 5 * 16
     );
 }
@@ -813,15 +811,16 @@ fn h200_fused_backward_tier() {
         ["warpnorm_batch_norm_bwd_bf16_bf16params_fused_nchw_vecodd"]
     );
     assert_eq!(p.launches[0].shared_mem_bytes, 32 * 8 * 16 * 2 + 2560);
-    // Too few channels to fill the GPU unsplit, or too much data per channel: three launches.
+    // Too few channels to fill the GPU unsplit, or too much data per channel: the split tier,
+    // sums (finalizing in their last blocks) and the apply.
     for dims in [[32usize, 256, 14, 14], [32, 512, 56, 56]] {
         let d = desc(&dims, Layout::Contiguous, DType::F32);
         assert_eq!(
-            plan_backward(&d, &bwd_ptrs(), &props)
-                .unwrap()
-                .launches
-                .len(),
-            3
+            names(&plan_backward(&d, &bwd_ptrs(), &props).unwrap()),
+            [
+                "warpnorm_batch_norm_bwd_f32_reduce_nchw_vec",
+                "warpnorm_batch_norm_bwd_f32_apply_nchw_vec"
+            ]
         );
     }
     // The forward fuses under the same conditions: x only (8 KiB) plus 1024 + 4 * 3584 bytes.
@@ -877,13 +876,15 @@ fn h200_fused_backward_tier() {
             .len(),
         1
     );
+    // (With dgamma / dbeta, the eval-mode sums write dx, then the finalize: channels-last
+    // reductions keep the finalize kernel.)
     let d = desc(&[256, 4096], Layout::Contiguous, DType::F32);
     assert_eq!(
-        plan_backward(&d.clone().with_mode(Mode::eval()), &bwd_ptrs(), &props)
-            .unwrap()
-            .launches
-            .len(),
-        2
+        names(&plan_backward(&d.clone().with_mode(Mode::eval()), &bwd_ptrs(), &props).unwrap()),
+        [
+            "warpnorm_batch_norm_bwd_f32_f32params_eval_reduce_nhwc_vec",
+            "warpnorm_batch_norm_bwd_f32params_finalize"
+        ]
     );
 }
 
@@ -896,12 +897,11 @@ fn tensors_over_2_pow_31_elements_plan_with_64_bit_sizes() {
         let d = desc(&[1 << 21, 3, 32, 32], layout, DType::F16);
         let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
         sane(&p, &props);
-        let r: WnBatchNormReduceArgs = p.launches[0].args.get().unwrap();
+        let WnBatchNormStatsArgs { r, f } = p.launches[0].args.get().unwrap();
         assert_eq!((r.n, r.c, r.s), (1 << 21, 3, 1024));
-        let a: WnBatchNormApplyArgs = p.launches[2].args.get().unwrap();
-        assert!(a.n * a.c * a.s > i32::MAX as i64);
-        let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
         assert_eq!(f.count, (1i64 << 21) * 1024);
+        let a: WnBatchNormApplyArgs = p.launches.last().unwrap().args.get().unwrap();
+        assert!(a.n * a.c * a.s > i32::MAX as i64);
         let b = plan_backward(&d, &bwd_ptrs(), &props).unwrap();
         sane(&b, &props);
     }
@@ -916,9 +916,10 @@ fn tensors_over_2_pow_31_elements_plan_with_64_bit_sizes() {
 
 /// The layout choices that keep aligned shapes coalesced (tests/batch_norm/coalescing.rs measures the
 /// requests): nchw splits start on a 32-byte sector of each channel slice (chunk = a whole
-/// number of 32-byte pieces), the finalize blocks take up to 8 consecutive channels (one f32
-/// sector per split) and spend the rest of their 128 threads on splits, and the partials start
-/// on a sector after coefficient arrays of C rounded up to 8 floats.
+/// number of 32-byte pieces), the finalize blocks (where the reduction does not finalize
+/// itself) take up to 8 consecutive channels (one f32 sector per split) and spend the rest of
+/// their 128 threads on splits, and the coefficients and partials start on sectors after the
+/// arrival counters and coefficient arrays, each C rounded up to 8 words.
 #[test]
 fn splits_and_finalize_blocks_keep_requests_on_sectors() {
     let props = DeviceProps::H200;
@@ -938,7 +939,7 @@ fn splits_and_finalize_blocks_keep_requests_on_sectors() {
         let d = desc(&dims, Layout::Contiguous, dt);
         let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
         sane(&p, &props);
-        let r: WnBatchNormReduceArgs = p.launches[0].args.get().unwrap();
+        let r = p.launches[0].args.get::<WnBatchNormStatsArgs>().unwrap().r;
         assert!(
             p.launches[0].kernel.ends_with("_stats_nchw_vec"),
             "{dims:?}: {}",
@@ -955,15 +956,35 @@ fn splits_and_finalize_blocks_keep_requests_on_sectors() {
         let splits = p.launches[0].grid[1] as i64;
         assert!(splits > 1, "{dims:?} {dt}: split");
         assert!(r.chunk * (splits - 1) < units && r.chunk * splits >= units);
-        let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
-        assert_eq!(f.splits, splits);
-        let c = dims[1] as u32;
-        let bx = c.next_power_of_two().min(8);
-        assert_eq!(p.launches[1].block, [bx, 128 / bx, 1], "{dims:?}");
-        assert_eq!(p.launches[1].grid, [c.div_ceil(bx), 1, 1], "{dims:?}");
+        // At most 16 splits over 256 rows of threads: the last block of each channel
+        // finalizes it (one round of partial loads); no finalize launch.
+        let f = p.launches[0].args.get::<WnBatchNormStatsArgs>().unwrap().f;
+        assert_eq!((f.splits, f.flags & WN_BN_FOLD), (splits, WN_BN_FOLD));
+        assert_eq!(p.launches.len(), 2, "{dims:?}");
         assert_eq!(f.coef_stride, (dims[1] as i64 + 7) / 8 * 8);
+        assert_eq!(f.coef - f.tickets, 4 * f.coef_stride as u64);
         assert_eq!(f.partials - f.coef, 16 * f.coef_stride as u64);
     }
+    // NCHW reductions always finalize themselves: one channel's splits stop at FOLD_MAX_ROUNDS
+    // rounds of 256 (784 would fill the wave; 512 are 0.97 of it), written channel-major.
+    let d = desc(&[64, 1, 224, 224], Layout::Contiguous, DType::F32);
+    let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+    sane(&p, &props);
+    let f = p.launches[0].args.get::<WnBatchNormStatsArgs>().unwrap().f;
+    assert_eq!(p.launches[0].grid, [1, 512, 1]);
+    assert_eq!(
+        f.flags & (WN_BN_FOLD | WN_BN_CHANNEL_MAJOR),
+        WN_BN_FOLD | WN_BN_CHANNEL_MAJOR
+    );
+    assert_eq!(p.launches.len(), 2);
+    // A channels-last reduction over hundreds of splits keeps its finalize launch: blocks of 8
+    // consecutive channels x 16 rows of splits.
+    let d = desc(&[32, 256, 56, 56], Layout::ChannelsLast, DType::F16);
+    let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+    let f: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
+    assert_eq!(f.splits, p.launches[0].grid[1] as i64);
+    assert_eq!(p.launches[1].block, [8, 16, 1]);
+    assert_eq!(p.launches[1].grid, [32, 1, 1]);
 }
 
 /// Every buffer is checked by the same helper as LayerNorm's: a short workspace is reported in

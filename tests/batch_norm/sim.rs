@@ -91,7 +91,7 @@ fn outputs_bits(arch: u32, dims: &[usize], layout: Layout, threads: usize) -> Ve
     let [y, dxo] = [sim.alloc::<f32>(n, 0), sim.alloc::<f32>(n, 0)];
     let [sm, sml, si, dg, db] = [0; 5].map(|_| sim.alloc::<f32>(c, 0));
     let ws_bytes = workspace_bytes(&desc, Direction::Forward, &props).unwrap() as u64;
-    let ws = sim.alloc::<f32>(ws_bytes as usize / 4, 0);
+    let ws = crate::support::workspace(&mut sim, ws_bytes, c);
     let fp = ForwardPtrs {
         x: dx_,
         y,
@@ -180,7 +180,7 @@ fn empty_batch_counts_and_keeps_statistics_on_ptxsim() {
         sim.dev.write_slice(cnt, &[5i64]).unwrap();
         let [sm, si, dg, db] = [0; 4].map(|_| sim.alloc::<f32>(3, 0));
         let ws_bytes = workspace_bytes(&desc, Direction::Forward, &props).unwrap() as u64;
-        let ws = sim.alloc::<f32>(ws_bytes as usize / 4, 0);
+        let ws = crate::support::workspace(&mut sim, ws_bytes, 3);
         let x = sim.alloc::<f32>(0, 0);
         let fp = ForwardPtrs {
             x,
@@ -229,4 +229,70 @@ fn empty_batch_counts_and_keeps_statistics_on_ptxsim() {
         assert_eq!(sim.download::<f32>(dg, 3), [0.0; 3]);
         assert_eq!(sim.download::<f32>(db, 3), [0.0; 3]);
     }
+}
+
+/// The reductions that finalize in their last block count arrivals in the workspace, which must
+/// be zeroed before its first use. One that never was (a counter at or past the split count)
+/// does not finish from partials that are not all there: the call writes NaN statistics and
+/// outputs for the channels concerned, the mistake shows, and a zeroed workspace recovers.
+#[test]
+fn a_workspace_never_zeroed_shows_as_nan() {
+    use warpnorm::abi::{WnBatchNormStatsArgs, WN_BN_FOLD};
+    use warpnorm::batch_norm::{plan_forward, workspace_bytes, BatchNormDesc, Direction};
+    use warpnorm::batch_norm::{ForwardPtrs, Mode};
+    if skip_without_kernels("a_workspace_never_zeroed_shows_as_nan") {
+        return;
+    }
+    let desc = BatchNormDesc::new(&[3, 2, 2000], Layout::Contiguous, DType::F32, DType::F32)
+        .with_mode(Mode::train(0.1));
+    let (n, c) = (12000usize, 2usize);
+    let props = DeviceProps::SIM;
+    let mut sim = Sim::new(80);
+    let mut rng = crate::support::Rng::new(3);
+    let x: Vec<f32> = (0..n).map(|_| rng.signed() as f32).collect();
+    let px = sim.upload(&x, 0);
+    let y = sim.alloc::<f32>(n, 0);
+    let [sm, sml, si] = [0; 3].map(|_| sim.alloc::<f32>(c, 0));
+    let ws_bytes = workspace_bytes(&desc, Direction::Forward, &props).unwrap() as u64;
+    let ws = crate::support::workspace(&mut sim, ws_bytes, c);
+    let fp = ForwardPtrs {
+        x: px,
+        y,
+        save_mean: Some(sm),
+        save_mean_lo: Some(sml),
+        save_invstd: Some(si),
+        workspace: ws,
+        workspace_bytes: ws_bytes,
+        ..ForwardPtrs::default()
+    };
+    let plan = plan_forward(&desc, &fp, &props).unwrap();
+    let a: WnBatchNormStatsArgs = plan.launches[0].args.get().unwrap();
+    assert!(plan.launches[0].grid[1] > 1, "one split needs no counter");
+    assert_eq!(a.f.flags & WN_BN_FOLD, WN_BN_FOLD);
+    // Counters left at a large value, as garbage would be.
+    sim.write(ws, &[f32::from_bits(0xffff_fff0); 8]);
+    sim.run(&plan).unwrap();
+    let mean = sim.download::<f32>(sm, c);
+    let out = sim.download::<f32>(y, n);
+    assert!(mean.iter().all(|v| v.is_nan()), "save_mean {mean:?}");
+    assert!(out.iter().all(|v| v.is_nan()), "y not NaN");
+    // Again: still garbage (never reset), still NaN.
+    sim.run(&plan).unwrap();
+    assert!(sim.download::<f32>(sm, c).iter().all(|v| v.is_nan()));
+    // Zeroed: the statistics of x, and the counters back at zero after the call.
+    sim.write(ws, &[0.0f32; 8]);
+    sim.run(&plan).unwrap();
+    let mean = sim.download::<f32>(sm, c);
+    for (ch, m) in mean.iter().enumerate() {
+        let want: f64 = (0..3)
+            .flat_map(|b| &x[(b * 2 + ch) * 2000..(b * 2 + ch + 1) * 2000])
+            .map(|&v| v as f64)
+            .sum::<f64>()
+            / 6000.0;
+        assert!(
+            (*m as f64 - want).abs() < 1e-6,
+            "channel {ch}: {m} vs {want}"
+        );
+    }
+    assert!(crate::support::tickets_are_zero(&mut sim, ws, c));
 }

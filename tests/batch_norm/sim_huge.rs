@@ -382,8 +382,7 @@ fn run_huge<T: Element + Default, P: Element + Default>(
     let mut sim = Sim::new(arch);
     let ws_bytes =
         workspace_bytes(&desc, Direction::Forward, &props).map_err(|e| e.to_string())? as u64;
-    let ws_len = ws_bytes as usize / 4;
-    let pws = sim.alloc::<f32>(ws_len, 0);
+    let pws = crate::support::workspace(&mut sim, ws_bytes, c);
     let px = sim.alloc::<T>(numel, 0);
     let py = sim.alloc::<T>(numel, 0);
     let psm = sim.alloc::<f32>(c, 0);

@@ -44,7 +44,7 @@ fn case_in_place<T: Element + Default, P: Element + Default>(
     let ws_bytes = workspace_bytes(&desc, Direction::Forward, &props)
         .unwrap()
         .max(workspace_bytes(&desc, Direction::Backward, &props).unwrap());
-    let ws = sim.alloc::<f32>(ws_bytes / 4, 0);
+    let ws = crate::support::workspace(sim, ws_bytes as u64, c);
     let (pg, pb) = (sim.upload(&gamma, 0), sim.upload(&beta, 0));
     let affine = case.affine;
     let mut kernels = Vec::new();

@@ -76,6 +76,25 @@ pub fn check(
     Ok(())
 }
 
+/// A BatchNorm workspace of `bytes` for `c` channels on `be`: uninitialized (initcheck reports
+/// any read of what no kernel wrote) except the reductions' arrival counters at its start
+/// (C rounded up to 8 words), zeroed as the API asks before a workspace's first use. Every
+/// call leaves them zero again: [`tickets_are_zero`] checks.
+pub fn workspace<B: Backend>(be: &mut B, bytes: u64, c: usize) -> u64 {
+    let p = be.alloc::<f32>((bytes as usize).div_ceil(4).max(1), 0);
+    if bytes > 0 {
+        be.write(p, &vec![0.0f32; c.div_ceil(8) * 8]);
+    }
+    p
+}
+
+/// Whether a workspace's arrival counters (see [`workspace`]) are all zero.
+pub fn tickets_are_zero<B: Backend>(be: &mut B, ws: u64, c: usize) -> bool {
+    be.download::<f32>(ws, c.div_ceil(8) * 8)
+        .iter()
+        .all(|v| v.to_bits() == 0)
+}
+
 pub fn f64s<T: Element>(v: &[T]) -> Vec<f64> {
     v.iter().map(|x| x.to_f64()).collect()
 }
@@ -414,8 +433,7 @@ pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
     let d_nbt = be.upload_i64(0);
     let ws_bytes =
         workspace_bytes(&desc, Direction::Forward, props).map_err(|e| e.to_string())? as u64;
-    let ws_len = ws_bytes as usize / 4;
-    let d_ws = be.alloc::<f32>(ws_len, 0);
+    let d_ws = workspace(be, ws_bytes, c);
     let d_sm = be.alloc::<f32>(c, 0);
     let d_sml = be.alloc::<f32>(c, 0);
     let d_si = be.alloc::<f32>(c, 0);
@@ -533,6 +551,11 @@ pub fn run_case<B: Backend, T: Element + Default, P: Element + Default>(
             };
             let gamma = affine.then_some(&gamma[..]);
             check_backward(&ctx(""), &desc, frozen, &x, &dy, gamma, &sm, &si, &wb, &got)?;
+        }
+        if !tickets_are_zero(be, d_ws, c) {
+            return Err(format!(
+                "{case:?} step {step}: the workspace's arrival counters are not back at zero"
+            ));
         }
         let gn = [be.download_i64(d_nbt)];
         if gn[0] != nbt {

@@ -56,6 +56,10 @@ impl Backend for Recording {
         self.sim.upload(data, offset)
     }
 
+    fn write<T: Element>(&mut self, ptr: u64, data: &[T]) {
+        self.sim.write(ptr, data)
+    }
+
     fn download<T: Element + Default>(&mut self, ptr: u64, n: usize) -> Vec<T> {
         self.sim.download(ptr, n)
     }

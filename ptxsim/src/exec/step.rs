@@ -273,6 +273,7 @@ impl Block<'_, '_> {
                 self.exec_mem(w, pc, em, k)?
             }
             Kind::Nop => {}
+            Kind::Fence => std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst),
             // not simple: executed by `exec`
             Kind::Bra { .. }
             | Kind::Exit

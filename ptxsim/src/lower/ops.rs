@@ -67,15 +67,21 @@ fn family(sx: &Sfx<'_>) -> Option<LowerFn> {
         "bra" | "brx" => ops_ctrl::bra,
         "call" => ops_ctrl::call,
         "ret" | "exit" | "trap" | "brkpt" => ops_ctrl::leave,
-        // ordering, hints and scheduling: no effect in this model
-        "membar" | "fence" | "nanosleep" | "prefetch" | "prefetchu" | "griddepcontrol"
-        | "pmevent" | "discard" | "applypriority" | "setmaxnreg" => nop,
+        // memory fences: a host fence between the block workers
+        "membar" | "fence" => fence,
+        // hints and scheduling: no effect in this model
+        "nanosleep" | "prefetch" | "prefetchu" | "griddepcontrol" | "pmevent" | "discard"
+        | "applypriority" | "setmaxnreg" => nop,
         _ => return None,
     })
 }
 
 fn nop(_: &mut KCtx<'_>, _: &Sfx<'_>, _: &ast::Instr) -> R<Kind> {
     Ok(Kind::Nop)
+}
+
+fn fence(_: &mut KCtx<'_>, _: &Sfx<'_>, _: &ast::Instr) -> R<Kind> {
+    Ok(Kind::Fence)
 }
 
 /// Lowers one instruction.

@@ -1,7 +1,11 @@
 //! The geometry and launches of the BatchNorm kernels: vector or scalar variant, the reduction
 //! grid (channel tiles x splits), the fused (on-chip) tier's fit, and the launch of each pass.
 
-use crate::abi::{WnBatchNormApplyArgs, WnBatchNormReduceArgs, WN_BN_ODD_APPLY_PACKS};
+use crate::abi::{
+    WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormFinalizeArgs,
+    WnBatchNormReduceArgs, WnBatchNormStatsArgs, WnBatchNormSumsArgs, WN_BN_CHANNEL_MAJOR,
+    WN_BN_FOLD, WN_BN_ODD_APPLY_PACKS,
+};
 use crate::device::DeviceProps;
 use crate::occupancy;
 use crate::plan::{grid_dim, AbiArgs, Launch, Plan};
@@ -182,6 +186,14 @@ pub(super) fn reduce_geom(
         .div_ceil(per_split)
         .min(traffic_cap)
         .clamp(1, props.max_grid_yz.max(1) as u64);
+    // NCHW reductions (one channel per block) always finalize in their last block: at most
+    // FOLD_MAX_ROUNDS rounds of `by` splits (512 at 256 rows, 0.97 waves of a one-channel grid
+    // at 4 blocks per SM on 132 SMs).
+    let most = if g.nhwc {
+        most
+    } else {
+        most.min(FOLD_MAX_ROUNDS * by)
+    };
     let splits = if tiles < wave {
         // Whole splits per tile within one wave: a grid a little over a wave would take two
         // (1088 blocks of the bf16 backward sums at 528 resident were 2.06 waves).
@@ -266,10 +278,10 @@ pub(super) fn fused_geom(
     })
 }
 
-pub(super) fn reduce_launch(
+pub(super) fn reduce_launch<T: AbiArgs>(
     kernel: String,
     rg: &ReduceGeom,
-    args: &WnBatchNormReduceArgs,
+    args: &T,
 ) -> Result<Launch> {
     Ok(Launch::new(
         kernel.clone(),
@@ -389,9 +401,34 @@ pub(super) struct ReduceInputs {
     pub(super) invstd: u64,
 }
 
+/// The finalize of a reduction: the arguments of the forward or backward finalize kernel
+/// (`partials`, `tickets`, `coef` and the outputs set; `splits` and the fold flag are the
+/// reduction's to set).
+pub(super) enum Finish {
+    Fwd(WnBatchNormFinalizeArgs),
+    Bwd(WnBatchNormBwdFinalizeArgs),
+}
+
+/// Most rounds of partial loads (ceil(splits / block rows)) the last block of an NCHW
+/// reduction makes to finalize its channel itself: each round is an L2 round trip after the
+/// reduction's streaming ends, so the planner caps an NCHW reduction's splits at this many
+/// rounds of its block's rows (512 splits at 256 rows).
+pub const FOLD_MAX_ROUNDS: u64 = 2;
+
+/// Whether a reduction of geometry `rg` finalizes in its last blocks (WN_BN_FOLD): the NCHW
+/// reductions (one channel per block; [`reduce_geom`] keeps their splits within
+/// [`FOLD_MAX_ROUNDS`] rounds). Channels-last reductions keep the finalize kernel: their
+/// kernels do not carry the folded merge (8 channels per thread took the 16-bit statistics
+/// past 128 registers on sm_100 and sm_120, which spilled), and their tiles' many splits merge
+/// faster over the finalize kernel's blocks on many SMs than in one last block.
+pub(super) fn folds(g: &Ncs, rg: &ReduceGeom) -> bool {
+    !g.nhwc && rg.splits.div_ceil(rg.block[1].max(1) as u64) <= FOLD_MAX_ROUNDS
+}
+
 /// Pushes the per-channel reduction `warpnorm_batch_norm_<dir>_<T>_<stage>_<layout>_<access>`
-/// (vector access when `reads` - every activation buffer it touches - allow it); returns its
-/// number of splits.
+/// (vector access when `reads` - every activation buffer it touches - allow it) and its
+/// finalize: folded into the reduction's last block of each channel tile when [`folds`], else
+/// the `warpnorm_batch_norm_<dir>_<P>params_finalize` launch after it.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn push_reduce(
     plan: &mut Plan,
@@ -402,11 +439,16 @@ pub(super) fn push_reduce(
     stage: &str,
     reads: &[u64],
     p: ReduceInputs,
-) -> Result<i64> {
+    finish: Finish,
+) -> Result<()> {
     let acc = access(g, desc.dtype, reads);
     let kernel = reduce_kernel(desc, g, dir, stage, acc);
     let rg = reduce_geom(g, acc, desc.dtype, props, &kernel);
-    let args = WnBatchNormReduceArgs {
+    let fold = folds(g, &rg);
+    // The NCHW reductions write their partials channel-major (see the ABI header).
+    let flag = if fold { WN_BN_FOLD } else { 0 } | if g.nhwc { 0 } else { WN_BN_CHANNEL_MAJOR };
+    let splits = rg.splits as i64;
+    let r = WnBatchNormReduceArgs {
         x: p.x,
         dy: p.dy,
         mean: p.mean,
@@ -419,8 +461,29 @@ pub(super) fn push_reduce(
         s: g.s as i64,
         chunk: rg.chunk as i64,
     };
-    plan.push(reduce_launch(kernel, &rg, &args)?);
-    Ok(rg.splits as i64)
+    let finalize = format!(
+        "warpnorm_batch_norm_{dir}_{}params_finalize",
+        desc.param_dtype
+    );
+    match finish {
+        Finish::Fwd(mut f) => {
+            f.splits = splits;
+            f.flags |= flag;
+            plan.push(reduce_launch(kernel, &rg, &WnBatchNormStatsArgs { r, f })?);
+            if !fold {
+                plan.push(finalize_launch(&finalize, g.c, &f)?);
+            }
+        }
+        Finish::Bwd(mut f) => {
+            f.splits = splits;
+            f.flags |= flag;
+            plan.push(reduce_launch(kernel, &rg, &WnBatchNormSumsArgs { r, f })?);
+            if !fold {
+                plan.push(finalize_launch(&finalize, g.c, &f)?);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Pushes the fused kernel `warpnorm_batch_norm_<dir>_<T>_<P>params_fused_<layout>_<access>`

@@ -13,10 +13,15 @@
 //! and stores each slice's lanes, not in place) or `scalar` (anything else: misaligned views,
 //! S < V, nhwc with C % V != 0):
 //! - `warpnorm_batch_norm_fwd_<T>_stats_<layout>_<access>`, grid (C or channel tiles, splits),
-//! - `warpnorm_batch_norm_fwd_<P>params_finalize`, block (up to 32 channels, split rows),
+//!   which finalizes in the last block of each channel tile to arrive (WN_BN_FOLD: an arrival
+//!   counter per tile at the start of the workspace, zero before and after every call) when
+//!   that block merges the tile's partials in at most [`FOLD_MAX_ROUNDS`] rounds of loads,
+//! - `warpnorm_batch_norm_fwd_<P>params_finalize`, block (up to 8 channels, split rows), only
+//!   after a reduction that does not finalize itself (channels-last tiles over many splits),
 //! - `warpnorm_batch_norm_fwd_<T>_apply_<layout>_<access>`, grid-stride elementwise,
 //! - `warpnorm_batch_norm_bwd_<T>_reduce_<layout>_<access>`, same grid as the statistics,
-//! - `warpnorm_batch_norm_bwd_<P>params_finalize`,
+//!   folding its finalize in the same way,
+//! - `warpnorm_batch_norm_bwd_<P>params_finalize`, where it does not,
 //! - `warpnorm_batch_norm_bwd_<T>_apply_<layout>_<access>` (training backward),
 //! - `warpnorm_batch_norm_fwd_<T>_<P>params_eval_apply_<layout>_<access>`: the eval forward in
 //!   one launch (each channel's coefficients computed from the running statistics and
@@ -25,8 +30,8 @@
 //!   for or the shape is vecodd and in place,
 //! - `warpnorm_batch_norm_bwd_<T>_<P>params_eval_reduce_<layout>_<access>` (every variant;
 //!   vecodd not in place): the eval-mode backward with dgamma / dbeta in one sweep, the sums
-//!   over x and dy writing dx as well, then the backward finalize (3 bytes per element of the
-//!   activation size),
+//!   over x and dy writing dx as well and finalizing as the other reductions (3 bytes per
+//!   element of the activation size; one launch where the finalize folds),
 //! - `warpnorm_batch_norm_fwd_<T>_<P>params_fused_<layout>_<access>`: the whole training
 //!   forward in one pass (2s per element) under the same conditions as the fused backward,
 //!   one launch that also bumps the counter, or with [`Momentum::Cumulative`] (every block
@@ -47,21 +52,24 @@
 
 use crate::abi::{
     WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormFinalizeArgs,
-    WnBatchNormFusedBwdArgs, WnBatchNormFusedFwdArgs, WnBatchNormReduceArgs, WN_BN_CUMULATIVE,
-    WN_BN_FROZEN,
+    WnBatchNormFusedBwdArgs, WnBatchNormFusedFwdArgs, WnBatchNormReduceArgs, WnBatchNormStatsArgs,
+    WnBatchNormSumsArgs, WN_BN_CUMULATIVE, WN_BN_FROZEN, WN_BN_PARAMS_F32,
 };
 use crate::check::{check_workspace, Buffers};
 use crate::device::DeviceProps;
 pub use crate::plan::Direction;
 use crate::plan::Plan;
+use crate::DType;
 use crate::{Error, Result};
 
 use super::desc::{BatchNormDesc, Momentum, Ncs, Problem};
 
 mod launches;
+pub use launches::FOLD_MAX_ROUNDS;
 use launches::{
     access, coef_stride, finalize_launch, fused_geom, push_apply, push_fused, push_reduce,
-    reduce_geom, reduce_kernel, Access, ApplyInputs, CoefSource, FrozenInputs, ReduceInputs,
+    reduce_geom, reduce_kernel, Access, ApplyInputs, CoefSource, Finish, FrozenInputs,
+    ReduceInputs,
 };
 
 crate::abi::abi_args!(
@@ -70,7 +78,9 @@ crate::abi::abi_args!(
     WnBatchNormBwdFinalizeArgs,
     WnBatchNormApplyArgs,
     WnBatchNormFusedBwdArgs,
-    WnBatchNormFusedFwdArgs
+    WnBatchNormFusedFwdArgs,
+    WnBatchNormStatsArgs,
+    WnBatchNormSumsArgs
 );
 
 /// Threads per block of the reduction and elementwise kernels (and the most the kernels'
@@ -116,7 +126,8 @@ pub struct ForwardPtrs {
     pub save_mean_lo: Option<u64>,
     /// Saved 1 / sqrt(var + eps), C f32 (batch; running in eval).
     pub save_invstd: Option<u64>,
-    /// Workspace of at least [`workspace_bytes`] bytes, 16-byte aligned.
+    /// Workspace of at least [`workspace_bytes`] bytes, 16-byte aligned, zeroed before its
+    /// first use (see [`workspace_bytes`]).
     pub workspace: u64,
     /// Workspace size in bytes.
     pub workspace_bytes: u64,
@@ -143,14 +154,22 @@ pub struct BackwardPtrs {
     pub dgamma: Option<u64>,
     /// Gradient of beta (output), C of `desc.param_dtype`.
     pub dbeta: Option<u64>,
-    /// Workspace of at least [`workspace_bytes`] bytes, 16-byte aligned.
+    /// Workspace of at least [`workspace_bytes`] bytes, 16-byte aligned, zeroed before its
+    /// first use (see [`workspace_bytes`]).
     pub workspace: u64,
     /// Workspace size in bytes.
     pub workspace_bytes: u64,
 }
 
-/// Workspace bytes the plans of `desc` in direction `dir` need on `props`: the per-channel
-/// coefficients plus one partial per (split, channel), whatever the buffers' alignment.
+/// Workspace bytes the plans of `desc` in direction `dir` need on `props`: one arrival counter
+/// per channel tile of the reductions that finalize themselves, the per-channel coefficients
+/// and one partial per (split, channel), whatever the buffers' alignment.
+///
+/// The counters come first and must be zero before a workspace's first use (allocate it with
+/// `alloc_zeros`, or zero it once); every call leaves them at zero, so one workspace serves
+/// any number of calls, forward and backward, of any BatchNorm on its stream, one at a time
+/// (not concurrently on two streams). A counter that is not zero makes the call write NaN
+/// statistics, outputs and gradients for the channels concerned, so that the mistake shows.
 /// Eval (`desc.mode.batch_stats` false) forward needs none (one launch computes each
 /// channel's coefficients from the running statistics); an eval-mode backward needs this
 /// only with dgamma or dbeta (dx alone is one launch without a workspace).
@@ -188,8 +207,10 @@ pub fn workspace_bytes_checked(
         })
         .max()
         .unwrap_or(1);
+    // Counters (one u32 per tile, at most C, padded like a coefficient array), coefficients,
+    // partials: 4-byte words.
     let floats = coef_stride(g.c)
-        .checked_mul(4)
+        .checked_mul(5)
         .and_then(|a| splits.checked_mul(g.c)?.checked_mul(4)?.checked_add(a))
         .and_then(|f| f.checked_mul(4))
         .ok_or_else(|| Error::Overflow("BatchNorm workspace size".into()))?;
@@ -205,8 +226,24 @@ fn eval_reduce_stage(desc: &BatchNormDesc) -> String {
 /// The in-place pairs BatchNorm accepts: `y == x` forward, `dx == dy` backward.
 const IN_PLACE: &[(&str, &str)] = &[("y", "x"), ("dx", "dy")];
 
+/// The workspace's regions (see [`workspace_bytes`]): the reductions' arrival counters at its
+/// start, then the coefficient arrays, then the partials.
+fn coef_ptr(workspace: u64, g: &Ncs) -> u64 {
+    workspace + coef_stride(g.c) * 4
+}
+
 fn partials_ptr(workspace: u64, g: &Ncs) -> u64 {
-    workspace + coef_stride(g.c) * 4 * 4
+    coef_ptr(workspace, g) + coef_stride(g.c) * 4 * 4
+}
+
+/// WN_BN_PARAMS_F32 for f32 parameters (the reductions that finalize themselves are typed by
+/// the activations only).
+fn params_flag(desc: &BatchNormDesc) -> u32 {
+    if desc.param_dtype == DType::F32 {
+        WN_BN_PARAMS_F32
+    } else {
+        0
+    }
 }
 
 fn both_or_neither(a: (&str, Option<u64>), b: (&str, Option<u64>)) -> Result<()> {
@@ -290,7 +327,7 @@ pub fn plan_forward_checked(
     };
     let mut fin = WnBatchNormFinalizeArgs {
         partials: partials_ptr(ptrs.workspace, g),
-        coef: ptrs.workspace,
+        coef: coef_ptr(ptrs.workspace, g),
         gamma: ptrs.gamma.unwrap_or(0),
         beta: ptrs.beta.unwrap_or(0),
         running_mean: ptrs.running_mean.unwrap_or(0),
@@ -300,13 +337,14 @@ pub fn plan_forward_checked(
         save_invstd: ptrs.save_invstd.unwrap_or(0),
         counter: counter.unwrap_or(0),
         counter_bump: 0,
+        tickets: ptrs.workspace,
         count: g.count() as i64,
         c: g.c as i64,
         splits: 0,
         coef_stride: coef_stride(g.c) as i64,
         momentum,
         eps: desc.eps,
-        flags: if cumulative { WN_BN_CUMULATIVE } else { 0 },
+        flags: if cumulative { WN_BN_CUMULATIVE } else { 0 } | params_flag(desc),
         _pad: 0,
     };
     if g.numel == 0 {
@@ -369,9 +407,18 @@ pub fn plan_forward_checked(
             partials: fin.partials,
             ..ReduceInputs::default()
         };
-        fin.splits = push_reduce(&mut plan, desc, g, props, "fwd", "stats", &[ptrs.x], ins)?;
-        plan.push(finalize_launch(&finalize_kernel, g.c, &fin)?);
-        CoefSource::Workspace(ptrs.workspace)
+        push_reduce(
+            &mut plan,
+            desc,
+            g,
+            props,
+            "fwd",
+            "stats",
+            &[ptrs.x],
+            ins,
+            Finish::Fwd(fin),
+        )?;
+        CoefSource::Workspace(fin.coef)
     } else {
         // Eval: one launch, the coefficients computed from the running statistics.
         CoefSource::Frozen(FrozenInputs {
@@ -447,20 +494,21 @@ pub fn plan_backward_checked(
         "warpnorm_batch_norm_bwd_{}params_finalize",
         desc.param_dtype
     );
-    let mut fin = WnBatchNormBwdFinalizeArgs {
+    let fin = WnBatchNormBwdFinalizeArgs {
         partials: partials_ptr(ptrs.workspace, g),
-        coef: ptrs.workspace,
+        coef: coef_ptr(ptrs.workspace, g),
         mean: ptrs.save_mean,
         mean_lo: ptrs.save_mean_lo.unwrap_or(0),
         invstd: ptrs.save_invstd,
         gamma: ptrs.gamma.unwrap_or(0),
         dgamma: ptrs.dgamma.unwrap_or(0),
         dbeta: ptrs.dbeta.unwrap_or(0),
+        tickets: ptrs.workspace,
         count: g.count() as i64,
         c: g.c as i64,
         splits: 0,
         coef_stride: coef_stride(g.c) as i64,
-        flags: if frozen { WN_BN_FROZEN } else { 0 },
+        flags: if frozen { WN_BN_FROZEN } else { 0 } | params_flag(desc),
         _pad: 0,
     };
     if g.numel == 0 {
@@ -518,8 +566,10 @@ pub fn plan_backward_checked(
         };
         let reads = [ptrs.x, ptrs.dy, ptrs.dx];
         let stage = eval_reduce_stage(desc);
-        fin.splits = push_reduce(&mut plan, desc, g, props, "bwd", &stage, &reads, ins)?;
-        plan.push(finalize_launch(&finalize_kernel, g.c, &fin)?);
+        let finish = Finish::Bwd(fin);
+        push_reduce(
+            &mut plan, desc, g, props, "bwd", &stage, &reads, ins, finish,
+        )?;
         plan.check(props)?;
         return Ok(plan);
     }
@@ -532,8 +582,10 @@ pub fn plan_backward_checked(
             ..ReduceInputs::default()
         };
         let reads = [ptrs.x, ptrs.dy];
-        fin.splits = push_reduce(&mut plan, desc, g, props, "bwd", "reduce", &reads, ins)?;
-        plan.push(finalize_launch(&finalize_kernel, g.c, &fin)?);
+        let finish = Finish::Bwd(fin);
+        push_reduce(
+            &mut plan, desc, g, props, "bwd", "reduce", &reads, ins, finish,
+        )?;
     }
     if frozen {
         // dx = dy * gamma * invstd: the frozen-statistics pass on dy (mean 0, beta 0).
@@ -554,7 +606,7 @@ pub fn plan_backward_checked(
             x: ptrs.x,
             dy: ptrs.dy,
             out: ptrs.dx,
-            source: CoefSource::Workspace(ptrs.workspace),
+            source: CoefSource::Workspace(fin.coef),
             counter_bump: 0,
         };
         let reads = [ptrs.x, ptrs.dy, ptrs.dx];
