@@ -13,11 +13,11 @@
 //! and stores each slice's lanes, not in place) or `scalar` (anything else: misaligned views,
 //! S < V, nhwc with C % V != 0):
 //! - `warpnorm_batch_norm_fwd_<T>_stats_<layout>_<access>`, grid (C or channel tiles, splits),
-//!   which finalizes in the last block of each channel tile to arrive (WN_BN_FOLD: an arrival
-//!   counter per tile at the start of the workspace, zero before and after every call) when
-//!   that block merges the tile's partials in at most [`FOLD_MAX_ROUNDS`] rounds of loads,
+//!   which in NCHW finalizes in the last block of each channel to arrive (WN_BN_FOLD: an
+//!   arrival counter per channel at the start of the workspace, zero before and after every
+//!   call; at most [`FOLD_MAX_ROUNDS`] rounds of partial loads, the splits capped to that),
 //! - `warpnorm_batch_norm_fwd_<P>params_finalize`, block (up to 8 channels, split rows), only
-//!   after a reduction that does not finalize itself (channels-last tiles over many splits),
+//!   after a channels-last reduction, which does not finalize itself,
 //! - `warpnorm_batch_norm_fwd_<T>_apply_<layout>_<access>`, grid-stride elementwise,
 //! - `warpnorm_batch_norm_bwd_<T>_reduce_<layout>_<access>`, same grid as the statistics,
 //!   folding its finalize in the same way,
