@@ -176,9 +176,29 @@ __device__ __forceinline__ bool merge_splits(Acc& acc, const float* part, int64_
     return column_merge<kMaxColumnThreads>(acc, smem);
 }
 
+/** finish_batch_stats' arguments that write nothing (no running or saved statistics). */
+struct StatsOnly {
+    float eps;
+    wn_devptr running_mean, running_var, save_mean, save_mean_lo, save_invstd;
+};
+
+/**
+ * The apply coefficients of forward channel c from its merged statistics (mean hi mh + lo ml,
+ * m2); with `writes`, also its running and saved statistics (bn_finalize.cuh).
+ */
+template <typename P>
+__device__ __forceinline__ Coef fwd_channel_coef(const WnBatchNormFinalizeArgs& a, int64_t c,
+                                                 float mh, float ml, float m2, bool writes) {
+    const float f = running_factor(a.flags, a.momentum, a.counter);
+    const ChannelStats st = writes ? finish_batch_stats<P>(a, c, mh, ml, m2, a.count, f)
+                                   : finish_batch_stats<P>(StatsOnly{a.eps, 0, 0, 0, 0, 0}, c,
+                                                           mh, ml, m2, a.count, f);
+    return fwd_coef<P>(a.gamma, a.beta, c, st);
+}
+
 /**
  * Finishes forward channel c from its merged statistics (mean hi mh + lo ml, m2): running
- * statistics, saved statistics and the apply coefficients (bn_finalize.cuh).
+ * statistics, saved statistics and the apply coefficients in the workspace.
  */
 template <typename P>
 __device__ __forceinline__ void finish_fwd_channel(const WnBatchNormFinalizeArgs& a, int64_t c,
@@ -192,8 +212,22 @@ __device__ __forceinline__ void finish_fwd_channel(const WnBatchNormFinalizeArgs
 }
 
 /**
+ * The dx coefficients of backward channel c from its sums sdy = sum(dy), sdx = sum(dy * (x -
+ * save_mean)) over count > 0 values; with `writes`, also dgamma and dbeta (bn_finalize.cuh).
+ */
+template <typename P>
+__device__ __forceinline__ Coef bwd_channel_coef(const WnBatchNormBwdFinalizeArgs& a, int64_t c,
+                                                 float sdy, float sdx, bool writes) {
+    const float ml = a.mean_lo != 0 ? reinterpret_cast<const float*>(a.mean_lo)[c] : 0.0f;
+    return bwd_coef<P>(a.gamma, writes ? a.dgamma : 0, writes ? a.dbeta : 0, c,
+                       reinterpret_cast<const float*>(a.mean)[c], ml,
+                       reinterpret_cast<const float*>(a.invstd)[c], sdy, sdx, a.count,
+                       (a.flags & WN_BN_FROZEN) != 0);
+}
+
+/**
  * Finishes backward channel c from its sums sdy = sum(dy), sdx = sum(dy * (x - save_mean))
- * over count > 0 values: dgamma, dbeta and (training) the dx coefficients.
+ * over count > 0 values: dgamma, dbeta and (training) the dx coefficients in the workspace.
  */
 template <typename P>
 __device__ __forceinline__ void finish_bwd_channel(const WnBatchNormBwdFinalizeArgs& a, int64_t c,
@@ -323,19 +357,37 @@ __device__ __forceinline__ Coef eval_dx_coef(const WnBatchNormReduceArgs& a, int
 }
 
 /**
- * NCHW reduction: block (1, by) owns channel blockIdx.x and split blockIdx.y, walking packs of
- * V elements (S % V == 0, so packs never straddle a slice). GRAD selects the backward sums;
- * DX (with GRAD) also writes the eval-mode backward's dx with parameters of type P.
+ * The item of an NCHW reduction a block owns: channel c, split k() of splits(). GridItem: the
+ * block's own (blockIdx.x, blockIdx.y of gridDim.y: read where used, so the reduction kernels
+ * hold no copies in registers); LoopItem: one of a cooperative pass's items.
  */
-template <typename T, int V, bool GRAD, typename P = float, bool DX = false, class Fin>
-__device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a, const Fin& fin) {
+struct GridItem {
+    __device__ __forceinline__ int64_t c() const { return blockIdx.x; }
+    __device__ __forceinline__ int64_t k() const { return blockIdx.y; }
+    __device__ __forceinline__ int64_t splits() const { return gridDim.y; }
+};
+struct LoopItem {
+    int64_t c_, k_, splits_;
+    __device__ __forceinline__ int64_t c() const { return c_; }
+    __device__ __forceinline__ int64_t k() const { return k_; }
+    __device__ __forceinline__ int64_t splits() const { return splits_; }
+};
+
+/**
+ * One item of an NCHW reduction: block (1, by) reduces split it.k() of channel it.c(),
+ * walking packs of V elements (S % V == 0, so packs never straddle a slice), and writes its
+ * partial. GRAD selects the backward sums; DX (with GRAD) also writes the eval-mode
+ * backward's dx with parameters of type P. `smem`: MergeSmem<Acc::kFloats> floats.
+ */
+template <typename T, int V, bool GRAD, typename P = float, bool DX = false, class It>
+__device__ __forceinline__ void reduce_nchw_item(const WnBatchNormReduceArgs& a, const It& it,
+                                                 float* smem) {
     static_assert(GRAD || !DX, "dx is written by the backward sums");
     using Acc = typename std::conditional<GRAD, GradAcc<1>, StatsAcc<1>>::type;
-    __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
-    const int64_t c = blockIdx.x;
     const int64_t sp = a.s / V;  // packs per slice
     const int64_t total = a.n * sp;
-    const int64_t begin = static_cast<int64_t>(blockIdx.y) * a.chunk;
+    const int64_t c = it.c();
+    const int64_t begin = it.k() * a.chunk;
     const int64_t end = min(begin + a.chunk, total);
     const int64_t step = blockDim.y;
     const int64_t step_n = step / sp;
@@ -421,12 +473,23 @@ __device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a, cons
     if (column_merge<kMaxColumnThreads>(acc, smem)) {
         // One thread: field f of split k at (f * C + c) * splits + k (channel-major, see the
         // ABI header).
-        float* p = reinterpret_cast<float*>(a.partials) + c * gridDim.y + blockIdx.y;
-        const int64_t field_stride = static_cast<int64_t>(gridDim.y) * a.c;
+        float* p = reinterpret_cast<float*>(a.partials) + c * it.splits() + it.k();
+        const int64_t field_stride = it.splits() * a.c;
 #pragma unroll
         for (int f = 0; f < Acc::kPartial; ++f) p[f * field_stride] = acc.partial(f, 0);
     }
-    fold_finalize<T, P, DX, 1, Acc>(fin, c, smem);
+}
+
+/**
+ * NCHW reduction: block (1, by) owns channel blockIdx.x and split blockIdx.y
+ * (reduce_nchw_item), then the finalize folded in (fold_finalize).
+ */
+template <typename T, int V, bool GRAD, typename P = float, bool DX = false, class Fin>
+__device__ __forceinline__ void reduce_nchw(const WnBatchNormReduceArgs& a, const Fin& fin) {
+    using Acc = typename std::conditional<GRAD, GradAcc<1>, StatsAcc<1>>::type;
+    __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
+    reduce_nchw_item<T, V, GRAD, P, DX>(a, GridItem{}, smem);
+    fold_finalize<T, P, DX, 1, Acc>(fin, blockIdx.x, smem);
 }
 
 /**
@@ -1074,7 +1137,8 @@ __device__ __forceinline__ void apply_nhwc(const WnBatchNormApplyArgs& a) {
  * incrementally). run(body) calls body(unit, element offset) for each.
  */
 template <int V, bool NHWC> struct UnitWalk {
-    int64_t units, c, s, sp, slice, step, step_n, step_s, cv;
+    // The walk covers units [first, units): all of them unless a caller narrows it.
+    int64_t first = 0, units, c, s, sp, slice, step, step_n, step_s, cv;
     __device__ __forceinline__ UnitWalk(int64_t n_, int64_t c_, int64_t s_, int64_t cv_)
         : c(c_), s(s_), cv(cv_) {
         sp = NHWC ? 1 : s / V;  // nchw: S % V == 0 and S > 0, so sp >= 1
@@ -1089,7 +1153,7 @@ template <int V, bool NHWC> struct UnitWalk {
      * valid (the invalid entries repeat the last valid one).
      */
     template <int G, class F> __device__ __forceinline__ void run_groups(F&& body) const {
-        int64_t u = threadIdx.y;
+        int64_t u = first + threadIdx.y;
         if (u >= units) return;
         int64_t n = NHWC ? 0 : u / sp;
         int64_t sv = NHWC ? 0 : u - n * sp;
@@ -1120,7 +1184,7 @@ template <int V, bool NHWC> struct UnitWalk {
         }
     }
     template <class F> __device__ __forceinline__ void run(F&& body) const {
-        int64_t u = threadIdx.y;
+        int64_t u = first + threadIdx.y;
         if (u >= units) return;
         if constexpr (NHWC) {
             for (; u < units; u += step) body(u, u * c + cv * V);
@@ -1560,6 +1624,107 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
     }
 }
 
+
+/* ---------------------------------------------------------------- cooperative passes */
+
+/** The accumulator and arguments of a cooperative pass: the forward's or the backward's. */
+template <bool BWD> struct CoopTypes;
+template <> struct CoopTypes<false> {
+    using Acc = StatsAcc<1>;
+    using Args = WnBatchNormCoopFwdArgs;
+};
+template <> struct CoopTypes<true> {
+    using Acc = GradAcc<1>;
+    using Args = WnBatchNormCoopBwdArgs;
+};
+
+/** The coefficients of channel c from its merged partials `v` (to_floats), parameters P. */
+template <typename P>
+__device__ __forceinline__ Coef coop_coef(const WnBatchNormFinalizeArgs& f, int64_t c,
+                                          const float* v, bool writes) {
+    return fwd_channel_coef<P>(f, c, v[1], v[2], v[3], writes);
+}
+template <typename P>
+__device__ __forceinline__ Coef coop_coef(const WnBatchNormBwdFinalizeArgs& f, int64_t c,
+                                          const float* v, bool writes) {
+    return bwd_channel_coef<P>(f, c, v[0], v[1], writes);
+}
+
+/**
+ * Cooperative training pass, NCHW (WnBatchNormCoopFwdArgs / WnBatchNormCoopBwdArgs: every
+ * block resident, blocks of (1, by) threads). Phase 1 runs the reduction items i = c * splits
+ * + k for i = blockIdx.x, blockIdx.x + gridDim.x, ... (reduce_nchw_item: the statistics, or
+ * the backward sums with BWD); a grid barrier; phase 2 takes the same items again: the
+ * channel's splits merged in the finalize's order (merge_splits, with the reduction's block
+ * shape), its coefficients (split 0 alone writes the running and saved statistics, or dgamma
+ * and dbeta), then the item's packs written (y, or dx) by the apply's arithmetic. Parameters
+ * are float with WN_BN_PARAMS_F32 (or f32 activations), else T. A barrier count that was
+ * never zeroed gives NaN outputs in the blocks that see it.
+ */
+template <typename T, int V, bool BWD>
+__device__ __forceinline__ void coop_nchw(const typename CoopTypes<BWD>::Args& a) {
+    using Acc = typename CoopTypes<BWD>::Acc;
+    __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
+    __shared__ float s_coef[4];
+    const WnBatchNormReduceArgs& r = a.s.r;
+    const auto& f = a.s.f;
+    const int64_t splits = f.splits;
+    const int64_t items = r.c * splits;
+    if constexpr (!BWD) bump(f.counter_bump);
+    for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
+        reduce_nchw_item<T, V, BWD>(r, LoopItem{i / splits, i % splits, splits}, smem);
+        __syncthreads();  // the merge scratch is the next item's
+    }
+    const bool ok = grid_barrier(a.barrier, gridDim.x);
+    const T* x = reinterpret_cast<const T*>(r.x);
+    const T* dy = reinterpret_cast<const T*>(r.dy);
+    T* out = reinterpret_cast<T*>(a.out);
+    const bool pf32 = sizeof(T) == 4 || (f.flags & WN_BN_PARAMS_F32) != 0;
+    for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
+        const int64_t c = i / splits;
+        const int64_t k = i - c * splits;
+        Acc w;
+        // (Blocks that did not wait read no partials: they finish from NaN.)
+        if (merge_splits(w, reinterpret_cast<const float*>(f.partials), splits, r.c, c,
+                         ok ? 1 : 0, 1, f.flags, smem)) {
+            float v[Acc::kFloats];
+            w.to_floats(v);
+            if (!ok) {
+#pragma unroll
+                for (int j = 0; j < Acc::kFloats; ++j) v[j] = __int_as_float(0x7fffffff);
+            }
+            const Coef kc = pf32 ? coop_coef<float>(f, c, v, k == 0) : coop_coef<T>(f, c, v, k == 0);
+#pragma unroll
+            for (int t = 0; t < 4; ++t) s_coef[t] = kc.k[t];
+        }
+        __syncthreads();
+        float kk[4][1];
+#pragma unroll
+        for (int t = 0; t < 4; ++t) kk[t][0] = s_coef[t];
+        UnitWalk<V, false> walk(r.n, r.c, r.s, c);
+        walk.first = k * r.chunk;
+        walk.units = min(walk.first + r.chunk, walk.units);
+        walk.template run_groups<kUnroll>(
+            [&](const int64_t (&)[kUnroll], const int64_t (&offs)[kUnroll], int m) {
+                Held<T, V> px[kUnroll], pd[kUnroll];
+#pragma unroll
+                for (int g = 0; g < kUnroll; ++g) {
+                    if (g < m) {
+                        px[g].load(x + offs[g]);
+                        if constexpr (BWD) pd[g].load(dy + offs[g]);
+                    }
+                }
+#pragma unroll
+                for (int g = 0; g < kUnroll; ++g) {
+                    if (g < m)
+                        store_pack<T, V>(out + offs[g],
+                                         apply_pack<T, V, 1, BWD>(px[g].pack(), pd[g].pack(), kk));
+                }
+            });
+        __syncthreads();  // s_coef and the merge scratch are the next item's
+    }
+}
+
 }  // namespace bn
 }  // namespace warpnorm
 
@@ -1619,8 +1784,20 @@ __device__ __forceinline__ void fused_bwd(const WnBatchNormFusedBwdArgs& a) {
         warpnorm::bn::apply_nchw_odd<T, warpnorm::kVec<T>, true>(a);                              \
     }
 
+/* Cooperative NCHW training passes (launched with every block resident; coop_nchw). */
+#define WN_BN_COOP(T, TN)                                                                          \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_fwd_##TN##_coop_nchw_vec(const WnBatchNormCoopFwdArgs a) {            \
+        warpnorm::bn::coop_nchw<T, warpnorm::kVec<T>, false>(a);                                  \
+    }                                                                                              \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_bwd_##TN##_coop_nchw_vec(const WnBatchNormCoopBwdArgs a) {            \
+        warpnorm::bn::coop_nchw<T, warpnorm::kVec<T>, true>(a);                                   \
+    }
+
 #define WN_BN_ACT_ALL(T, TN)                                       \
     WN_BN_ACT_ODD(T, TN)                                           \
+    WN_BN_COOP(T, TN)                                              \
     WN_BN_ACT(T, TN, nchw, false, vec, warpnorm::kVec<T>, WN_BN_BOUNDS_3)          \
     WN_BN_ACT(T, TN, nchw, false, scalar, 1, WN_BN_LAUNCH_BOUNDS)                  \
     WN_BN_ACT(T, TN, nhwc, true, vec, warpnorm::kVec<T>, WN_BN_LAUNCH_BOUNDS)      \

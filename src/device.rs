@@ -30,6 +30,9 @@ pub struct DeviceProps {
     pub shared_per_sm: u32,
     /// Shared memory the system reserves per resident block (bytes; 1 KiB from sm_80 on).
     pub reserved_shared_per_block: u32,
+    /// Cooperative launches (`CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH`): grids whose blocks
+    /// wait for each other. Without them the planner takes the multi-launch tiers.
+    pub cooperative_launch: bool,
 }
 
 impl DeviceProps {
@@ -47,6 +50,7 @@ impl DeviceProps {
         registers_per_sm: 65_536,
         shared_per_sm: 233_472,
         reserved_shared_per_block: 1024,
+        cooperative_launch: true,
     };
 
     /// An NVIDIA H100 SXM: sm_90, 132 SMs, the same SM limits as the H200 (227 KiB opt-in
@@ -63,6 +67,7 @@ impl DeviceProps {
         registers_per_sm: 65_536,
         shared_per_sm: 233_472,
         reserved_shared_per_block: 1024,
+        cooperative_launch: true,
     };
 
     /// An NVIDIA A100: sm_80, 108 SMs, 163 KiB opt-in shared memory per block, 164 KiB per SM.
@@ -78,6 +83,7 @@ impl DeviceProps {
         registers_per_sm: 65_536,
         shared_per_sm: 167_936,
         reserved_shared_per_block: 1024,
+        cooperative_launch: true,
     };
 
     /// An NVIDIA T4: sm_75, 40 SMs, 64 KiB opt-in shared memory per block and per SM.
@@ -93,6 +99,7 @@ impl DeviceProps {
         registers_per_sm: 65_536,
         shared_per_sm: 65_536,
         reserved_shared_per_block: 0,
+        cooperative_launch: true,
     };
 
     /// A small GPU for simulator tests: few SMs keep simulated grids small, so that every
@@ -110,6 +117,7 @@ impl DeviceProps {
         registers_per_sm: 65_536,
         shared_per_sm: 167_936,
         reserved_shared_per_block: 1024,
+        cooperative_launch: true,
     };
 
     /// Maximum grid size in x.
@@ -141,6 +149,7 @@ impl DeviceProps {
             reserved_shared_per_block: get(
                 Attr::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK,
             )?,
+            cooperative_launch: get(Attr::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)? != 0,
         })
     }
 }

@@ -96,6 +96,10 @@ pub struct Launch {
     pub shared_mem_bytes: u32,
     /// The kernel's argument struct.
     pub args: KernelArgs,
+    /// A cooperative launch (`cuLaunchCooperativeKernel`): every block resident at once, so
+    /// that the kernel's blocks may wait for each other. The planner sizes such grids within
+    /// one wave of the kernel's occupancy.
+    pub cooperative: bool,
 }
 
 impl Launch {
@@ -113,7 +117,14 @@ impl Launch {
             block,
             shared_mem_bytes,
             args: KernelArgs::new(args),
+            cooperative: false,
         }
+    }
+
+    /// This launch, cooperative (see [`Launch::cooperative`]).
+    pub fn into_cooperative(mut self) -> Launch {
+        self.cooperative = true;
+        self
     }
 
     /// Threads per block.
@@ -186,8 +197,13 @@ impl fmt::Display for Plan {
         for l in &self.launches {
             writeln!(
                 f,
-                "{} grid={:?} block={:?} smem={} args={:?}",
-                l.kernel, l.grid, l.block, l.shared_mem_bytes, l.args
+                "{} grid={:?} block={:?} smem={} args={:?}{}",
+                l.kernel,
+                l.grid,
+                l.block,
+                l.shared_mem_bytes,
+                l.args,
+                if l.cooperative { " cooperative" } else { "" }
             )?;
         }
         Ok(())

@@ -248,7 +248,12 @@ impl Executor for GpuExecutor<'_> {
             // taken from live device buffers by the planner's caller, which keeps them borrowed
             // for the duration of this call.
             unsafe {
-                cudarc::driver::result::launch_kernel(
+                let launch = if l.cooperative {
+                    cudarc::driver::result::launch_cooperative_kernel
+                } else {
+                    cudarc::driver::result::launch_kernel
+                };
+                launch(
                     f.cu_function(),
                     (l.grid[0], l.grid[1], l.grid[2]),
                     (l.block[0], l.block[1], l.block[2]),

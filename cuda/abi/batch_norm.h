@@ -154,6 +154,31 @@ typedef struct WnBatchNormSumsArgs {
 } WnBatchNormSumsArgs;
 
 /**
+ * Cooperative training passes, NCHW with vector access (`..._fwd_<T>_coop_nchw_vec`,
+ * `..._bwd_<T>_coop_nchw_vec`): one launch instead of a reduction and an elementwise pass.
+ * Launched cooperatively (cuLaunchCooperativeKernel) with a grid that is resident at once,
+ * blocks of (1, by) threads. Phase 1: the reduction items i = c * splits + k (`s.f.splits`
+ * splits of `s.r.chunk` packs per channel), i = blockIdx.x, blockIdx.x + gridDim.x, ..., write
+ * their partials (channel-major, WN_BN_CHANNEL_MAJOR; no WN_BN_FOLD). A grid barrier on
+ * `barrier` (a u32 arrival count in the workspace: zero before the first use, left zero).
+ * Phase 2: the same items again, each merging its channel's partials as the finalize does,
+ * finishing the channel (running and saved statistics, or dgamma and dbeta: by split 0 alone)
+ * and writing its elements of `out` (y, or dx) from the coefficients. Forward:
+ * `s.f.counter_bump` as in WnBatchNormFusedFwdArgs.
+ */
+typedef struct WnBatchNormCoopFwdArgs {
+    WnBatchNormStatsArgs s;
+    wn_devptr out;
+    wn_devptr barrier;
+} WnBatchNormCoopFwdArgs;
+
+typedef struct WnBatchNormCoopBwdArgs {
+    WnBatchNormSumsArgs s;
+    wn_devptr out;
+    wn_devptr barrier;
+} WnBatchNormCoopBwdArgs;
+
+/**
  * Elementwise passes over the whole tensor (`..._fwd_<T>_apply_*`:
  * y = ((x - coef0) - coef1) * coef2 + coef3; `..._bwd_<T>_apply_*`: dx = coef0 * dy + coef1 * (x - coef2) + coef3), grid-stride
  * over packs of V elements, the coefficients read from the workspace (`coef`, written by a

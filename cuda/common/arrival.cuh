@@ -14,6 +14,9 @@
  * Counters must be zero before their first use. A counter found at `parts` or more cannot come
  * from a zeroed one: exactly one block of the launch then reports it (`kDirty`), so that the
  * caller can make the mistake visible instead of finishing from missing shares.
+ *
+ * grid_barrier: every block of a cooperative launch waits for all the others (the same
+ * publication protocol; the waiting blocks watch the counter return to zero).
  */
 #pragma once
 
@@ -61,6 +64,57 @@ __device__ __forceinline__ float load_relaxed(const float* p) {
     float v;
     asm volatile("ld.relaxed.gpu.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
     return v;
+}
+
+/** An acquire load at GPU scope of a u32 another block of the launch writes. */
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/** Sleeps of grid_barrier's wait before a block gives up (a few seconds on a GPU). */
+constexpr unsigned kBarrierSpins = 1u << 24;
+
+/**
+ * Block-wide (every thread of every block calls it once): a barrier of the whole grid of a
+ * cooperative launch (every block resident at once: the planner sizes such grids within one
+ * wave and they are launched with cuLaunchCooperativeKernel). `bar` is one u32 arrival
+ * count, zero before the first use and left zero.
+ *
+ * Thread 0 of each block fences (the block's writes, ordered before it by the block barrier,
+ * are released) and takes an arrival ticket; the last arrival resets the count to zero, which
+ * releases the others: they sleep-spin until they read zero (acquire loads; nothing else
+ * writes the count during the launch), then fence. Returns true in every thread, or false in
+ * the blocks that found the count at `blocks` or more (never zeroed: they do not wait) or
+ * gave up after kBarrierSpins sleeps (a count that started above zero releases early and
+ * leaves late arrivals waiting): no block waits forever, and the caller makes the mistake
+ * visible.
+ */
+__device__ __forceinline__ bool grid_barrier(wn_devptr bar, unsigned blocks) {
+    __shared__ int s_ok;
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+        unsigned* count = reinterpret_cast<unsigned*>(bar);
+        __threadfence();
+        const unsigned seen = atomicAdd(count, 1u);
+        int ok = seen < blocks ? 1 : 0;
+        if (seen == blocks - 1) {
+            atomicExch(count, 0u);
+        } else if (ok) {
+            for (unsigned spins = 0; load_acquire(count) != 0; ++spins) {
+                if (spins == kBarrierSpins) {
+                    ok = 0;
+                    break;
+                }
+                __nanosleep(128);
+            }
+        }
+        __threadfence();
+        s_ok = ok;
+    }
+    __syncthreads();
+    return s_ok != 0;
 }
 
 }  // namespace warpnorm

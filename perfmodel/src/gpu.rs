@@ -27,8 +27,8 @@ pub struct Gpu {
     /// Time each launch adds, seconds.
     pub launch_overhead: f64,
     /// One round trip from an SM to the L2 and back (a fence, an atomic, a load of data another
-    /// SM just wrote), seconds: what a reduction that finalizes in its last block adds after
-    /// its streaming ends, per dependent step.
+    /// SM just wrote), seconds: what a reduction that finalizes in its last block, or a
+    /// cooperative pass's grid barrier, adds after its streaming ends, per dependent step.
     pub l2_round_trip: f64,
     /// True when the budgets apply (issue 11: an H100 SXM and an H200).
     pub budgeted: bool,

@@ -11,8 +11,8 @@
 //! addresses: plans depend only on their residues.
 
 use warpnorm::abi::{
-    WnBatchNormReduceArgs, WnBatchNormStatsArgs, WnBatchNormSumsArgs, WnLayerNormBwdArgs,
-    WN_BN_FOLD,
+    WnBatchNormCoopBwdArgs, WnBatchNormCoopFwdArgs, WnBatchNormReduceArgs, WnBatchNormStatsArgs,
+    WnBatchNormSumsArgs, WnLayerNormBwdArgs, WN_BN_FOLD,
 };
 use warpnorm::batch_norm::{self as bn, BatchNormDesc, Layout, Mode};
 use warpnorm::copy::plan_copy;
@@ -360,6 +360,18 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
                 ..t
             })
         };
+        // The cooperative passes: the reduction's reads, the partials, a grid barrier, then
+        // the elementwise pass's reads and writes.
+        if k.contains("_coop_") {
+            let (r, splits, trips) = bn_coop_args(l)?;
+            let partials = splits * r.c as f64 * 4.0 * if fwd { 4.0 } else { 2.0 };
+            let reads = if fwd { 2.0 * ns } else { 4.0 * ns };
+            return Some(Traffic {
+                read: reads,
+                write: ns + partials,
+                tail_trips: trips,
+            });
+        }
         if k.contains("_stats_") {
             return folded(t(ns, partials(4.0)?));
         }
@@ -399,6 +411,23 @@ fn bn_reduce_args(l: &Launch) -> Option<(WnBatchNormReduceArgs, f64)> {
         (sync + splits.div_ceil(l.block[1].max(1) as u64) + 1) as f64
     };
     Some((r, trips))
+}
+
+/// A cooperative BatchNorm pass's reduction arguments, splits and the L2 round trips between
+/// its phases: the release fence and the barrier's atomic, the last block's reset of the
+/// counter, the waiting blocks' acquire load that sees it, the rounds of partial loads
+/// (ceil(splits / block rows)) and one for the parameters and statistics of the finish.
+fn bn_coop_args(l: &Launch) -> Option<(WnBatchNormReduceArgs, f64, f64)> {
+    let (r, splits) = match l.args.get::<WnBatchNormCoopFwdArgs>() {
+        Some(a) => (a.s.r, a.s.f.splits),
+        None => {
+            let a = l.args.get::<WnBatchNormCoopBwdArgs>()?;
+            (a.s.r, a.s.f.splits)
+        }
+    };
+    let splits = splits.max(1) as u64;
+    let trips = 3 + splits.div_ceil(l.block[1].max(1) as u64) + 1;
+    Some((r, splits as f64, trips as f64))
 }
 
 /// The sets of f32 partial rows a LayerNorm / RMSNorm backward launch writes (one row per

@@ -10,6 +10,10 @@ use std::time::{Duration, Instant};
 
 /// Largest kernel parameter block (bytes) CUDA accepts.
 const MAX_PARAM_BYTES: usize = 32764;
+/// The most blocks of a cooperative launch ([`Device::launch_cooperative`]): one worker thread
+/// each. A GPU's limit is its SMs times the blocks one SM holds (132 x 8 of 256 threads on an
+/// H100); test plans for small emulated devices stay far below this.
+pub const MAX_COOPERATIVE_BLOCKS: u32 = 512;
 /// Largest local memory per thread (bytes) CUDA accepts.
 const MAX_LOCAL_BYTES: u64 = 512 * 1024;
 
@@ -289,6 +293,29 @@ impl Device {
         self.launch_blocks(module, entry, cfg, args, [0..gx, 0..gy, 0..gz])
     }
 
+    /// A cooperative launch (`cuLaunchCooperativeKernel`) of entry `entry` of `module`: every
+    /// block runs at once, each on its own worker thread, so that blocks may wait for each
+    /// other (a grid-wide barrier: a block spinning on a flag should `nanosleep` in its loop,
+    /// which yields the worker's CPU). At most [`MAX_COOPERATIVE_BLOCKS`] blocks. A block that
+    /// fails makes the blocks sleeping in wait loops give up; the launch returns the failure.
+    pub fn launch_cooperative(
+        &mut self,
+        module: &Module,
+        entry: &str,
+        cfg: LaunchConfig,
+        args: &[Arg],
+    ) -> Result<LaunchStats, SimError> {
+        let [gx, gy, gz] = cfg.grid;
+        let blocks = gx as u64 * gy as u64 * gz as u64;
+        if blocks > MAX_COOPERATIVE_BLOCKS as u64 {
+            return Err(SimError::InvalidArgument(format!(
+                "cooperative launch of {entry}: grid {:?} has {blocks} blocks, more than the {MAX_COOPERATIVE_BLOCKS} the simulator runs at once",
+                cfg.grid
+            )));
+        }
+        self.launch_checked(module, entry, cfg, args, [0..gx, 0..gy, 0..gz], true)
+    }
+
     /// [`Device::launch`] of only the blocks in `only`, a box of the grid (a range of block
     /// indices per dimension); the other blocks do not run. Every block sees the whole
     /// launch's `gridDim`, so a kernel whose blocks are independent computes exactly what
@@ -303,6 +330,19 @@ impl Device {
         args: &[Arg],
         only: [Range<u32>; 3],
     ) -> Result<LaunchStats, SimError> {
+        self.launch_checked(module, entry, cfg, args, only, false)
+    }
+
+    /// [`Device::launch_blocks`], cooperative or not.
+    fn launch_checked(
+        &mut self,
+        module: &Module,
+        entry: &str,
+        cfg: LaunchConfig,
+        args: &[Arg],
+        only: [Range<u32>; 3],
+        cooperative: bool,
+    ) -> Result<LaunchStats, SimError> {
         use crate::check::{CheckConfig, Geometry, LaunchChecks};
         let k = module
             .kernel(entry)
@@ -313,7 +353,7 @@ impl Device {
             metrics: self.opts.metrics,
         };
         if !cc.any() {
-            return self.launch_with(module, entry, cfg, args, only, &|| None);
+            return self.launch_with(module, entry, cfg, args, only, cooperative, &|| None);
         }
         let geo = Geometry {
             grid: cfg.grid,
@@ -323,7 +363,7 @@ impl Device {
         };
         let checks = LaunchChecks::for_kernel(cc, geo, &k.code);
         let factory = || Some(checks.receiver());
-        let mut stats = self.launch_with(module, entry, cfg, args, only, &factory)?;
+        let mut stats = self.launch_with(module, entry, cfg, args, only, cooperative, &factory)?;
         let finish = std::time::Instant::now();
         let out = checks.finish();
         stats.metrics = out.metrics;
@@ -334,6 +374,7 @@ impl Device {
     }
 
     /// [`Device::launch_blocks`] with a receiver of execution events per worker.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch_with(
         &mut self,
         module: &Module,
@@ -341,6 +382,7 @@ impl Device {
         cfg: LaunchConfig,
         args: &[Arg],
         only: [Range<u32>; 3],
+        cooperative: bool,
         events: &crate::exec::events::EventsFactory<'_>,
     ) -> Result<LaunchStats, SimError> {
         let start = Instant::now();
@@ -453,6 +495,8 @@ impl Device {
             block: cfg.block,
             dyn_shared: cfg.shared_mem_bytes,
             max_steps: self.opts.max_warp_steps,
+            cooperative,
+            failed: std::sync::atomic::AtomicBool::new(false),
         };
         let c = exec::run(&cx, threads, events)?;
         let blocks = only.iter().map(|&(_, n)| n as u64).product::<u64>();

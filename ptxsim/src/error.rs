@@ -39,6 +39,10 @@ pub enum SimError {
         /// The limit that was exceeded.
         steps: u64,
     },
+    /// A block of a cooperative launch gave up waiting (at a `nanosleep`) because another
+    /// block of the launch failed; the launch returns that block's error, never this one.
+    #[error("block abandoned: another block of the cooperative launch failed")]
+    Abandoned,
     /// Host-side memory API misuse (bad pointer for read/write/free, out of memory).
     #[error("memory error: {0}")]
     Memory(String),

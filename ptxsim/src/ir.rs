@@ -330,6 +330,10 @@ pub(crate) enum Kind {
     /// stores published by a fence and an atomic are visible to the block (on another worker
     /// thread) that observes the atomic and fences in turn.
     Fence,
+    /// `nanosleep`: in a cooperative launch (every block on its own worker thread) the worker
+    /// sleeps briefly, so that a block spinning on a flag yields the CPU to the blocks it
+    /// waits for; elsewhere no effect.
+    Sleep,
 }
 
 /// An instruction with its guard predicate and PTX line.
@@ -407,7 +411,8 @@ impl Kind {
             | Kind::Exit
             | Kind::Trap
             | Kind::Nop
-            | Kind::Fence => {}
+            | Kind::Fence
+            | Kind::Sleep => {}
         }
     }
 }
@@ -432,6 +437,7 @@ impl Kind {
                 | Kind::CpAsync { .. }
                 | Kind::Nop
                 | Kind::Fence
+                | Kind::Sleep
         )
     }
 }

@@ -63,6 +63,6 @@ pub use check::{
     AccessKind, AccessSite, Hazard, InstrClass, MemSpace, Metrics, Report, ReportKind,
     UncoalescedLine,
 };
-pub use device::{Arg, Device, LaunchConfig, LaunchStats, Options, Scalar};
+pub use device::{Arg, Device, LaunchConfig, LaunchStats, Options, Scalar, MAX_COOPERATIVE_BLOCKS};
 pub use error::{Fault, FaultKind, SimError};
 pub use module::{EntryInfo, Module, ParamInfo};

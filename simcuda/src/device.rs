@@ -155,8 +155,10 @@ pub fn device_attribute(s: &Spec, a: i32) -> Option<i32> {
         ATTR_RESERVED_SHARED_MEMORY_PER_BLOCK => s.reserved_shared as i32,
         // No memory pools: cudarc then allocates with cuMemAlloc and frees with cuMemFree.
         ATTR_MEMORY_POOLS_SUPPORTED => 0,
-        // Everything else (textures, surfaces, managed memory, cooperative and cluster
-        // launches, IPC, ...) is absent.
+        // Cooperative launches run every block at once (crate::launch).
+        ATTR_COOPERATIVE_LAUNCH => 1,
+        // Everything else (textures, surfaces, managed memory, cluster launches, IPC, ...)
+        // is absent.
         a if (1..=ATTR_LAST).contains(&a) => 0,
         _ => return None,
     })

@@ -117,6 +117,11 @@ pub const ERRORS: &[(CUresult, &CStr, &CStr)] = &[
         c"unspecified launch failure",
     ),
     (
+        CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+        c"CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE",
+        c"too many blocks in cooperative launch",
+    ),
+    (
         CUDA_ERROR_NOT_SUPPORTED,
         c"CUDA_ERROR_NOT_SUPPORTED",
         c"operation not supported",

@@ -92,6 +92,8 @@ pub enum Node {
         function: usize,
         cfg: LaunchConfig,
         args: Vec<Arg>,
+        /// `cuLaunchCooperativeKernel`: every block at once.
+        cooperative: bool,
     },
     /// `n` bytes from host address `src` to `dst`.
     HtoD { dst: u64, src: usize, n: usize },
@@ -260,7 +262,8 @@ impl Context {
                 function,
                 cfg,
                 args,
-            } => self.launch(*function, *cfg, args),
+                cooperative,
+            } => self.launch(*function, *cfg, args, *cooperative),
             Node::HtoD { dst, src, n } => {
                 let bytes = std::slice::from_raw_parts(*src as *const u8, *n);
                 self.write(

@@ -1,4 +1,4 @@
-//! Launches: `cuLaunchKernel`.
+//! Launches: `cuLaunchKernel` and `cuLaunchCooperativeKernel`.
 //!
 //! A launch is checked like the driver checks it (block and grid limits, dynamic shared memory
 //! against the function's `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` and static plus
@@ -12,6 +12,12 @@
 //! fails, as on a GPU. `SIMCUDA_TRACE=1` prints every launch with its host time on ptxsim.
 //! On a capturing stream the checked launch is recorded (with its parameter values) instead,
 //! and runs when the graph is launched ([`crate::graph`]).
+//!
+//! A cooperative launch must also fit on the device at once, as the driver requires
+//! (`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`): at most the SMs times the blocks one SM holds by
+//! its block, thread and shared-memory limits (registers are not known to the emulator; the
+//! caller's occupancy arithmetic covers them). Its blocks then all run at once on ptxsim
+//! ([`ptxsim::Device::launch_cooperative`]), so that they may wait for each other.
 
 use std::ffi::{c_uint, c_void};
 use std::time::Instant;
@@ -65,6 +71,61 @@ pub unsafe extern "C" fn cuLaunchKernel(
     kernel_params: *mut *mut c_void,
     extra: *mut *mut c_void,
 ) -> CUresult {
+    launch_call(
+        func,
+        [grid_x, grid_y, grid_z],
+        [block_x, block_y, block_z],
+        shared_mem_bytes,
+        stream,
+        kernel_params,
+        extra,
+        false,
+    )
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuLaunchCooperativeKernel(
+    func: Handle,
+    grid_x: c_uint,
+    grid_y: c_uint,
+    grid_z: c_uint,
+    block_x: c_uint,
+    block_y: c_uint,
+    block_z: c_uint,
+    shared_mem_bytes: c_uint,
+    stream: Handle,
+    kernel_params: *mut *mut c_void,
+) -> CUresult {
+    launch_call(
+        func,
+        [grid_x, grid_y, grid_z],
+        [block_x, block_y, block_z],
+        shared_mem_bytes,
+        stream,
+        kernel_params,
+        std::ptr::null_mut(),
+        true,
+    )
+}
+
+/// `cuLaunchKernel` (cooperative: `cuLaunchCooperativeKernel`).
+#[allow(clippy::too_many_arguments)]
+unsafe fn launch_call(
+    func: Handle,
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+    shared_mem_bytes: c_uint,
+    stream: Handle,
+    kernel_params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+    cooperative: bool,
+) -> CUresult {
+    let api = if cooperative {
+        "cuLaunchCooperativeKernel"
+    } else {
+        "cuLaunchKernel"
+    };
+    let ([grid_x, grid_y, grid_z], [block_x, block_y, block_z]) = (grid, block);
     guard! {
         with_spec_ctx(|spec, c| {
             let optin = spec.shared_optin();
@@ -75,10 +136,9 @@ pub unsafe extern "C" fn cuLaunchKernel(
             if !c.stream_ok(stream as usize) {
                 return CUDA_ERROR_INVALID_HANDLE;
             }
-            let (grid, block) = ([grid_x, grid_y, grid_z], [block_x, block_y, block_z]);
             let reject = |why: String| {
                 say(format_args!(
-                    "cuLaunchKernel({}, grid {grid:?}, block {block:?}, {shared_mem_bytes} bytes dynamic shared memory): {why}",
+                    "{api}({}, grid {grid:?}, block {block:?}, {shared_mem_bytes} bytes dynamic shared memory): {why}",
                     f.name
                 ));
                 CUDA_ERROR_INVALID_VALUE
@@ -130,9 +190,28 @@ pub unsafe extern "C" fn cuLaunchKernel(
             } else if !entry.params.is_empty() {
                 return reject("no kernelParams and no extra".into());
             }
+            if cooperative {
+                let warps = threads.div_ceil(32) as u32;
+                let by_threads = spec.threads_per_sm / (32 * warps);
+                let smem = f.static_shared + shared_mem_bytes;
+                let by_smem = if smem == 0 {
+                    u32::MAX
+                } else {
+                    spec.shared_per_sm / ((smem + spec.reserved_shared).div_ceil(128) * 128)
+                };
+                let per_sm = spec.blocks_per_sm.min(by_threads).min(by_smem) as u64;
+                let blocks = grid.iter().map(|&g| g as u64).product::<u64>();
+                if blocks > per_sm * spec.sm_count as u64 {
+                    say(format_args!(
+                        "{api}({}, grid {grid:?}, block {block:?}): {blocks} blocks do not fit on the device at once ({} SMs x {per_sm})",
+                        f.name, spec.sm_count
+                    ));
+                    return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+                }
+            }
             let cfg = LaunchConfig { grid, block, shared_mem_bytes };
-            let node = Node::Kernel { function: fh, cfg, args };
-            c.submit(stream as usize, node, "cuLaunchKernel")
+            let node = Node::Kernel { function: fh, cfg, args, cooperative };
+            c.submit(stream as usize, node, api)
         })
     }
 }
@@ -140,14 +219,24 @@ pub unsafe extern "C" fn cuLaunchKernel(
 impl Context {
     /// Runs a kernel on ptxsim with racecheck and initcheck. A fault, a race or a read of
     /// uninitialized memory is printed and becomes the context's sticky error.
-    pub fn launch(&mut self, f: usize, cfg: LaunchConfig, args: &[Arg]) -> CUresult {
+    pub fn launch(
+        &mut self,
+        f: usize,
+        cfg: LaunchConfig,
+        args: &[Arg],
+        cooperative: bool,
+    ) -> CUresult {
         let Some(func) = self.functions.get(&f) else {
             return CUDA_ERROR_INVALID_HANDLE;
         };
         let (module, name) = (func.module.clone(), func.name.clone());
         let trace = std::env::var_os("SIMCUDA_TRACE").is_some();
         let start = Instant::now();
-        let result = self.dev.launch(&module, &name, cfg, args);
+        let result = if cooperative {
+            self.dev.launch_cooperative(&module, &name, cfg, args)
+        } else {
+            self.dev.launch(&module, &name, cfg, args)
+        };
         let what = format!(
             "kernel {name} (grid {:?}, block {:?}, {} bytes dynamic shared memory)",
             cfg.grid, cfg.block, cfg.shared_mem_bytes

@@ -292,6 +292,55 @@ fn launches_run_on_ptxsim() {
 }
 
 #[test]
+fn cooperative_launches_run_when_the_grid_fits_at_once() {
+    let s = setup();
+    let spec = spec().unwrap();
+    unsafe {
+        let f = function(&s, "scale");
+        let mut v = 0;
+        assert_eq!(
+            cuDeviceGetAttribute(&mut v, ATTR_COOPERATIVE_LAUNCH, 0),
+            CUDA_SUCCESS
+        );
+        assert_eq!(v, 1);
+        // blocks of 32 threads: min(blocks per SM, threads per SM / 32) of them per SM
+        let fit = spec.sm_count * spec.blocks_per_sm.min(spec.threads_per_sm / 32);
+        let n = fit * 32;
+        let data: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let p = alloc_f32(&data);
+        let launch = |grid: u32| {
+            let (mut p, mut s, mut n) = (p, 2.0f32, n);
+            let mut params = [
+                &mut p as *mut u64 as *mut c_void,
+                &mut s as *mut f32 as *mut c_void,
+                &mut n as *mut u32 as *mut c_void,
+            ];
+            cuLaunchCooperativeKernel(
+                f,
+                grid,
+                1,
+                1,
+                32,
+                1,
+                1,
+                0,
+                std::ptr::null_mut(),
+                params.as_mut_ptr(),
+            )
+        };
+        assert_eq!(launch(fit + 1), CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+        assert_eq!(
+            download_f32(p, n as usize),
+            data,
+            "a rejected launch runs nothing"
+        );
+        assert_eq!(launch(fit), CUDA_SUCCESS);
+        let want: Vec<f32> = data.iter().map(|v| v * 2.0).collect();
+        assert_eq!(download_f32(p, n as usize), want);
+    }
+}
+
+#[test]
 fn launch_limits_are_checked_like_the_driver() {
     let s = setup();
     unsafe {

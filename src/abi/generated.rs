@@ -514,6 +514,45 @@ const _: () = {
     ["Offset of field: WnBatchNormSumsArgs::f"]
         [::core::mem::offset_of!(WnBatchNormSumsArgs, f) - 88usize];
 };
+#[doc = " Cooperative training passes, NCHW with vector access (`..._fwd_<T>_coop_nchw_vec`,\n `..._bwd_<T>_coop_nchw_vec`): one launch instead of a reduction and an elementwise pass.\n Launched cooperatively (cuLaunchCooperativeKernel) with a grid that is resident at once,\n blocks of (1, by) threads. Phase 1: the reduction items i = c * splits + k (`s.f.splits`\n splits of `s.r.chunk` packs per channel), i = blockIdx.x, blockIdx.x + gridDim.x, ..., write\n their partials (channel-major, WN_BN_CHANNEL_MAJOR; no WN_BN_FOLD). A grid barrier on\n `barrier` (a u32 arrival count in the workspace: zero before the first use, left zero).\n Phase 2: the same items again, each merging its channel's partials as the finalize does,\n finishing the channel (running and saved statistics, or dgamma and dbeta: by split 0 alone)\n and writing its elements of `out` (y, or dx) from the coefficients. Forward:\n `s.f.counter_bump` as in WnBatchNormFusedFwdArgs."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnBatchNormCoopFwdArgs {
+    pub s: WnBatchNormStatsArgs,
+    pub out: wn_devptr,
+    pub barrier: wn_devptr,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnBatchNormCoopFwdArgs"][::core::mem::size_of::<WnBatchNormCoopFwdArgs>() - 248usize];
+    ["Alignment of WnBatchNormCoopFwdArgs"]
+        [::core::mem::align_of::<WnBatchNormCoopFwdArgs>() - 8usize];
+    ["Offset of field: WnBatchNormCoopFwdArgs::s"]
+        [::core::mem::offset_of!(WnBatchNormCoopFwdArgs, s) - 0usize];
+    ["Offset of field: WnBatchNormCoopFwdArgs::out"]
+        [::core::mem::offset_of!(WnBatchNormCoopFwdArgs, out) - 232usize];
+    ["Offset of field: WnBatchNormCoopFwdArgs::barrier"]
+        [::core::mem::offset_of!(WnBatchNormCoopFwdArgs, barrier) - 240usize];
+};
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq)]
+pub struct WnBatchNormCoopBwdArgs {
+    pub s: WnBatchNormSumsArgs,
+    pub out: wn_devptr,
+    pub barrier: wn_devptr,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of WnBatchNormCoopBwdArgs"][::core::mem::size_of::<WnBatchNormCoopBwdArgs>() - 216usize];
+    ["Alignment of WnBatchNormCoopBwdArgs"]
+        [::core::mem::align_of::<WnBatchNormCoopBwdArgs>() - 8usize];
+    ["Offset of field: WnBatchNormCoopBwdArgs::s"]
+        [::core::mem::offset_of!(WnBatchNormCoopBwdArgs, s) - 0usize];
+    ["Offset of field: WnBatchNormCoopBwdArgs::out"]
+        [::core::mem::offset_of!(WnBatchNormCoopBwdArgs, out) - 200usize];
+    ["Offset of field: WnBatchNormCoopBwdArgs::barrier"]
+        [::core::mem::offset_of!(WnBatchNormCoopBwdArgs, barrier) - 208usize];
+};
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq)]
 pub struct WnBatchNormApplyArgs {

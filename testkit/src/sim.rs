@@ -218,13 +218,20 @@ impl Sim {
             block: l.block,
             shared_mem_bytes: l.shared_mem_bytes,
         };
-        let stats = self.dev.launch_blocks(
-            &m,
-            &l.kernel,
-            cfg,
-            &[Arg::Bytes(l.args.bytes().to_vec())],
-            only,
-        )?;
+        let args = [Arg::Bytes(l.args.bytes().to_vec())];
+        let stats = if l.cooperative {
+            // every block at once: a part of the grid alone would wait for the rest
+            assert!(
+                only.iter()
+                    .zip(l.grid)
+                    .all(|(r, g)| r.start == 0 && r.end == g),
+                "a cooperative launch ({}) runs whole",
+                l.kernel
+            );
+            self.dev.launch_cooperative(&m, &l.kernel, cfg, &args)?
+        } else {
+            self.dev.launch_blocks(&m, &l.kernel, cfg, &args, only)?
+        };
         assert!(
             stats.reports.is_empty(),
             "sanitizer findings in {} on compute_{} ({} shown, {} more):\n{}",

@@ -435,8 +435,17 @@ pub fn run_all<B: Backend>(
     mk: &mut dyn FnMut() -> B,
     props: &DeviceProps,
 ) -> (Vec<String>, BTreeSet<String>) {
+    run_cases(mk, accuracy_cases(props), props)
+}
+
+/// Runs `cases` on backends made by `mk`; returns the failures and the kernels run.
+fn run_cases<B: Backend>(
+    mk: &mut dyn FnMut() -> B,
+    cases: Vec<AccCase>,
+    props: &DeviceProps,
+) -> (Vec<String>, BTreeSet<String>) {
     let (mut fails, mut hit) = (Vec::new(), BTreeSet::new());
-    for case in accuracy_cases(props) {
+    for case in cases {
         let mut be = mk();
         match run_typed(&mut be, &case, props) {
             Ok((k, w)) => {
@@ -458,7 +467,18 @@ fn on_sim(arch: u32) {
         return;
     }
     let props = DeviceProps::SIM;
-    let (fails, hit) = run_all(&mut || Sim::new(arch), &props);
+    let (mut fails, mut hit) = run_all(&mut || Sim::new(arch), &props);
+    // The cases that take the cooperative passes, once more on a device without cooperative
+    // launches: the split tiers.
+    let split = crate::support::SIM_SPLIT;
+    let coop: Vec<AccCase> = accuracy_cases(&props)
+        .into_iter()
+        .filter(|c| first_kernel(c, &props).contains("_coop_"))
+        .collect();
+    assert!(!coop.is_empty(), "no case takes the cooperative passes");
+    let (f, h) = run_cases(&mut || Sim::new(arch), coop, &split);
+    fails.extend(f);
+    hit.extend(h);
     assert!(fails.is_empty(), "compute_{arch}:\n{}", fails.join("\n"));
     for dt in ["f32", "f16", "bf16"] {
         for lay in ["nchw", "nhwc"] {
@@ -473,6 +493,10 @@ fn on_sim(arch: u32) {
                     "compute_{arch}: no fused {dt} {lay} {acc} forward run"
                 );
             }
+        }
+        for dir in ["fwd", "bwd"] {
+            let coop = format!("warpnorm_batch_norm_{dir}_{dt}_coop_nchw_vec");
+            assert!(hit.contains(&coop), "compute_{arch}: {coop} not run");
         }
         let odd = format!("warpnorm_batch_norm_fwd_{dt}_stats_nchw_vecodd");
         assert!(hit.contains(&odd), "compute_{arch}: {odd} not run");

@@ -101,6 +101,8 @@ mod bn {
         pub layout: Layout,
         pub dtype: DType,
         pub param_dtype: DType,
+        /// Planned for a device without cooperative launches (the split tiers).
+        pub split: bool,
     }
 
     /// True when `desc` is an aligned shape (see the file docs).
@@ -132,7 +134,11 @@ mod bn {
         assert!(aligned(&desc), "{:?} is not an aligned shape", case.dims);
         let g = crate::support::ncs(&desc).unwrap();
         let (numel, c) = (g.numel as usize, g.c as usize);
-        let props = DeviceProps::SIM;
+        let props = if case.split {
+            crate::support::SIM_SPLIT
+        } else {
+            DeviceProps::SIM
+        };
         let mut rng = Rng::new(11);
         let mut sim = Sim::new(arch);
         let x: Vec<T> = make_input(&desc, &mut rng);
@@ -210,11 +216,17 @@ mod bn {
             layout,
             dtype,
             param_dtype,
+            split: false,
         };
         vec![
-            // nchw, split reduction: 8 channels whose x does not fit the fused tier's shared
-            // memory (N * S * sizeof(T) = 64 KiB).
+            // nchw, cooperative: 8 channels whose x does not fit the fused tier's shared
+            // memory (N * S * sizeof(T) = 64 KiB); and on a device without cooperative
+            // launches, split reduction and apply.
             case(vec![64 / dtype.size(), 8, 32, 32], Co),
+            Case {
+                split: true,
+                ..case(vec![64 / dtype.size(), 8, 32, 32], Co)
+            },
             // nchw, fused: 16 channels of N * S = 2e.
             case(vec![2, 16, e], Co),
             // channels-last, split: C = 2e (one tile), 512 rows.
@@ -230,8 +242,8 @@ mod bn {
 }
 
 /// Every BatchNorm launch of the training and eval forward and backward on aligned shapes, for
-/// f32, bf16 and f16 activations with f32 and activation-typed parameters, on compute_90; one
-/// case per dtype pair also on compute_75 and compute_80.
+/// f32, bf16 and f16 activations with f32 and activation-typed parameters, on compute_90; the
+/// NCHW case of each dtype pair (cooperative and split) also on compute_75 and compute_80.
 #[test]
 fn batch_norm_aligned_shapes_are_fully_coalesced() {
     if skip_without_kernels("batch_norm_aligned_shapes_are_fully_coalesced") {
@@ -247,19 +259,28 @@ fn batch_norm_aligned_shapes_are_fully_coalesced() {
     ] {
         let mut pair = Findings::default();
         for (i, case) in bn::cases(dt, pt).iter().enumerate() {
-            let archs: &[u32] = if i == 0 { &[75, 80, 90] } else { &[90] };
+            let archs: &[u32] = if i < 2 { &[75, 80, 90] } else { &[90] };
             for &arch in archs {
-                let what = format!("{dt}/{pt} {:?} {:?}", case.dims, case.layout);
+                let what = format!(
+                    "{dt}/{pt} {:?} {:?}{}",
+                    case.dims,
+                    case.layout,
+                    if case.split { " split" } else { "" }
+                );
                 pair.add(&what, arch, bn::run_all(case, arch));
             }
         }
-        // Every tier ran: split statistics and sums, both finalizes, both applies, the eval
+        // Every tier ran: the cooperative passes, split statistics and sums, both finalizes,
+        // both applies, the eval
         // (frozen-statistics) apply of eval forward and eval-mode backward, the fused forward
         // and backward, in both layouts.
         let mut want = vec![
             format!("warpnorm_batch_norm_fwd_{pt}params_finalize"),
             format!("warpnorm_batch_norm_bwd_{pt}params_finalize"),
         ];
+        for dir in ["fwd", "bwd"] {
+            want.push(format!("warpnorm_batch_norm_{dir}_{dt}_coop_nchw_vec"));
+        }
         for l in ["nchw", "nhwc"] {
             want.push(format!("warpnorm_batch_norm_fwd_{dt}_stats_{l}_vec"));
             want.push(format!("warpnorm_batch_norm_bwd_{dt}_reduce_{l}_vec"));

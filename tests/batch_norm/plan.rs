@@ -2,8 +2,9 @@
 //! workspace, empty batches, and every rejected input with its error variant.
 
 use warpnorm::abi::{
-    WnBatchNormApplyArgs, WnBatchNormFinalizeArgs, WnBatchNormFusedFwdArgs, WnBatchNormStatsArgs,
-    WnBatchNormSumsArgs, WN_BN_CHANNEL_MAJOR, WN_BN_FOLD, WN_BN_ODD_APPLY_PACKS, WN_BN_PARAMS_F32,
+    WnBatchNormApplyArgs, WnBatchNormCoopBwdArgs, WnBatchNormCoopFwdArgs, WnBatchNormFinalizeArgs,
+    WnBatchNormFusedFwdArgs, WnBatchNormStatsArgs, WnBatchNormSumsArgs, WN_BN_CHANNEL_MAJOR,
+    WN_BN_FOLD, WN_BN_ODD_APPLY_PACKS, WN_BN_PARAMS_F32,
 };
 use warpnorm::batch_norm::{
     plan_backward, plan_forward, workspace_bytes, BackwardPtrs, BatchNormDesc, Direction,
@@ -57,6 +58,15 @@ fn names(p: &Plan) -> Vec<&str> {
     p.launches.iter().map(|l| l.kernel.as_str()).collect()
 }
 
+/// `props` without cooperative launches: the planner's split tiers (a reduction, then an
+/// elementwise pass) where `props` would take the cooperative passes.
+fn split(props: DeviceProps) -> DeviceProps {
+    DeviceProps {
+        cooperative_launch: false,
+        ..props
+    }
+}
+
 fn train() -> Mode {
     Mode::train(0.1)
 }
@@ -79,6 +89,135 @@ fn sane(p: &Plan, props: &DeviceProps) {
                 l.kernel
             );
         }
+    }
+}
+
+/// NCHW training passes with vector access take one cooperative launch where the device has
+/// them: the reduction's items (channels x splits, at most one wave of the kernel's resident
+/// blocks) and the elementwise pass, the barrier's counter at the workspace's start, the
+/// partials channel-major and not folded; split 0 of each channel finishes it, block 0 bumps
+/// the counter with a momentum factor (a bump launch follows with cumulative momentum). Other
+/// layouts and access variants, and devices without cooperative launches, take the split tiers.
+#[test]
+fn cooperative_passes_plan() {
+    let gpu: &[(&[usize], DType)] = &[
+        (&[32, 64, 56, 56], DType::BF16),
+        (&[32, 256, 28, 28], DType::F16),
+        (&[64, 3, 224, 224], DType::F32),
+        (&[256, 1024, 16, 16], DType::BF16),
+    ];
+    // (SIM's 4 SMs fuse 8 or more channels.)
+    let sim: &[(&[usize], DType)] = &[
+        (&[9, 2, 4, 256], DType::F16),
+        (&[64, 3, 32, 32], DType::F32),
+    ];
+    for (props, shapes) in [
+        (DeviceProps::H200, gpu),
+        (DeviceProps::H100, gpu),
+        (DeviceProps::SIM, sim),
+    ] {
+        for &(dims, dt) in shapes {
+            let d = desc(dims, Layout::Contiguous, dt);
+            let ctx = format!("{dims:?} {dt} on {} SMs", props.sm_count);
+            let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+            sane(&p, &props);
+            assert_eq!(
+                names(&p),
+                [format!("warpnorm_batch_norm_fwd_{dt}_coop_nchw_vec")],
+                "{ctx}"
+            );
+            let l = &p.launches[0];
+            assert!(l.cooperative, "{ctx}");
+            let a: WnBatchNormCoopFwdArgs = l.args.get().unwrap();
+            let (r, f) = (a.s.r, a.s.f);
+            assert_eq!(
+                (a.out, a.barrier),
+                (fwd_ptrs().y, fwd_ptrs().workspace),
+                "{ctx}"
+            );
+            assert_eq!(l.block[0], 1, "{ctx}");
+            let wave = props.sm_count as u64
+                * resident_per_sm(&l.kernel, l.block[1], &props).unwrap_or(1) as u64;
+            let items = dims[1] as u64 * f.splits as u64;
+            assert_eq!(l.grid, [items.min(wave) as u32, 1, 1], "{ctx}");
+            assert!(
+                items <= wave || f.splits <= 8,
+                "{ctx}: {items} items of {wave}"
+            );
+            let units = (dims[0] * dims[2] * dims[3] / (16 / dt.size())) as i64;
+            assert!(
+                r.chunk * (f.splits - 1) < units && r.chunk * f.splits >= units,
+                "{ctx}"
+            );
+            assert_eq!(
+                f.flags & (WN_BN_FOLD | WN_BN_CHANNEL_MAJOR),
+                WN_BN_CHANNEL_MAJOR
+            );
+            assert_eq!(
+                f.counter_bump,
+                fwd_ptrs().num_batches_tracked.unwrap(),
+                "{ctx}"
+            );
+            // The workspace holds the counter, the coefficients and every partial.
+            let ws = workspace_bytes(&d, Direction::Forward, &props).unwrap() as u64;
+            let end = f.partials + 16 * f.splits as u64 * dims[1] as u64;
+            assert!(end <= fwd_ptrs().workspace + ws, "{ctx}: workspace {ws}");
+            // Cumulative momentum: every block reads the counter; a bump launch follows.
+            let cum = Mode {
+                batch_stats: true,
+                momentum: Momentum::Cumulative,
+            };
+            let p = plan_forward(&d.clone().with_mode(cum), &fwd_ptrs(), &props).unwrap();
+            assert_eq!(p.launches.len(), 2, "{ctx}");
+            let a: WnBatchNormCoopFwdArgs = p.launches[0].args.get().unwrap();
+            assert_eq!(a.s.f.counter_bump, 0, "{ctx}");
+            let b: WnBatchNormFinalizeArgs = p.launches[1].args.get().unwrap();
+            assert_eq!(b.counter_bump, fwd_ptrs().num_batches_tracked.unwrap());
+            // Backward: one launch writing dx.
+            let p = plan_backward(&d, &bwd_ptrs(), &props).unwrap();
+            sane(&p, &props);
+            assert_eq!(
+                names(&p),
+                [format!("warpnorm_batch_norm_bwd_{dt}_coop_nchw_vec")],
+                "{ctx}"
+            );
+            assert!(p.launches[0].cooperative);
+            let a: WnBatchNormCoopBwdArgs = p.launches[0].args.get().unwrap();
+            assert_eq!(
+                (a.out, a.barrier),
+                (bwd_ptrs().dx, bwd_ptrs().workspace),
+                "{ctx}"
+            );
+            let ws = workspace_bytes(&d, Direction::Backward, &props).unwrap() as u64;
+            let end = a.s.f.partials + 8 * a.s.f.splits as u64 * dims[1] as u64;
+            assert!(end <= bwd_ptrs().workspace + ws, "{ctx}: workspace {ws}");
+            // Without cooperative launches: the split tiers.
+            let p =
+                plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &split(props)).unwrap();
+            assert!(p.launches.iter().all(|l| !l.cooperative), "{ctx}");
+            assert_eq!(
+                p.launches[0].kernel,
+                format!("warpnorm_batch_norm_fwd_{dt}_stats_nchw_vec")
+            );
+        }
+    }
+    // Channels-last, odd spatial sizes (vecodd) and misaligned views: never cooperative.
+    let props = DeviceProps::H200;
+    let mis = ForwardPtrs {
+        x: A + 2,
+        ..fwd_ptrs()
+    };
+    for (dims, layout, ptrs) in [
+        (vec![32usize, 256, 28, 28], Layout::ChannelsLast, fwd_ptrs()),
+        (vec![32, 256, 7, 7], Layout::Contiguous, fwd_ptrs()),
+        (vec![32, 256, 28, 28], Layout::Contiguous, mis),
+    ] {
+        let d = desc(&dims, layout, DType::BF16).with_mode(train());
+        let p = plan_forward(&d, &ptrs, &props).unwrap();
+        assert!(
+            p.launches.iter().all(|l| !l.cooperative),
+            "{dims:?} {layout:?}: {p}"
+        );
     }
 }
 
@@ -128,7 +267,9 @@ fn h200_batchnorm1d_few_channels_large_batch_is_split_across_the_gpu() {
 
 #[test]
 fn h200_resnet_shapes_nchw_and_nhwc() {
-    let props = DeviceProps::H200;
+    // (NCHW takes the cooperative pass where the device has cooperative launches: see
+    // cooperative_passes_plan.)
+    let props = split(DeviceProps::H200);
     let d = desc(&[32, 256, 56, 56], Layout::Contiguous, DType::F32);
     let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
     sane(&p, &props);
@@ -329,7 +470,7 @@ fn variants_follow_divisibility_and_alignment() {
 
 #[test]
 fn sim_device_reaches_split_reductions_with_small_shapes() {
-    let props = DeviceProps::SIM;
+    let props = split(DeviceProps::SIM);
     for (dims, layout) in [
         (vec![9usize, 2, 4, 256], Layout::Contiguous),
         (vec![4, 16, 20, 20], Layout::ChannelsLast),
@@ -458,7 +599,7 @@ fn eval_and_backward_plans() {
     );
     // The training sums never write dx (a shape that takes the split tier, not the fused one).
     let t = desc(&[32, 256, 14, 14], Layout::Contiguous, DType::F32);
-    let p = plan_backward(&t, &b, &props).unwrap();
+    let p = plan_backward(&t, &b, &split(props)).unwrap();
     assert_eq!(
         p.launches[0].kernel,
         "warpnorm_batch_norm_bwd_f32_reduce_nchw_vec"
@@ -813,10 +954,11 @@ fn h200_fused_backward_tier() {
     assert_eq!(p.launches[0].shared_mem_bytes, 32 * 8 * 16 * 2 + 2560);
     // Too few channels to fill the GPU unsplit, or too much data per channel: the split tier,
     // sums (finalizing in their last blocks) and the apply.
+    // (Without cooperative launches: with them, the cooperative pass.)
     for dims in [[32usize, 256, 14, 14], [32, 512, 56, 56]] {
         let d = desc(&dims, Layout::Contiguous, DType::F32);
         assert_eq!(
-            names(&plan_backward(&d, &bwd_ptrs(), &props).unwrap()),
+            names(&plan_backward(&d, &bwd_ptrs(), &split(props)).unwrap()),
             [
                 "warpnorm_batch_norm_bwd_f32_reduce_nchw_vec",
                 "warpnorm_batch_norm_bwd_f32_apply_nchw_vec"
@@ -895,7 +1037,7 @@ fn tensors_over_2_pow_31_elements_plan_with_64_bit_sizes() {
     for layout in [Layout::Contiguous, Layout::ChannelsLast] {
         // 3 * 2^31 elements of f16 (12 GiB).
         let d = desc(&[1 << 21, 3, 32, 32], layout, DType::F16);
-        let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+        let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &split(props)).unwrap();
         sane(&p, &props);
         let WnBatchNormStatsArgs { r, f } = p.launches[0].args.get().unwrap();
         assert_eq!((r.n, r.c, r.s), (1 << 21, 3, 1024));
@@ -904,6 +1046,15 @@ fn tensors_over_2_pow_31_elements_plan_with_64_bit_sizes() {
         assert!(a.n * a.c * a.s > i32::MAX as i64);
         let b = plan_backward(&d, &bwd_ptrs(), &props).unwrap();
         sane(&b, &props);
+        if layout == Layout::Contiguous {
+            // The cooperative pass: 64-bit sizes and chunks of 2^31 / splits packs.
+            let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+            sane(&p, &props);
+            let a: WnBatchNormCoopFwdArgs = p.launches[0].args.get().unwrap();
+            assert_eq!((a.s.r.n, a.s.r.c, a.s.r.s), (1 << 21, 3, 1024));
+            assert_eq!(a.s.f.count, (1i64 << 21) * 1024);
+            assert!(a.s.r.chunk * a.s.f.splits >= (1i64 << 21) * 1024 / 8);
+        }
     }
     // A channel count beyond the grid's x limit is an error, not a panic.
     let d = desc(&[2, 1 << 31, 3], Layout::Contiguous, DType::F32);
@@ -922,7 +1073,9 @@ fn tensors_over_2_pow_31_elements_plan_with_64_bit_sizes() {
 /// arrival counters and coefficient arrays, each C rounded up to 8 words.
 #[test]
 fn splits_and_finalize_blocks_keep_requests_on_sectors() {
-    let props = DeviceProps::H200;
+    // (The split tiers: NCHW takes the cooperative pass where the device has cooperative
+    // launches, with the same chunk rules.)
+    let props = split(DeviceProps::H200);
     // Expected chunks worked out from the planner's rules (splits per channel: one wave of
     // resident blocks / C, at most one per 4 units per thread and one per 256 bytes of the
     // channel; chunks of whole 32-byte sectors). The wave: 132 SMs x 4 blocks of 256 threads

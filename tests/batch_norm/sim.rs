@@ -4,12 +4,14 @@
 //! small shapes. Every arch runs a coverage set (every activation dtype x layout x access
 //! variant, both parameter dtypes, misaligned views) and then a sample of the sweep
 //! C in {1, 3, 64, 1000} x N * spatial in {2, 7, 64, 1000, 65539}: compute_80 runs every sweep
-//! case up to about a million elements, compute_75 and compute_90 every other one. Each test
-//! asserts that every BatchNorm kernel entry point ran on its arch.
+//! case up to about a million elements, compute_75 and compute_90 every other one; the
+//! coverage cases that take the cooperative passes run again on a device without cooperative
+//! launches (the split tiers). Each test asserts that every BatchNorm kernel entry point ran
+//! on its arch.
 
 use std::collections::BTreeSet;
 
-use crate::support::{coverage_cases, run_on, sweep_cases, Case};
+use crate::support::{coverage_cases, plans_cooperative, run_on, sweep_cases, Case, SIM_SPLIT};
 use testkit::sim::{skip_without_kernels, Sim};
 use warpnorm::batch_norm::Layout;
 use warpnorm::{kernels, DType, DeviceProps};
@@ -34,6 +36,17 @@ fn run_arch(arch: u32) {
         let mut sim = Sim::new(arch);
         let k = run_on(&mut sim, case, &DeviceProps::SIM)
             .unwrap_or_else(|e| panic!("compute_{arch}: {e}"));
+        hit.extend(k);
+    }
+    // A device without cooperative launches takes the split tiers where SIM takes the
+    // cooperative passes: those coverage cases once more on such a device.
+    for case in coverage_cases()
+        .iter()
+        .filter(|c| plans_cooperative(c, &DeviceProps::SIM))
+    {
+        let mut sim = Sim::new(arch);
+        let k = run_on(&mut sim, case, &SIM_SPLIT)
+            .unwrap_or_else(|e| panic!("compute_{arch}, no cooperative launches: {e}"));
         hit.extend(k);
     }
     let all: BTreeSet<String> = kernels::all_entries()
@@ -231,10 +244,12 @@ fn empty_batch_counts_and_keeps_statistics_on_ptxsim() {
     }
 }
 
-/// The reductions that finalize in their last block count arrivals in the workspace, which must
-/// be zeroed before its first use. One that never was (a counter at or past the split count)
-/// does not finish from partials that are not all there: the call writes NaN statistics and
-/// outputs for the channels concerned, the mistake shows, and a zeroed workspace recovers.
+/// The reductions that finalize in their last block, and the cooperative passes' grid barrier,
+/// count arrivals in the workspace, which must be zeroed before its first use. One that never
+/// was (a counter at or past the split count, or the grid's block count) does not finish from
+/// partials that are not all there, and no block waits forever: the call writes NaN
+/// statistics and outputs for the channels concerned, the mistake shows, and a zeroed
+/// workspace recovers.
 #[test]
 fn a_workspace_never_zeroed_shows_as_nan() {
     use warpnorm::abi::{WnBatchNormStatsArgs, WN_BN_FOLD};
@@ -246,53 +261,58 @@ fn a_workspace_never_zeroed_shows_as_nan() {
     let desc = BatchNormDesc::new(&[3, 2, 2000], Layout::Contiguous, DType::F32, DType::F32)
         .with_mode(Mode::train(0.1));
     let (n, c) = (12000usize, 2usize);
-    let props = DeviceProps::SIM;
-    let mut sim = Sim::new(80);
-    let mut rng = crate::support::Rng::new(3);
-    let x: Vec<f32> = (0..n).map(|_| rng.signed() as f32).collect();
-    let px = sim.upload(&x, 0);
-    let y = sim.alloc::<f32>(n, 0);
-    let [sm, sml, si] = [0; 3].map(|_| sim.alloc::<f32>(c, 0));
-    let ws_bytes = workspace_bytes(&desc, Direction::Forward, &props).unwrap() as u64;
-    let ws = crate::support::workspace(&mut sim, ws_bytes, c);
-    let fp = ForwardPtrs {
-        x: px,
-        y,
-        save_mean: Some(sm),
-        save_mean_lo: Some(sml),
-        save_invstd: Some(si),
-        workspace: ws,
-        workspace_bytes: ws_bytes,
-        ..ForwardPtrs::default()
-    };
-    let plan = plan_forward(&desc, &fp, &props).unwrap();
-    let a: WnBatchNormStatsArgs = plan.launches[0].args.get().unwrap();
-    assert!(plan.launches[0].grid[1] > 1, "one split needs no counter");
-    assert_eq!(a.f.flags & WN_BN_FOLD, WN_BN_FOLD);
-    // Counters left at a large value, as garbage would be.
-    sim.write(ws, &[f32::from_bits(0xffff_fff0); 8]);
-    sim.run(&plan).unwrap();
-    let mean = sim.download::<f32>(sm, c);
-    let out = sim.download::<f32>(y, n);
-    assert!(mean.iter().all(|v| v.is_nan()), "save_mean {mean:?}");
-    assert!(out.iter().all(|v| v.is_nan()), "y not NaN");
-    // Again: still garbage (never reset), still NaN.
-    sim.run(&plan).unwrap();
-    assert!(sim.download::<f32>(sm, c).iter().all(|v| v.is_nan()));
-    // Zeroed: the statistics of x, and the counters back at zero after the call.
-    sim.write(ws, &[0.0f32; 8]);
-    sim.run(&plan).unwrap();
-    let mean = sim.download::<f32>(sm, c);
-    for (ch, m) in mean.iter().enumerate() {
-        let want: f64 = (0..3)
-            .flat_map(|b| &x[(b * 2 + ch) * 2000..(b * 2 + ch + 1) * 2000])
-            .map(|&v| v as f64)
-            .sum::<f64>()
-            / 6000.0;
-        assert!(
-            (*m as f64 - want).abs() < 1e-6,
-            "channel {ch}: {m} vs {want}"
-        );
+    for props in [crate::support::SIM_SPLIT, DeviceProps::SIM] {
+        let mut sim = Sim::new(80);
+        let mut rng = crate::support::Rng::new(3);
+        let x: Vec<f32> = (0..n).map(|_| rng.signed() as f32).collect();
+        let px = sim.upload(&x, 0);
+        let y = sim.alloc::<f32>(n, 0);
+        let [sm, sml, si] = [0; 3].map(|_| sim.alloc::<f32>(c, 0));
+        let ws_bytes = workspace_bytes(&desc, Direction::Forward, &props).unwrap() as u64;
+        let ws = crate::support::workspace(&mut sim, ws_bytes, c);
+        let fp = ForwardPtrs {
+            x: px,
+            y,
+            save_mean: Some(sm),
+            save_mean_lo: Some(sml),
+            save_invstd: Some(si),
+            workspace: ws,
+            workspace_bytes: ws_bytes,
+            ..ForwardPtrs::default()
+        };
+        let plan = plan_forward(&desc, &fp, &props).unwrap();
+        if props.cooperative_launch {
+            assert!(plan.launches[0].cooperative, "{plan}");
+        } else {
+            let a: WnBatchNormStatsArgs = plan.launches[0].args.get().unwrap();
+            assert!(plan.launches[0].grid[1] > 1, "one split needs no counter");
+            assert_eq!(a.f.flags & WN_BN_FOLD, WN_BN_FOLD);
+        }
+        // Counters left at a large value, as garbage would be.
+        sim.write(ws, &[f32::from_bits(0xffff_fff0); 8]);
+        sim.run(&plan).unwrap();
+        let mean = sim.download::<f32>(sm, c);
+        let out = sim.download::<f32>(y, n);
+        assert!(mean.iter().all(|v| v.is_nan()), "save_mean {mean:?}");
+        assert!(out.iter().all(|v| v.is_nan()), "y not NaN");
+        // Again: still garbage (never reset), still NaN.
+        sim.run(&plan).unwrap();
+        assert!(sim.download::<f32>(sm, c).iter().all(|v| v.is_nan()));
+        // Zeroed: the statistics of x, and the counters back at zero after the call.
+        sim.write(ws, &[0.0f32; 8]);
+        sim.run(&plan).unwrap();
+        let mean = sim.download::<f32>(sm, c);
+        for (ch, m) in mean.iter().enumerate() {
+            let want: f64 = (0..3)
+                .flat_map(|b| &x[(b * 2 + ch) * 2000..(b * 2 + ch + 1) * 2000])
+                .map(|&v| v as f64)
+                .sum::<f64>()
+                / 6000.0;
+            assert!(
+                (*m as f64 - want).abs() < 1e-6,
+                "channel {ch}: {m} vs {want}"
+            );
+        }
+        assert!(crate::support::tickets_are_zero(&mut sim, ws, c));
     }
-    assert!(crate::support::tickets_are_zero(&mut sim, ws, c));
 }

@@ -375,8 +375,12 @@ fn run_huge<T: Element + Default, P: Element + Default>(
         nhwc: g.nhwc,
     };
     let (c, numel) = (geo.c, g.numel as usize);
+    // Without cooperative launches: a cooperative pass's blocks stride over every channel,
+    // so no box of its grid computes the last channels alone (its 64-bit indexing is that of
+    // the statistics and the fused tiers' walks, which run here).
     let props = DeviceProps {
         sm_count: h.sms,
+        cooperative_launch: false,
         ..DeviceProps::SIM
     };
     let mut sim = Sim::new(arch);

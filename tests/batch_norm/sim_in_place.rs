@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::support::{coverage_cases, make_input, ncs, Case, Rng};
+use crate::support::{coverage_cases, make_input, ncs, plans_cooperative, Case, Rng, SIM_SPLIT};
 use testkit::sim::{skip_without_kernels, Sim};
 use warpnorm::batch_norm::{
     plan_backward, plan_forward, workspace_bytes, BackwardPtrs, Direction, ForwardPtrs, Mode,
@@ -27,8 +27,9 @@ fn bits<T: Element + Default>(sim: &Sim, p: u64, n: usize) -> Vec<u64> {
 fn case_in_place<T: Element + Default, P: Element + Default>(
     sim: &mut Sim,
     case: &Case,
+    props: &DeviceProps,
 ) -> Vec<String> {
-    let props = DeviceProps::SIM;
+    let props = *props;
     let desc = case.desc();
     let g = ncs(&desc).unwrap();
     let (n, c) = (g.numel as usize, g.c as usize);
@@ -199,17 +200,24 @@ fn run_arch(arch: u32) {
     }
     use half::{bf16, f16};
     let mut hit = BTreeSet::new();
-    for case in coverage_cases()
+    let cases = coverage_cases();
+    let nonempty = cases
         .iter()
-        .filter(|c| c.dims.iter().product::<usize>() > 0)
-    {
+        .filter(|c| c.dims.iter().product::<usize>() > 0);
+    // The cases that take the cooperative passes once more without them (the split tiers).
+    let split = nonempty
+        .clone()
+        .filter(|c| plans_cooperative(c, &DeviceProps::SIM))
+        .map(|c| (c, SIM_SPLIT));
+    for (case, props) in nonempty.map(|c| (c, DeviceProps::SIM)).chain(split) {
         let mut sim = Sim::new(arch);
+        let sim = &mut sim;
         let k = match (case.dtype, case.param_dtype) {
-            (DType::F32, DType::F32) => case_in_place::<f32, f32>(&mut sim, case),
-            (DType::F16, DType::F32) => case_in_place::<f16, f32>(&mut sim, case),
-            (DType::BF16, DType::F32) => case_in_place::<bf16, f32>(&mut sim, case),
-            (DType::F16, DType::F16) => case_in_place::<f16, f16>(&mut sim, case),
-            (DType::BF16, DType::BF16) => case_in_place::<bf16, bf16>(&mut sim, case),
+            (DType::F32, DType::F32) => case_in_place::<f32, f32>(sim, case, &props),
+            (DType::F16, DType::F32) => case_in_place::<f16, f32>(sim, case, &props),
+            (DType::BF16, DType::F32) => case_in_place::<bf16, f32>(sim, case, &props),
+            (DType::F16, DType::F16) => case_in_place::<f16, f16>(sim, case, &props),
+            (DType::BF16, DType::BF16) => case_in_place::<bf16, bf16>(sim, case, &props),
             (a, b) => panic!("unsupported dtype pair {a}/{b}"),
         };
         hit.extend(k);

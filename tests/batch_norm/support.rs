@@ -22,6 +22,39 @@ pub fn ncs(desc: &BatchNormDesc) -> Result<Ncs, warpnorm::Error> {
         .map(|p| *p.ncs())
 }
 
+/// `DeviceProps::SIM` without cooperative launches: the planner takes the split tiers (a
+/// reduction, then an elementwise pass) where SIM takes the cooperative passes.
+pub const SIM_SPLIT: DeviceProps = DeviceProps {
+    cooperative_launch: false,
+    ..DeviceProps::SIM
+};
+
+/// Whether a training forward of `case` (its views at its offset) plans a cooperative launch
+/// on `props`: then the same case on [`SIM_SPLIT`] reaches the split tiers instead.
+pub fn plans_cooperative(case: &Case, props: &DeviceProps) -> bool {
+    let desc = case.desc().with_mode(Mode::train(0.1));
+    let Ok(ws) = workspace_bytes(&desc, Direction::Forward, props) else {
+        return false;
+    };
+    let (a, off) = (1u64 << 40, (case.offset * case.dtype.size()) as u64);
+    let p = |i: u64| Some(i * a);
+    let ptrs = ForwardPtrs {
+        x: a + off,
+        y: 2 * a + off,
+        gamma: p(3),
+        beta: p(4),
+        running_mean: p(5),
+        running_var: p(6),
+        num_batches_tracked: None,
+        save_mean: p(7),
+        save_mean_lo: p(8),
+        save_invstd: p(9),
+        workspace: 10 * a,
+        workspace_bytes: ws as u64,
+    };
+    plan_forward(&desc, &ptrs, props).is_ok_and(|plan| plan.launches.iter().any(|l| l.cooperative))
+}
+
 /// Tolerance of one output: |got - ref| <= atol + k * u * scale, where scale is max|ref| of
 /// the output unless the check says otherwise.
 #[derive(Clone, Copy, Debug)]

@@ -14,7 +14,7 @@ mod sync;
 use crate::error::SimError;
 use crate::lower::Kernel;
 use crate::memory::GlobalMem;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 pub(crate) use block::Block;
@@ -31,6 +31,11 @@ pub(crate) struct LaunchCtx<'a> {
     pub block: [u32; 3],
     pub dyn_shared: u32,
     pub max_steps: u64,
+    /// A cooperative launch: every block on its own worker thread, all of them running
+    /// together, so that blocks may wait for each other (a grid-wide barrier).
+    pub cooperative: bool,
+    /// Set when a block fails: the blocks of a cooperative launch waiting for it give up.
+    pub failed: AtomicBool,
 }
 
 /// Totals of one launch.
@@ -40,8 +45,9 @@ pub(crate) struct Counts {
     pub warp_instructions: u64,
 }
 
-/// Runs the blocks of `cx.only` on `threads` workers. On faults, the error of the block with
-/// the lowest linear index is returned (independent of scheduling).
+/// Runs the blocks of `cx.only` on `threads` workers (a cooperative launch: one worker per
+/// block). On faults, the error of the block with the lowest linear index is returned
+/// (independent of scheduling).
 pub(crate) fn run(
     cx: &LaunchCtx<'_>,
     threads: usize,
@@ -49,7 +55,11 @@ pub(crate) fn run(
 ) -> Result<Counts, SimError> {
     let [(x0, nx), (y0, ny), (z0, nz)] = cx.only.map(|(a, n)| (a as u64, n as u64));
     let nblocks = nx * ny * nz;
-    let workers = threads.max(1).min(nblocks.max(1) as usize);
+    let workers = if cx.cooperative {
+        nblocks.max(1) as usize
+    } else {
+        threads.max(1).min(nblocks.max(1) as usize)
+    };
     let next = AtomicU64::new(0);
     let first_err = AtomicU64::new(u64::MAX);
     let err: Mutex<Option<(u64, SimError)>> = Mutex::new(None);
@@ -66,7 +76,8 @@ pub(crate) fn run(
             if b >= nblocks {
                 break;
             }
-            if b > first_err.load(Ordering::Relaxed) {
+            // (a cooperative launch runs every block: the others may be waiting for it)
+            if b > first_err.load(Ordering::Relaxed) && !cx.cooperative {
                 continue;
             }
             let idx = [
@@ -93,7 +104,9 @@ pub(crate) fn run(
             }
             match r {
                 Ok(()) => {}
+                Err(SimError::Abandoned) => {}
                 Err(e) => {
+                    cx.failed.store(true, Ordering::Relaxed);
                     first_err.fetch_min(b, Ordering::Relaxed);
                     let mut g = err.lock().unwrap_or_else(|p| p.into_inner());
                     if g.as_ref().is_none_or(|(eb, _)| b < *eb) {

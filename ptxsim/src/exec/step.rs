@@ -19,6 +19,8 @@ const ROUND_ROBIN: u64 = 512;
 
 /// Warp instructions a warp runs before the block scheduler moves on to the next warp.
 const WARP_SLICE: u64 = 2048;
+/// Microseconds a worker sleeps at a `nanosleep` of a cooperative launch.
+const COOPERATIVE_NAP_US: u64 = 20;
 
 /// Reads operand `o` for lane `l`.
 #[inline(always)]
@@ -274,6 +276,14 @@ impl Block<'_, '_> {
             }
             Kind::Nop => {}
             Kind::Fence => std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst),
+            Kind::Sleep => {
+                if self.cx.cooperative {
+                    if self.cx.failed.load(std::sync::atomic::Ordering::Relaxed) {
+                        return Err(SimError::Abandoned);
+                    }
+                    std::thread::sleep(std::time::Duration::from_micros(COOPERATIVE_NAP_US));
+                }
+            }
             // not simple: executed by `exec`
             Kind::Bra { .. }
             | Kind::Exit

@@ -283,7 +283,15 @@ mod events {
         let l2 = log.clone();
         let factory = move || -> Option<Box<dyn BlockEvents>> { Some(Box::new(Rec(l2.clone()))) };
         let stats = d
-            .launch_with(&m, "k", cfg, &[Arg::Ptr(out)], [0..1, 0..1, 0..1], &factory)
+            .launch_with(
+                &m,
+                "k",
+                cfg,
+                &[Arg::Ptr(out)],
+                [0..1, 0..1, 0..1],
+                false,
+                &factory,
+            )
             .unwrap();
         let g = log.lock().unwrap();
         assert_eq!(g.blocks, vec![0]);

@@ -69,15 +69,20 @@ fn family(sx: &Sfx<'_>) -> Option<LowerFn> {
         "ret" | "exit" | "trap" | "brkpt" => ops_ctrl::leave,
         // memory fences: a host fence between the block workers
         "membar" | "fence" => fence,
+        "nanosleep" => sleep,
         // hints and scheduling: no effect in this model
-        "nanosleep" | "prefetch" | "prefetchu" | "griddepcontrol" | "pmevent" | "discard"
-        | "applypriority" | "setmaxnreg" => nop,
+        "prefetch" | "prefetchu" | "griddepcontrol" | "pmevent" | "discard" | "applypriority"
+        | "setmaxnreg" => nop,
         _ => return None,
     })
 }
 
 fn nop(_: &mut KCtx<'_>, _: &Sfx<'_>, _: &ast::Instr) -> R<Kind> {
     Ok(Kind::Nop)
+}
+
+fn sleep(_: &mut KCtx<'_>, _: &Sfx<'_>, _: &ast::Instr) -> R<Kind> {
+    Ok(Kind::Sleep)
 }
 
 fn fence(_: &mut KCtx<'_>, _: &Sfx<'_>, _: &ast::Instr) -> R<Kind> {

@@ -2,9 +2,9 @@
 //! grid (channel tiles x splits), the fused (on-chip) tier's fit, and the launch of each pass.
 
 use crate::abi::{
-    WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormFinalizeArgs,
-    WnBatchNormReduceArgs, WnBatchNormStatsArgs, WnBatchNormSumsArgs, WN_BN_CHANNEL_MAJOR,
-    WN_BN_FOLD, WN_BN_ODD_APPLY_PACKS,
+    WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormCoopBwdArgs,
+    WnBatchNormCoopFwdArgs, WnBatchNormFinalizeArgs, WnBatchNormReduceArgs, WnBatchNormStatsArgs,
+    WnBatchNormSumsArgs, WN_BN_CHANNEL_MAJOR, WN_BN_FOLD, WN_BN_ODD_APPLY_PACKS,
 };
 use crate::device::DeviceProps;
 use crate::occupancy;
@@ -122,6 +122,20 @@ fn wave_blocks(kernel: &str, threads: u32, shared: u32, props: &DeviceProps) -> 
     .max(1)
 }
 
+/// Blocks of `threads` threads of `kernel` certain to be resident at once (the most a
+/// cooperative grid may have): one wave by the build's figures ([`wave_blocks`] without
+/// dynamic shared memory), or one block per SM where the build has none (every kernel
+/// declares `__launch_bounds__(256)`, so one block of 256 threads always fits an SM).
+pub(super) fn coop_wave(kernel: &str, threads: u32, props: &DeviceProps) -> u64 {
+    match occupancy::kernel_resources(kernel, props) {
+        Some(res) => {
+            props.sm_count as u64 * occupancy::resident_blocks(Some(res), threads, 0, props) as u64
+        }
+        None => props.sm_count as u64,
+    }
+    .max(1)
+}
+
 /// `blocks` of a grid-stride pass, cut to whole waves of `wave` blocks when there is more than
 /// one: a last, partial wave would take as long as a full one (the bf16 kernels, at 32 warps
 /// per SM after they stopped splitting packs at the load, made a 2112-block grid 5.33 waves).
@@ -163,6 +177,33 @@ pub(super) fn reduce_geom(
     props: &DeviceProps,
     kernel: &str,
 ) -> ReduceGeom {
+    reduce_geom_in(g, acc, dtype, props, |threads| {
+        wave_blocks(kernel, threads, 0, props)
+    })
+}
+
+/// [`reduce_geom`] of the cooperative pass `kernel`: its splits within a wave of
+/// [`coop_wave`] blocks.
+pub(super) fn coop_geom(
+    g: &Ncs,
+    acc: Access,
+    dtype: DType,
+    props: &DeviceProps,
+    kernel: &str,
+) -> ReduceGeom {
+    reduce_geom_in(g, acc, dtype, props, |threads| {
+        coop_wave(kernel, threads, props)
+    })
+}
+
+/// [`reduce_geom`] with `wave(threads per block)` blocks in a wave.
+fn reduce_geom_in(
+    g: &Ncs,
+    acc: Access,
+    dtype: DType,
+    props: &DeviceProps,
+    wave: impl Fn(u32) -> u64,
+) -> ReduceGeom {
     let v = acc.width(dtype);
     let (tiles, units, bx) = if g.nhwc {
         let cp = g.c / v;
@@ -177,7 +218,7 @@ pub(super) fn reduce_geom(
     let min_by = (32 / bx).max(1);
     let by = units.max(1).next_power_of_two().clamp(min_by, max_by);
     let per_split = by * UNITS_PER_THREAD;
-    let wave = wave_blocks(kernel, (bx * by) as u32, 0, props);
+    let wave = wave((bx * by) as u32);
     // Each split writes (and the finalize reads) 16 bytes of partials per channel: at most one
     // split per SPLIT_CAP_BYTES = 256 activation bytes of the channel keeps that within 1/16
     // of them (a wave of splits costs less than an under-filled, latency-bound grid).
@@ -483,6 +524,84 @@ pub(super) fn push_reduce(
             }
         }
     }
+    Ok(())
+}
+
+/// Whether the cooperative NCHW training pass applies: a device with cooperative launches,
+/// NCHW with vector access over every activation buffer (`reads`).
+pub(super) fn coop_applies(
+    desc: &BatchNormDesc,
+    g: &Ncs,
+    props: &DeviceProps,
+    reads: &[u64],
+) -> bool {
+    props.cooperative_launch && !g.nhwc && access(g, desc.dtype, reads) == Access::Vec
+}
+
+/// Pushes the cooperative NCHW training pass `warpnorm_batch_norm_<dir>_<T>_coop_nchw_vec`
+/// (see `WnBatchNormCoopFwdArgs`; [`coop_applies`] must hold): the reduction's items
+/// ([`coop_geom`]) and the elementwise pass writing `out`, in one cooperative launch of at
+/// most a wave ([`coop_wave`]) with the grid barrier's counter at `barrier`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn push_coop(
+    plan: &mut Plan,
+    desc: &BatchNormDesc,
+    g: &Ncs,
+    props: &DeviceProps,
+    p: ReduceInputs,
+    out: u64,
+    barrier: u64,
+    finish: Finish,
+) -> Result<()> {
+    let dir = match finish {
+        Finish::Fwd(_) => "fwd",
+        Finish::Bwd(_) => "bwd",
+    };
+    let kernel = reduce_kernel(desc, g, dir, "coop", Access::Vec);
+    let rg = coop_geom(g, Access::Vec, desc.dtype, props, &kernel);
+    let wave = coop_wave(&kernel, rg.block[0] * rg.block[1], props);
+    let grid = grid_dim((rg.grid[0] * rg.splits).min(wave), &kernel)?;
+    let r = WnBatchNormReduceArgs {
+        x: p.x,
+        dy: p.dy,
+        mean: p.mean,
+        partials: p.partials,
+        dx: 0,
+        gamma: 0,
+        invstd: 0,
+        n: g.n as i64,
+        c: g.c as i64,
+        s: g.s as i64,
+        chunk: rg.chunk as i64,
+    };
+    let (grid, block) = ([grid, 1, 1], [rg.block[0], rg.block[1], 1]);
+    let l = match finish {
+        Finish::Fwd(mut f) => {
+            f.splits = rg.splits as i64;
+            f.flags |= WN_BN_CHANNEL_MAJOR;
+            let s = WnBatchNormStatsArgs { r, f };
+            Launch::new(
+                kernel,
+                grid,
+                block,
+                0,
+                &WnBatchNormCoopFwdArgs { s, out, barrier },
+            )
+        }
+        Finish::Bwd(mut f) => {
+            f.splits = rg.splits as i64;
+            f.flags |= WN_BN_CHANNEL_MAJOR;
+            let s = WnBatchNormSumsArgs { r, f };
+            Launch::new(
+                kernel,
+                grid,
+                block,
+                0,
+                &WnBatchNormCoopBwdArgs { s, out, barrier },
+            )
+        }
+    };
+    plan.push(l.into_cooperative());
     Ok(())
 }
 

@@ -39,7 +39,15 @@
 //! - `warpnorm_batch_norm_bwd_<T>_<P>params_fused_<layout>_<access>`: the whole training
 //!   backward in one launch when x and dy of a block's channels fit in [`FUSED_MAX_SHARED`]
 //!   bytes of shared memory and there are at least 2 channel tiles per SM (3s per element
-//!   instead of 5s).
+//!   instead of 5s),
+//! - `warpnorm_batch_norm_{fwd,bwd}_<T>_coop_nchw_vec`: where the fused tier does not apply,
+//!   an NCHW training forward or backward with vector access in one cooperative launch
+//!   ([`crate::Launch::cooperative`], devices with [`DeviceProps::cooperative_launch`]): the
+//!   reduction's items (channel, split), grid-strided over at most one wave of the kernel's
+//!   certainly resident blocks (the build's figures, or one per SM without them), a grid
+//!   barrier on a counter at the start of the workspace (zero before and after every call),
+//!   then each item's channel merged in the finalize's order and its elements written (the
+//!   same traffic as the two launches it replaces, one launch overhead less).
 //!
 //! The reduction is split along N * S into at most one wave of the kernel's resident blocks
 //! (`sm_count` x [`crate::occupancy::resident_blocks`] from the build's ptxas figures for the
@@ -51,9 +59,10 @@
 //! blocks, cut to whole waves of the kernel's resident blocks.
 
 use crate::abi::{
-    WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormFinalizeArgs,
-    WnBatchNormFusedBwdArgs, WnBatchNormFusedFwdArgs, WnBatchNormReduceArgs, WnBatchNormStatsArgs,
-    WnBatchNormSumsArgs, WN_BN_CUMULATIVE, WN_BN_FROZEN, WN_BN_PARAMS_F32,
+    WnBatchNormApplyArgs, WnBatchNormBwdFinalizeArgs, WnBatchNormCoopBwdArgs,
+    WnBatchNormCoopFwdArgs, WnBatchNormFinalizeArgs, WnBatchNormFusedBwdArgs,
+    WnBatchNormFusedFwdArgs, WnBatchNormReduceArgs, WnBatchNormStatsArgs, WnBatchNormSumsArgs,
+    WN_BN_CUMULATIVE, WN_BN_FROZEN, WN_BN_PARAMS_F32,
 };
 use crate::check::{check_workspace, Buffers};
 use crate::device::DeviceProps;
@@ -67,9 +76,9 @@ use super::desc::{BatchNormDesc, Momentum, Ncs, Problem};
 mod launches;
 pub use launches::FOLD_MAX_ROUNDS;
 use launches::{
-    access, coef_stride, finalize_launch, fused_geom, push_apply, push_fused, push_reduce,
-    reduce_geom, reduce_kernel, Access, ApplyInputs, CoefSource, Finish, FrozenInputs,
-    ReduceInputs,
+    access, coef_stride, coop_applies, coop_geom, finalize_launch, fused_geom, push_apply,
+    push_coop, push_fused, push_reduce, reduce_geom, reduce_kernel, Access, ApplyInputs,
+    CoefSource, Finish, FrozenInputs, ReduceInputs,
 };
 
 crate::abi::abi_args!(
@@ -80,7 +89,9 @@ crate::abi::abi_args!(
     WnBatchNormFusedBwdArgs,
     WnBatchNormFusedFwdArgs,
     WnBatchNormStatsArgs,
-    WnBatchNormSumsArgs
+    WnBatchNormSumsArgs,
+    WnBatchNormCoopFwdArgs,
+    WnBatchNormCoopBwdArgs
 );
 
 /// Threads per block of the reduction and elementwise kernels (and the most the kernels'
@@ -205,6 +216,16 @@ pub fn workspace_bytes_checked(
                 reduce_geom(g, acc, desc.dtype, props, &kernel).splits
             })
         })
+        .chain(
+            // the cooperative passes' (NCHW, vector access)
+            ["fwd", "bwd"]
+                .into_iter()
+                .filter(|_| props.cooperative_launch && !g.nhwc && shape_access == Access::Vec)
+                .map(|dir| {
+                    let kernel = reduce_kernel(desc, g, dir, "coop", Access::Vec);
+                    coop_geom(g, Access::Vec, desc.dtype, props, &kernel).splits
+                }),
+        )
         .max()
         .unwrap_or(1);
     // Counters (one u32 per tile, at most C, padded like a coefficient array), coefficients,
@@ -389,14 +410,25 @@ pub fn plan_forward_checked(
                 _pad: 0,
             };
             push_fused(&mut plan, desc, g, "fwd", acc, &fg, &args)?;
-            // With cumulative momentum the counter is read by every block above; bump it
-            // afterwards (one thread).
-            if let (Some(counter), true) = (counter, cumulative) {
-                fin.counter_bump = counter;
-                fin.count = 0;
-                fin.c = 1;
-                plan.push(finalize_launch(&finalize_kernel, 1, &fin)?);
-            }
+            bump_after(&mut plan, &finalize_kernel, fin, counter, cumulative)?;
+            plan.check(props)?;
+            return Ok(plan);
+        }
+        if coop_applies(desc, g, props, &[ptrs.x, ptrs.y]) {
+            // The statistics and y in one cooperative launch; with a momentum factor no block
+            // reads the counter, so block 0 bumps it.
+            let f = WnBatchNormFinalizeArgs {
+                counter_bump: if cumulative { 0 } else { fin.counter },
+                ..fin
+            };
+            let ins = ReduceInputs {
+                x: ptrs.x,
+                partials: fin.partials,
+                ..ReduceInputs::default()
+            };
+            let (out, barrier) = (ptrs.y, ptrs.workspace);
+            push_coop(&mut plan, desc, g, props, ins, out, barrier, Finish::Fwd(f))?;
+            bump_after(&mut plan, &finalize_kernel, fin, counter, cumulative)?;
             plan.check(props)?;
             return Ok(plan);
         }
@@ -443,6 +475,27 @@ pub fn plan_forward_checked(
     push_apply(&mut plan, desc, g, props, "fwd", &[ptrs.x, ptrs.y], ins)?;
     plan.check(props)?;
     Ok(plan)
+}
+
+/// With cumulative momentum, the launch after a one-launch training forward that bumps the
+/// counter (one thread of the finalize kernel): every block of that launch read it.
+fn bump_after(
+    plan: &mut Plan,
+    finalize_kernel: &str,
+    fin: WnBatchNormFinalizeArgs,
+    counter: Option<u64>,
+    cumulative: bool,
+) -> Result<()> {
+    if let (Some(counter), true) = (counter, cumulative) {
+        let f = WnBatchNormFinalizeArgs {
+            counter_bump: counter,
+            count: 0,
+            c: 1,
+            ..fin
+        };
+        plan.push(finalize_launch(finalize_kernel, 1, &f)?);
+    }
+    Ok(())
 }
 
 /// Validates a backward call and plans its launches: [`BatchNormDesc::check`], then
@@ -518,6 +571,14 @@ pub fn plan_backward_checked(
         }
         return Ok(plan);
     }
+    // The backward sums' inputs (training, or the eval-mode parameter gradients).
+    let sums_inputs = || ReduceInputs {
+        x: ptrs.x,
+        dy: ptrs.dy,
+        mean: ptrs.save_mean,
+        partials: fin.partials,
+        ..ReduceInputs::default()
+    };
     if !frozen {
         let acc = access(g, desc.dtype, &[ptrs.x, ptrs.dy, ptrs.dx]);
         // In place (dx == dy) the vecodd fused kernel's covering reads of dy would race with
@@ -543,6 +604,23 @@ pub fn plan_backward_checked(
                 s: g.s as i64,
             };
             push_fused(&mut plan, desc, g, "bwd", acc, &fg, &args)?;
+            plan.check(props)?;
+            return Ok(plan);
+        }
+        if coop_applies(desc, g, props, &[ptrs.x, ptrs.dy, ptrs.dx]) {
+            // The sums, dgamma / dbeta and dx in one cooperative launch.
+            let ins = sums_inputs();
+            let (out, barrier) = (ptrs.dx, ptrs.workspace);
+            push_coop(
+                &mut plan,
+                desc,
+                g,
+                props,
+                ins,
+                out,
+                barrier,
+                Finish::Bwd(fin),
+            )?;
             plan.check(props)?;
             return Ok(plan);
         }
@@ -574,13 +652,7 @@ pub fn plan_backward_checked(
         return Ok(plan);
     }
     if grads || !frozen {
-        let ins = ReduceInputs {
-            x: ptrs.x,
-            dy: ptrs.dy,
-            mean: ptrs.save_mean,
-            partials: fin.partials,
-            ..ReduceInputs::default()
-        };
+        let ins = sums_inputs();
         let reads = [ptrs.x, ptrs.dy];
         let finish = Finish::Bwd(fin);
         push_reduce(
