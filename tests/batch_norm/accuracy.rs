@@ -354,25 +354,10 @@ fn run_typed<B: Backend>(
 
 /// The planner's tier for a case: the first forward kernel (`..._fused_...` or `..._stats_...`).
 fn first_kernel(case: &AccCase, props: &DeviceProps) -> String {
-    let desc = BatchNormDesc::new(&case.dims, case.layout, case.dtype, case.param_dtype)
-        .with_mode(Mode::train(0.1));
-    let ws = workspace_bytes(&desc, Direction::Forward, props).unwrap() as u64;
-    let a = 1u64 << 40;
-    let ptrs = ForwardPtrs {
-        x: a,
-        y: 2 * a,
-        gamma: Some(3 * a),
-        beta: Some(4 * a),
-        running_mean: Some(5 * a),
-        running_var: Some(6 * a),
-        num_batches_tracked: None,
-        save_mean: Some(7 * a),
-        save_mean_lo: Some(8 * a),
-        save_invstd: Some(9 * a),
-        workspace: 10 * a,
-        workspace_bytes: ws,
-    };
-    plan_forward(&desc, &ptrs, props).unwrap().launches[0]
+    let desc = BatchNormDesc::new(&case.dims, case.layout, case.dtype, case.param_dtype);
+    crate::support::training_forward_plan(&desc, 0, props)
+        .unwrap()
+        .launches[0]
         .kernel
         .clone()
 }

@@ -7,7 +7,7 @@ use warpnorm::batch_norm::{
     ForwardPtrs, Layout, Mode, Momentum, Ncs,
 };
 use warpnorm::cpu::batch_norm as cpu;
-use warpnorm::{DType, DeviceProps, Element};
+use warpnorm::{DType, DeviceProps, Element, Plan};
 
 use testkit::backend::Backend;
 
@@ -29,18 +29,21 @@ pub const SIM_SPLIT: DeviceProps = DeviceProps {
     ..DeviceProps::SIM
 };
 
-/// Whether a training forward of `case` (its views at its offset) plans a cooperative launch
-/// on `props`: then the same case on [`SIM_SPLIT`] reaches the split tiers instead.
-pub fn plans_cooperative(case: &Case, props: &DeviceProps) -> bool {
-    let desc = case.desc().with_mode(Mode::train(0.1));
-    let Ok(ws) = workspace_bytes(&desc, Direction::Forward, props) else {
-        return false;
-    };
-    let (a, off) = (1u64 << 40, (case.offset * case.dtype.size()) as u64);
+/// The plan of a training forward of `desc` on `props` (momentum 0.1) over placeholder
+/// buffers 2^40 bytes apart, the activations `offset` bytes past an aligned base: which tier
+/// and kernels the planner picks, without memory.
+pub fn training_forward_plan(
+    desc: &BatchNormDesc,
+    offset: u64,
+    props: &DeviceProps,
+) -> Result<Plan, warpnorm::Error> {
+    let desc = desc.clone().with_mode(Mode::train(0.1));
+    let ws = workspace_bytes(&desc, Direction::Forward, props)? as u64;
+    let a = 1u64 << 40;
     let p = |i: u64| Some(i * a);
     let ptrs = ForwardPtrs {
-        x: a + off,
-        y: 2 * a + off,
+        x: a + offset,
+        y: 2 * a + offset,
         gamma: p(3),
         beta: p(4),
         running_mean: p(5),
@@ -50,9 +53,17 @@ pub fn plans_cooperative(case: &Case, props: &DeviceProps) -> bool {
         save_mean_lo: p(8),
         save_invstd: p(9),
         workspace: 10 * a,
-        workspace_bytes: ws as u64,
+        workspace_bytes: ws,
     };
-    plan_forward(&desc, &ptrs, props).is_ok_and(|plan| plan.launches.iter().any(|l| l.cooperative))
+    plan_forward(&desc, &ptrs, props)
+}
+
+/// Whether a training forward of `case` (its views at its offset) plans a cooperative launch
+/// on `props`: then the same case on [`SIM_SPLIT`] reaches the split tiers instead.
+pub fn plans_cooperative(case: &Case, props: &DeviceProps) -> bool {
+    let offset = (case.offset * case.dtype.size()) as u64;
+    training_forward_plan(&case.desc(), offset, props)
+        .is_ok_and(|plan| plan.launches.iter().any(|l| l.cooperative))
 }
 
 /// Tolerance of one output: |got - ref| <= atol + k * u * scale, where scale is max|ref| of

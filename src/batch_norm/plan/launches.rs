@@ -450,6 +450,30 @@ pub(super) enum Finish {
     Bwd(WnBatchNormBwdFinalizeArgs),
 }
 
+impl Finish {
+    /// The finish for a reduction of `splits` splits, with its layout / fold `flags` added.
+    fn with_splits(self, splits: u64, flags: u32) -> Finish {
+        match self {
+            Finish::Fwd(mut f) => {
+                (f.splits, f.flags) = (splits as i64, f.flags | flags);
+                Finish::Fwd(f)
+            }
+            Finish::Bwd(mut f) => {
+                (f.splits, f.flags) = (splits as i64, f.flags | flags);
+                Finish::Bwd(f)
+            }
+        }
+    }
+
+    /// `fwd` or `bwd`, the direction in the kernel names.
+    fn dir(&self) -> &'static str {
+        match self {
+            Finish::Fwd(_) => "fwd",
+            Finish::Bwd(_) => "bwd",
+        }
+    }
+}
+
 /// Most rounds of partial loads (ceil(splits / block rows)) the last block of an NCHW
 /// reduction makes to finalize its channel itself: each round is an L2 round trip after the
 /// reduction's streaming ends, so the planner caps an NCHW reduction's splits at this many
@@ -488,7 +512,6 @@ pub(super) fn push_reduce(
     let fold = folds(g, &rg);
     // The NCHW reductions write their partials channel-major (see the ABI header).
     let flag = if fold { WN_BN_FOLD } else { 0 } | if g.nhwc { 0 } else { WN_BN_CHANNEL_MAJOR };
-    let splits = rg.splits as i64;
     let r = WnBatchNormReduceArgs {
         x: p.x,
         dy: p.dy,
@@ -506,18 +529,14 @@ pub(super) fn push_reduce(
         "warpnorm_batch_norm_{dir}_{}params_finalize",
         desc.param_dtype
     );
-    match finish {
-        Finish::Fwd(mut f) => {
-            f.splits = splits;
-            f.flags |= flag;
+    match finish.with_splits(rg.splits, flag) {
+        Finish::Fwd(f) => {
             plan.push(reduce_launch(kernel, &rg, &WnBatchNormStatsArgs { r, f })?);
             if !fold {
                 plan.push(finalize_launch(&finalize, g.c, &f)?);
             }
         }
-        Finish::Bwd(mut f) => {
-            f.splits = splits;
-            f.flags |= flag;
+        Finish::Bwd(f) => {
             plan.push(reduce_launch(kernel, &rg, &WnBatchNormSumsArgs { r, f })?);
             if !fold {
                 plan.push(finalize_launch(&finalize, g.c, &f)?);
@@ -553,11 +572,7 @@ pub(super) fn push_coop(
     barrier: u64,
     finish: Finish,
 ) -> Result<()> {
-    let dir = match finish {
-        Finish::Fwd(_) => "fwd",
-        Finish::Bwd(_) => "bwd",
-    };
-    let kernel = reduce_kernel(desc, g, dir, "coop", Access::Vec);
+    let kernel = reduce_kernel(desc, g, finish.dir(), "coop", Access::Vec);
     let rg = coop_geom(g, Access::Vec, desc.dtype, props, &kernel);
     let wave = coop_wave(&kernel, rg.block[0] * rg.block[1], props);
     let grid = grid_dim((rg.grid[0] * rg.splits).min(wave), &kernel)?;
@@ -575,30 +590,16 @@ pub(super) fn push_coop(
         chunk: rg.chunk as i64,
     };
     let (grid, block) = ([grid, 1, 1], [rg.block[0], rg.block[1], 1]);
-    let l = match finish {
-        Finish::Fwd(mut f) => {
-            f.splits = rg.splits as i64;
-            f.flags |= WN_BN_CHANNEL_MAJOR;
+    let l = match finish.with_splits(rg.splits, WN_BN_CHANNEL_MAJOR) {
+        Finish::Fwd(f) => {
             let s = WnBatchNormStatsArgs { r, f };
-            Launch::new(
-                kernel,
-                grid,
-                block,
-                0,
-                &WnBatchNormCoopFwdArgs { s, out, barrier },
-            )
+            let args = WnBatchNormCoopFwdArgs { s, out, barrier };
+            Launch::new(kernel, grid, block, 0, &args)
         }
-        Finish::Bwd(mut f) => {
-            f.splits = rg.splits as i64;
-            f.flags |= WN_BN_CHANNEL_MAJOR;
+        Finish::Bwd(f) => {
             let s = WnBatchNormSumsArgs { r, f };
-            Launch::new(
-                kernel,
-                grid,
-                block,
-                0,
-                &WnBatchNormCoopBwdArgs { s, out, barrier },
-            )
+            let args = WnBatchNormCoopBwdArgs { s, out, barrier };
+            Launch::new(kernel, grid, block, 0, &args)
         }
     };
     plan.push(l.into_cooperative());
