@@ -41,6 +41,13 @@
  *   dx = dy * gamma * invstd by the eval apply kernel on dy (no workspace); with dgamma / dbeta,
  *   the eval-mode sums bwd_<T>_<P>params_eval_reduce_* write dx as well and finalize in their
  *   last blocks (one launch; in place on vecodd shapes: bwd_reduce, then the eval apply).
+ * Cooperative tiers (devices with cooperative launches, vector access, where the fused tier
+ *   does not apply): fwd_<T>_coop_<layout>_vec and bwd_<T>_coop_<layout>_vec do a training
+ *   pass's reduction, finalize and elementwise pass in one launch whose blocks are all
+ *   resident, with grid barriers between the phases (coop_nchw: one, each item merging its
+ *   channel; coop_nhwc: two, the merge spread over the grid between them); the channels-last
+ *   eval-mode backward with dgamma / dbeta: bwd_<T>_<P>params_eval_coop_nhwc_vec (the sums
+ *   writing dx, a barrier, the merge).
  * Fused tiers, when a block's channels fit in shared memory and there are at least 2 channel
  *   tiles per SM (so one unsplit pass fills the GPU): fwd_<T>_<P>params_fused_<layout>_<access>
  *   (2s per element, one launch; with cumulative momentum every block reads
@@ -751,22 +758,24 @@ __device__ __forceinline__ void reduce_nchw_odd(const WnBatchNormReduceArgs& a, 
 }
 
 /**
- * Channels-last reduction: block (bx, by); thread (x, y) owns channels
- * [(blockIdx.x * bx + x) * V, + V) and walks rows y, y + by, ... of split blockIdx.y.
+ * One item of a channels-last reduction: block (bx, by) reduces split it.k() of channel tile
+ * it.c(); thread (x, y) owns channels [(it.c() * bx + x) * V, + V) and walks rows y, y + by,
+ * ... of the split, then the block writes the tile's partials. `smem`:
+ * MergeSmem<Acc::kFloats> floats.
  */
-template <typename T, int V, bool GRAD, typename P = float, bool DX = false, class Fin>
-__device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a, const Fin& fin) {
+template <typename T, int V, bool GRAD, typename P = float, bool DX = false, class It>
+__device__ __forceinline__ void reduce_nhwc_item(const WnBatchNormReduceArgs& a, const It& it,
+                                                 float* smem) {
     static_assert(GRAD || !DX, "dx is written by the backward sums");
     using Acc = typename std::conditional<GRAD, GradAcc<V>, StatsAcc<V>>::type;
-    __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
-    const int64_t cv = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const int64_t cv = it.c() * blockDim.x + threadIdx.x;
     const bool active = cv * V < a.c;
     // The block's channels: [c0, c0 + valid).
-    const int64_t c0 = static_cast<int64_t>(blockIdx.x) * blockDim.x * V;
+    const int64_t c0 = it.c() * blockDim.x * V;
     const int valid = static_cast<int>(min(static_cast<int64_t>(blockDim.x) * V, a.c - c0));
     const bool warp0 = threadIdx.y * blockDim.x + threadIdx.x < 32;  // warp-uniform
     const int64_t rows = a.n * a.s;
-    const int64_t begin = static_cast<int64_t>(blockIdx.y) * a.chunk;
+    const int64_t begin = it.k() * a.chunk;
     const int64_t end = min(begin + a.chunk, rows);
     const T* x = reinterpret_cast<const T*>(a.x) + cv * V;
     const T* dy = reinterpret_cast<const T*>(a.dy) + cv * V;
@@ -845,8 +854,8 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a, cons
     if (warp0) {
         // Threads (x, 0) = lanes x of warp 0 hold the results; field f of split k goes to
         // (f * splits + k) * C + c (see the ABI header), one coalesced row per field.
-        float* p = reinterpret_cast<float*>(a.partials) + static_cast<int64_t>(blockIdx.y) * a.c + c0;
-        const int64_t field_stride = static_cast<int64_t>(gridDim.y) * a.c;
+        float* p = reinterpret_cast<float*>(a.partials) + it.k() * a.c + c0;
+        const int64_t field_stride = it.splits() * a.c;
 #pragma unroll
         for (int f = 0; f < Acc::kPartial; ++f) {
             float v[V];
@@ -855,9 +864,19 @@ __device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a, cons
             warp_store_row<V>(p + f * field_stride, valid, v);
         }
     }
-    // Channels-last reductions keep the finalize kernel (its blocks spread the merge of many
-    // splits over the SMs; folded here, the merge of 8 channels per thread took the 16-bit
-    // statistics past 128 registers on sm_100 and sm_120, which spilled).
+}
+
+/**
+ * Channels-last reduction: block (bx, by) owns channel tile blockIdx.x and split blockIdx.y
+ * (reduce_nhwc_item). It keeps the finalize kernel (its blocks spread the merge of many
+ * splits over the SMs; folded here, the merge of 8 channels per thread took the 16-bit
+ * statistics past 128 registers on sm_100 and sm_120, which spilled).
+ */
+template <typename T, int V, bool GRAD, typename P = float, bool DX = false, class Fin>
+__device__ __forceinline__ void reduce_nhwc(const WnBatchNormReduceArgs& a, const Fin& fin) {
+    using Acc = typename std::conditional<GRAD, GradAcc<V>, StatsAcc<V>>::type;
+    __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
+    reduce_nhwc_item<T, V, GRAD, P, DX>(a, GridItem{}, smem);
     (void)fin;
 }
 
@@ -1085,6 +1104,34 @@ __device__ __forceinline__ void apply_nchw_odd(const WnBatchNormApplyArgs& a) {
 }
 
 /**
+ * The rows r, r + step, ... below `end` of one thread's channels [c, c + V) of a channels-last
+ * elementwise pass (C channels per row) with their coefficients k, kUnroll rows in flight.
+ */
+template <typename T, int V, bool BWD>
+__device__ __forceinline__ void apply_nhwc_rows(wn_devptr xp, wn_devptr dyp, wn_devptr outp,
+                                                int64_t ch, int64_t c, int64_t r, int64_t end,
+                                                int64_t step, const float (&k)[4][V]) {
+    const T* x = reinterpret_cast<const T*>(xp) + c;
+    const T* dy = reinterpret_cast<const T*>(dyp) + c;
+    T* out = reinterpret_cast<T*>(outp) + c;
+    for (; r < end; r += kUnroll * step) {
+        Held<T, V> px[kUnroll], pd[kUnroll];
+#pragma unroll
+        for (int j = 0; j < kUnroll; ++j) {
+            if (r + j * step < end) {
+                px[j].load(x + (r + j * step) * ch);
+                if constexpr (BWD) pd[j].load(dy + (r + j * step) * ch);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < kUnroll; ++j) {
+            if (r + j * step >= end) break;
+            store_pack<T, V>(out + (r + j * step) * ch, apply_pack<T, V, V, BWD>(px[j].pack(), pd[j].pack(), k));
+        }
+    }
+}
+
+/**
  * Channels-last elementwise pass: block (bx, by), grid (channel tiles, row groups); thread
  * (x, y) owns channels ((blockIdx.x * bx + x) * V, + V), loads their coefficients once, and
  * walks rows blockIdx.y * by + y in steps of gridDim.y * by, kUnroll rows in flight.
@@ -1106,27 +1153,9 @@ __device__ __forceinline__ void apply_nhwc(const WnBatchNormApplyArgs& a) {
         for (int t = 0; t < 4; ++t) warp_load_row<V>(coef + t * a.coef_stride + c0, valid, k[t]);
     }
     if (cv * V >= a.c) return;
-    const int64_t rows = a.n * a.s;
-    const int64_t step = static_cast<int64_t>(gridDim.y) * blockDim.y;
-    const T* x = reinterpret_cast<const T*>(a.x) + cv * V;
-    const T* dy = reinterpret_cast<const T*>(a.dy) + cv * V;
-    T* out = reinterpret_cast<T*>(a.out) + cv * V;
-    for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows;
-         r += kUnroll * step) {
-        Held<T, V> px[kUnroll], pd[kUnroll];
-#pragma unroll
-        for (int j = 0; j < kUnroll; ++j) {
-            if (r + j * step < rows) {
-                px[j].load(x + (r + j * step) * a.c);
-                if constexpr (BWD) pd[j].load(dy + (r + j * step) * a.c);
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < kUnroll; ++j) {
-            if (r + j * step >= rows) break;
-            store_pack<T, V>(out + (r + j * step) * a.c, apply_pack<T, V, V, BWD>(px[j].pack(), pd[j].pack(), k));
-        }
-    }
+    apply_nhwc_rows<T, V, BWD>(a.x, a.dy, a.out, a.c, cv * V,
+                               static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y,
+                               a.n * a.s, static_cast<int64_t>(gridDim.y) * blockDim.y, k);
 }
 
 /* ---------------------------------------------------------------- fused tiers */
@@ -1675,7 +1704,8 @@ __device__ __forceinline__ void coop_nchw(const typename CoopTypes<BWD>::Args& a
         reduce_nchw_item<T, V, BWD>(r, LoopItem{i / splits, i % splits, splits}, smem);
         __syncthreads();  // the merge scratch is the next item's
     }
-    const bool ok = grid_barrier(a.barrier, gridDim.x);
+    unsigned left = 0;
+    const bool ok = grid_barrier(a.barrier, gridDim.x, left);
     const T* x = reinterpret_cast<const T*>(r.x);
     const T* dy = reinterpret_cast<const T*>(r.dy);
     T* out = reinterpret_cast<T*>(a.out);
@@ -1723,6 +1753,158 @@ __device__ __forceinline__ void coop_nchw(const typename CoopTypes<BWD>::Args& a
             });
         __syncthreads();  // s_coef and the merge scratch are the next item's
     }
+    grid_barrier_reset(a.barrier, gridDim.x, left);
+}
+
+
+/**
+ * Splits whose partials a thread of the channels-last cooperative merge loads at once: 8 in
+ * the training passes; 4 in the eval-mode backward, whose f32 sums take 72 registers on sm_90
+ * (3 blocks per SM), where 8 took the pass to 123 (2 blocks) and a bound of 3 blocks spilled.
+ */
+template <bool EVAL> constexpr int kMergeBatch = EVAL ? 4 : 8;
+
+/**
+ * merge_splits for the block's `threads` threads seen as gx columns (FlatColumns): thread
+ * t merges the splits t / gx, + rows, ... (rows = threads / gx) of channel c (when `valid`;
+ * partials field f of split k at (f * splits + k) * C + c), B splits' loads issued
+ * before their merges, in the same order as merge_splits. Thread t < gx returns true with the
+ * channel's result. Every thread must call it.
+ */
+template <int B, class Acc>
+__device__ __forceinline__ bool merge_splits_as(Acc& acc, const float* part, int64_t splits,
+                                                int64_t channels, int64_t c, bool valid, int gx,
+                                                int t, int threads, float* smem) {
+    acc.init();
+    const int rows = threads / gx;
+    if (valid) {
+        for (int64_t k = t / gx; k < splits; k += B * rows) {
+            Acc o[B];
+#pragma unroll
+            for (int b = 0; b < B; ++b) {
+                if (k + b * rows < splits)
+                    o[b].from_partial(part + (k + b * rows) * channels + c, splits * channels, 1, 1);
+            }
+#pragma unroll
+            for (int b = 0; b < B; ++b) {
+                if (k + b * rows < splits) acc.merge(o[b]);
+            }
+        }
+    }
+    return column_merge_in<kMaxColumnThreads>(acc, smem, FlatColumns{gx, t, threads});
+}
+
+/** finish_fwd_channel / finish_bwd_channel of a merged accumulator. */
+template <typename P>
+__device__ __forceinline__ void finish_merged(const WnBatchNormFinalizeArgs& f, int64_t c,
+                                              const StatsAcc<1>& w) {
+    finish_fwd_channel<P>(f, c, w.mh[0], w.ml[0], w.m2[0]);
+}
+template <typename P>
+__device__ __forceinline__ void finish_merged(const WnBatchNormBwdFinalizeArgs& f, int64_t c,
+                                              const GradAcc<1>& w) {
+    finish_bwd_channel<P>(f, c, w.sdy(0), w.sdx(0));
+}
+
+/**
+ * Cooperative training pass, channels-last (WnBatchNormCoopFwdArgs / WnBatchNormCoopBwdArgs:
+ * every block resident, blocks of the reduction's (bx, by) threads). Phase 1 runs the
+ * reduction items i = tile * splits + k for i = blockIdx.x, blockIdx.x + gridDim.x, ...
+ * (reduce_nhwc_item); a grid barrier; the finalize's merge spread over the grid: groups of gx
+ * = min(C, 8) channels (as the finalize kernel's blocks; with 256 threads the same rows, so
+ * the same order), thread t merging splits t / gx, + rows, ... of channel group * gx + t % gx,
+ * finishing the channel (running and saved statistics, or dgamma and dbeta, and the
+ * coefficients in the workspace); a second barrier; then the items again, each thread
+ * writing its channels of the item's rows (y, or dx) from the coefficients. Parameters are
+ * float with WN_BN_PARAMS_F32 (or f32 activations), else T. A barrier count that was never
+ * zeroed gives NaN statistics (first barrier) or outputs (second). EVAL: the eval-mode
+ * backward with dgamma / dbeta (WN_BN_FROZEN; parameters PE): the sums also write dx =
+ * dy * gamma * invstd (as the eval-mode sums), the merge writes dgamma and dbeta, and the
+ * pass ends there (one barrier).
+ */
+template <typename T, int V, bool BWD, bool EVAL = false, typename PE = float>
+__device__ __forceinline__ void coop_nhwc(const typename CoopTypes<BWD>::Args& a) {
+    static_assert(BWD || !EVAL, "the eval-mode pass is a backward");
+    using Acc = typename std::conditional<BWD, GradAcc<V>, StatsAcc<V>>::type;
+    using Acc1 = typename CoopTypes<BWD>::Acc;
+    __shared__ float smem[MergeSmem<Acc::kFloats>::kFloats];
+    const WnBatchNormReduceArgs& r = a.s.r;
+    const auto& f = a.s.f;
+    const int64_t splits = f.splits;
+    const int64_t tile_channels = static_cast<int64_t>(blockDim.x) * V;
+    const int64_t items = (r.c + tile_channels - 1) / tile_channels * splits;
+    if constexpr (!BWD) bump(f.counter_bump);
+    for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
+        reduce_nhwc_item<T, V, BWD, PE, EVAL>(r, LoopItem{i / splits, i % splits, splits}, smem);
+        __syncthreads();  // the merge scratch is the next item's
+    }
+    unsigned left = 0, left2 = 0;
+    const bool merged = grid_barrier(a.barrier, gridDim.x, left);
+    // The merge: groups of gx channels, the block's threads as (gx, threads / gx).
+    const int threads = static_cast<int>(blockDim.x * blockDim.y);
+    const int t = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x);
+    int gx = 1;
+    while (gx < 8 && gx < r.c) gx <<= 1;
+    const bool pf32 = sizeof(T) == 4 || (f.flags & WN_BN_PARAMS_F32) != 0;
+    for (int64_t g = blockIdx.x; g * gx < r.c; g += gridDim.x) {
+        const int64_t c = g * gx + t % gx;
+        Acc1 w;
+        // (Blocks that did not wait read no partials: they finish from NaN.)
+        if (merge_splits_as<kMergeBatch<EVAL>>(w, reinterpret_cast<const float*>(f.partials), splits, r.c, c,
+                            merged && c < r.c, gx, t, threads, smem) &&
+            c < r.c) {
+            if (!merged) {
+                float nan[Acc1::kFloats];
+#pragma unroll
+                for (int j = 0; j < Acc1::kFloats; ++j) nan[j] = __int_as_float(0x7fffffff);
+                w.from_floats(nan);
+            }
+            if (EVAL) {
+                finish_merged<PE>(f, c, w);
+            } else if (pf32) {
+                finish_merged<float>(f, c, w);
+            } else {
+                finish_merged<T>(f, c, w);
+            }
+        }
+        __syncthreads();  // the merge scratch is the next group's
+    }
+    if constexpr (EVAL) {
+        // dx was written with the sums; dgamma and dbeta now.
+        grid_barrier_reset(a.barrier, gridDim.x, left);
+        return;
+    }
+    const bool ready = grid_barrier(a.barrier + 8, gridDim.x, left2);
+    const int64_t rows = r.n * r.s;
+    const float* coef = reinterpret_cast<const float*>(f.coef);
+    for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
+        const int64_t tile = i / splits;
+        const int64_t k = i - tile * splits;
+        const int64_t cv = tile * blockDim.x + threadIdx.x;
+        const int64_t c0 = tile * tile_channels;
+        const int valid = static_cast<int>(min(tile_channels, r.c - c0));
+        // The tile's coefficients, written by other blocks: relaxed loads by consecutive
+        // threads for consecutive channels, through shared memory (block_coef_row).
+        float kk[4][V];
+        block_coef_row<V>(
+            [&](int64_t ch) {
+                Coef kc;
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    kc.k[j] = ready ? load_relaxed(coef + j * f.coef_stride + ch)
+                                    : __int_as_float(0x7fffffff);
+                return kc;
+            },
+            c0, valid, kk);
+        if (cv * V < r.c) {
+            const int64_t begin = k * r.chunk;
+            apply_nhwc_rows<T, V, BWD>(r.x, r.dy, a.out, r.c, cv * V, begin + threadIdx.y,
+                                       min(begin + r.chunk, rows), blockDim.y, kk);
+        }
+        __syncthreads();  // block_coef_row's table is the next item's
+    }
+    grid_barrier_reset(a.barrier, gridDim.x, left);
+    grid_barrier_reset(a.barrier + 8, gridDim.x, left2);
 }
 
 }  // namespace bn
@@ -1784,15 +1966,31 @@ __device__ __forceinline__ void coop_nchw(const typename CoopTypes<BWD>::Args& a
         warpnorm::bn::apply_nchw_odd<T, warpnorm::kVec<T>, true>(a);                              \
     }
 
-/* Cooperative NCHW training passes (launched with every block resident; coop_nchw). */
+/* Cooperative training passes (launched with every block resident; coop_nchw, coop_nhwc).
+ * The NCHW passes at 3 blocks per SM (80 registers): the departure ticket of the grid barrier
+ * took the f32 backward from 80 to 98 on sm_90 without the bound (2 blocks). sm_120's ptxas
+ * takes 106 to 110 for the backward and spilled 28 to 40 bytes at 80: no bound there. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#define WN_BN_COOP_NCHW_BWD_BOUNDS WN_BN_LAUNCH_BOUNDS
+#else
+#define WN_BN_COOP_NCHW_BWD_BOUNDS WN_BN_BOUNDS_3
+#endif
 #define WN_BN_COOP(T, TN)                                                                          \
-    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+    extern "C" __global__ void WN_BN_BOUNDS_3                                                      \
         warpnorm_batch_norm_fwd_##TN##_coop_nchw_vec(const WnBatchNormCoopFwdArgs a) {            \
         warpnorm::bn::coop_nchw<T, warpnorm::kVec<T>, false>(a);                                  \
     }                                                                                              \
-    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+    extern "C" __global__ void WN_BN_COOP_NCHW_BWD_BOUNDS                                          \
         warpnorm_batch_norm_bwd_##TN##_coop_nchw_vec(const WnBatchNormCoopBwdArgs a) {            \
         warpnorm::bn::coop_nchw<T, warpnorm::kVec<T>, true>(a);                                   \
+    }                                                                                              \
+    extern "C" __global__ void WN_BN_BOUNDS_2                                                      \
+        warpnorm_batch_norm_fwd_##TN##_coop_nhwc_vec(const WnBatchNormCoopFwdArgs a) {            \
+        warpnorm::bn::coop_nhwc<T, warpnorm::kVec<T>, false>(a);                                  \
+    }                                                                                              \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_bwd_##TN##_coop_nhwc_vec(const WnBatchNormCoopBwdArgs a) {            \
+        warpnorm::bn::coop_nhwc<T, warpnorm::kVec<T>, true>(a);                                   \
     }
 
 #define WN_BN_ACT_ALL(T, TN)                                       \
@@ -1847,8 +2045,18 @@ WN_BN_PARAM(__nv_bfloat16, bf16)
         warpnorm::bn::FN<T, V, true, P, true>(a.r, a.f);                                           \
     }
 
+/* The eval-mode backward with dgamma / dbeta, channels-last with vector access, in one
+ * cooperative launch (coop_nhwc's EVAL). */
+#define WN_BN_EVAL_COOP(T, TN, P, PN)                                                              \
+    extern "C" __global__ void WN_BN_LAUNCH_BOUNDS                                                 \
+        warpnorm_batch_norm_bwd_##TN##_##PN##params_eval_coop_nhwc_vec(                            \
+            const WnBatchNormCoopBwdArgs a) {                                                      \
+        warpnorm::bn::coop_nhwc<T, warpnorm::kVec<T>, true, true, P>(a);                           \
+    }
+
 #define WN_BN_EVAL(T, TN, P, PN, ODD_BOUNDS)                                             \
     WN_BN_EVAL_APPLY(T, TN, P, PN, ODD_BOUNDS)                                           \
+    WN_BN_EVAL_COOP(T, TN, P, PN)                                                        \
     WN_BN_EVAL_RED_ONE(T, TN, P, PN, nchw, vec, reduce_nchw, warpnorm::kVec<T>)          \
     WN_BN_EVAL_RED_ONE(T, TN, P, PN, nchw, vecodd, reduce_nchw_odd, warpnorm::kVec<T>)   \
     WN_BN_EVAL_RED_ONE(T, TN, P, PN, nchw, scalar, reduce_nchw, 1)                       \

@@ -154,17 +154,22 @@ typedef struct WnBatchNormSumsArgs {
 } WnBatchNormSumsArgs;
 
 /**
- * Cooperative training passes, NCHW with vector access (`..._fwd_<T>_coop_nchw_vec`,
- * `..._bwd_<T>_coop_nchw_vec`): one launch instead of a reduction and an elementwise pass.
- * Launched cooperatively (cuLaunchCooperativeKernel) with a grid that is resident at once,
- * blocks of (1, by) threads. Phase 1: the reduction items i = c * splits + k (`s.f.splits`
- * splits of `s.r.chunk` packs per channel), i = blockIdx.x, blockIdx.x + gridDim.x, ..., write
- * their partials (channel-major, WN_BN_CHANNEL_MAJOR; no WN_BN_FOLD). A grid barrier on
- * `barrier` (a u32 arrival count in the workspace: zero before the first use, left zero).
- * Phase 2: the same items again, each merging its channel's partials as the finalize does,
- * finishing the channel (running and saved statistics, or dgamma and dbeta: by split 0 alone)
- * and writing its elements of `out` (y, or dx) from the coefficients. Forward:
- * `s.f.counter_bump` as in WnBatchNormFusedFwdArgs.
+ * Cooperative training passes with vector access (`..._<dir>_<T>_coop_<layout>_vec`): one
+ * launch instead of a reduction, a finalize and an elementwise pass. Launched cooperatively
+ * (cuLaunchCooperativeKernel) with a grid that is resident at once, blocks of the reduction's
+ * shape. Phase 1: the reduction items i = tile * splits + k (`s.f.splits` splits of
+ * `s.r.chunk` units per channel tile: one channel of packs NCHW, a tile of bx * V channels of
+ * rows channels-last), i = blockIdx.x, blockIdx.x + gridDim.x, ..., write their partials (NCHW
+ * channel-major, WN_BN_CHANNEL_MAJOR; no WN_BN_FOLD). A grid barrier on `barrier` (two u32
+ * counts in the workspace, arrivals and departures: zero before the first use, left zero).
+ * NCHW, phase 2: the same items again, each merging its channel's partials as the finalize
+ * does, finishing the channel (running and saved statistics, or dgamma and dbeta: by split 0
+ * alone) and writing its elements of `out` (y, or dx) from the coefficients.
+ * Channels-last: the finalize's merge spread over the grid (groups of min(C, 8) channels,
+ * blockIdx.x, blockIdx.x + gridDim.x, ...: the finalize kernel's merge, its coefficients in
+ * `s.f.coef`), a second grid barrier on the two counts after them (`barrier` + 8 bytes, the
+ * same rules), then the items again writing `out` from those coefficients.
+ * Forward: `s.f.counter_bump` as in WnBatchNormFusedFwdArgs.
  */
 typedef struct WnBatchNormCoopFwdArgs {
     WnBatchNormStatsArgs s;

@@ -79,30 +79,31 @@ constexpr unsigned kBarrierSpins = 1u << 24;
 /**
  * Block-wide (every thread of every block calls it once): a barrier of the whole grid of a
  * cooperative launch (every block resident at once: the planner sizes such grids within one
- * wave and they are launched with cuLaunchCooperativeKernel). `bar` is one u32 arrival
- * count, zero before the first use and left zero.
+ * wave and they are launched with cuLaunchCooperativeKernel). `bar` is two u32 counts,
+ * arrivals and departures, zero before the first use and left zero by grid_barrier_reset.
  *
  * Thread 0 of each block fences (the block's writes, ordered before it by the block barrier,
- * are released) and takes an arrival ticket; the last arrival resets the count to zero, which
- * releases the others: they sleep-spin until they read zero (acquire loads; nothing else
- * writes the count during the launch), then fence. Returns true in every thread, or false in
- * the blocks that found the count at `blocks` or more (never zeroed: they do not wait) or
- * gave up after kBarrierSpins sleeps (a count that started above zero releases early and
- * leaves late arrivals waiting): no block waits forever, and the caller makes the mistake
- * visible.
+ * are released) and takes an arrival ticket; the blocks that are not the last sleep-spin until
+ * an acquire load sees every arrival (one L2 round trip after the last one; nothing resets the
+ * count while a block may still be waiting), then fence. After the block barrier thread 0
+ * takes a departure ticket (`left`: a block leaves only after it saw every arrival), which
+ * grid_barrier_reset uses at the end of the kernel, off the path between the phases.
+ * Returns true in every thread, or false in the blocks that found the count at `blocks` or
+ * more (never zeroed: they do not wait) or gave up after kBarrierSpins sleeps (a count that
+ * started above zero releases early and leaves late arrivals waiting): no block waits
+ * forever, and the caller makes the mistake visible.
  */
-__device__ __forceinline__ bool grid_barrier(wn_devptr bar, unsigned blocks) {
+__device__ __forceinline__ bool grid_barrier(wn_devptr bar, unsigned blocks, unsigned& left) {
     __shared__ int s_ok;
     __syncthreads();
-    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
-        unsigned* count = reinterpret_cast<unsigned*>(bar);
+    const bool t0 = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
+    unsigned* count = reinterpret_cast<unsigned*>(bar);
+    if (t0) {
         __threadfence();
         const unsigned seen = atomicAdd(count, 1u);
         int ok = seen < blocks ? 1 : 0;
-        if (seen == blocks - 1) {
-            atomicExch(count, 0u);
-        } else if (ok) {
-            for (unsigned spins = 0; load_acquire(count) != 0; ++spins) {
+        if (ok && seen != blocks - 1) {
+            for (unsigned spins = 0; load_acquire(count) < blocks; ++spins) {
                 if (spins == kBarrierSpins) {
                     ok = 0;
                     break;
@@ -114,7 +115,22 @@ __device__ __forceinline__ bool grid_barrier(wn_devptr bar, unsigned blocks) {
         s_ok = ok;
     }
     __syncthreads();
+    // The departure ticket; its value is first needed by grid_barrier_reset.
+    if (t0) left = atomicAdd(count + 1, 1u);
     return s_ok != 0;
+}
+
+/**
+ * At the end of a kernel that passed grid_barrier(bar, blocks, left) (every thread of every
+ * block calls it): the last block to leave that barrier (every block has then seen every
+ * arrival) sets both of its counts back to zero for the next call.
+ */
+__device__ __forceinline__ void grid_barrier_reset(wn_devptr bar, unsigned blocks, unsigned left) {
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0 && left == blocks - 1) {
+        unsigned* count = reinterpret_cast<unsigned*>(bar);
+        atomicExch(count, 0u);
+        atomicExch(count + 1, 0u);
+    }
 }
 
 }  // namespace warpnorm

@@ -134,36 +134,68 @@ __device__ __forceinline__ void block_rows_allreduce_sum2(float& a, float& b, fl
 }
 
 /**
- * Merges the accumulators of each column x of the (blockDim.x, blockDim.y) block in a fixed
- * order; thread (x, 0) returns true and holds its column's result in `acc`. blockDim.x is a
- * power of two <= 32, blockDim.x * blockDim.y a multiple of 32 and at most MaxThreads. `smem`
- * must hold (MaxThreads / 32) * blockDim.x * Acc::kFloats floats. Every thread must call it.
+ * The columns column_merge_in merges: the block's own (BlockColumns: column threadIdx.x, row
+ * threadIdx.y), or FlatColumns: its threads t = 0 .. threads - 1 (in their linear order) seen
+ * as gx columns, thread t in column t % gx of row t / gx.
+ */
+struct BlockColumns {
+    __device__ __forceinline__ int bx() const { return blockDim.x; }
+    __device__ __forceinline__ int t() const { return threadIdx.y * bx() + threadIdx.x; }
+    __device__ __forceinline__ int warps() const { return (bx() * blockDim.y) >> 5; }
+    __device__ __forceinline__ bool head() const { return threadIdx.y == 0; }
+    __device__ __forceinline__ unsigned x() const { return threadIdx.x; }
+};
+struct FlatColumns {
+    int gx, tid, threads;
+    __device__ __forceinline__ int bx() const { return gx; }
+    __device__ __forceinline__ int t() const { return tid; }
+    __device__ __forceinline__ int warps() const { return threads >> 5; }
+    __device__ __forceinline__ bool head() const { return tid < gx; }
+    __device__ __forceinline__ unsigned x() const { return static_cast<unsigned>(tid); }
+};
+
+/**
+ * Merges the accumulators of each column of `cols` (bx columns, a power of two <= 32, over
+ * a multiple of 32 threads, at most MaxThreads) in a fixed order: a shfl_down tree inside
+ * each warp, then the warps in order through shared memory; the threads of row 0 return true
+ * with their column's result. `smem` must hold (MaxThreads / 32) * bx * Acc::kFloats floats.
+ * Every thread must call it.
  *
  * Acc provides kFloats, merge(const Acc&) (`this` first), shfl_down(int offset),
  * to_floats(float*) and from_floats(const float*).
  */
-template <int MaxThreads, class Acc>
-__device__ __forceinline__ bool column_merge(Acc& acc, float* smem) {
-    const int bx = blockDim.x;
-    const int t = threadIdx.y * bx + threadIdx.x;
+template <int MaxThreads, class Acc, class Cols>
+__device__ __forceinline__ bool column_merge_in(Acc& acc, float* smem, const Cols& cols) {
+    const int bx = cols.bx();
+    const int t = cols.t();
     const int lane = t & 31;
     const int warp = t >> 5;
-    const int warps = (bx * blockDim.y) >> 5;
+    const int warps = cols.warps();
     for (int off = 16; off >= bx; off >>= 1) {
         const Acc o = acc.shfl_down(off);
         if (lane + off < 32) acc.merge(o);
     }
-    if (warps == 1) return threadIdx.y == 0;
+    if (warps == 1) return cols.head();
     if (lane < bx) acc.to_floats(smem + (warp * bx + lane) * Acc::kFloats);
     __syncthreads();
-    if (threadIdx.y != 0) return false;
-    // Thread (x, 0) is lane x of warp 0 and already holds warp 0's result.
+    if (!cols.head()) return false;
+    // Column x's row-0 thread is lane x of warp 0 and already holds warp 0's result.
     for (int w = 1; w < warps; ++w) {
         Acc o;
-        o.from_floats(smem + (w * bx + threadIdx.x) * Acc::kFloats);
+        o.from_floats(smem + (w * bx + cols.x()) * Acc::kFloats);
         acc.merge(o);
     }
     return true;
+}
+
+/**
+ * column_merge_in over the (blockDim.x, blockDim.y) block's own columns: thread (x, 0)
+ * returns true and holds column x's result. blockDim.x is a power of two <= 32, blockDim.x *
+ * blockDim.y a multiple of 32 and at most MaxThreads.
+ */
+template <int MaxThreads, class Acc>
+__device__ __forceinline__ bool column_merge(Acc& acc, float* smem) {
+    return column_merge_in<MaxThreads>(acc, smem, BlockColumns{});
 }
 
 /** K plain f32 sums, as a column_merge accumulator. */

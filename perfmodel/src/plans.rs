@@ -362,10 +362,16 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
         };
         // The cooperative passes: the reduction's reads, the partials, a grid barrier, then
         // the elementwise pass's reads and writes.
+        // The channels-last eval-mode backward with dgamma / dbeta (`_eval_coop_`): the
+        // eval-mode sums' traffic (x and dy read, dx written) and the merge, no second pass.
         if k.contains("_coop_") {
             let (r, splits, trips) = bn_coop_args(l)?;
             let partials = splits * r.c as f64 * 4.0 * if fwd { 4.0 } else { 2.0 };
-            let reads = if fwd { 2.0 * ns } else { 4.0 * ns };
+            let reads = if fwd || k.contains("_eval_coop_") {
+                2.0 * ns
+            } else {
+                4.0 * ns
+            };
             return Some(Traffic {
                 read: reads,
                 write: ns + partials,
@@ -414,9 +420,13 @@ fn bn_reduce_args(l: &Launch) -> Option<(WnBatchNormReduceArgs, f64)> {
 }
 
 /// A cooperative BatchNorm pass's reduction arguments, splits and the L2 round trips between
-/// its phases: the release fence and the barrier's atomic, the last block's reset of the
-/// counter, the waiting blocks' acquire load that sees it, the rounds of partial loads
-/// (ceil(splits / block rows)) and one for the parameters and statistics of the finish.
+/// its phases: per grid barrier the release fence and the arrival atomic, then the waiting
+/// blocks' acquire load that sees the last arrival (2; the departure ticket and the reset
+/// come after the phases, cuda/common/arrival.cuh); the rounds of partial loads and one for
+/// the parameters and statistics of the finish. NCHW: ceil(splits / block rows) rounds.
+/// Channels-last: the merge's threads as groups of min(C, 8) channels, each thread loading
+/// [`coop_merge_batch`] splits at once (ceil(splits / (rows x batch)) rounds), then a second
+/// barrier (2) and the coefficients' loads (1), except in the eval-mode backward.
 fn bn_coop_args(l: &Launch) -> Option<(WnBatchNormReduceArgs, f64, f64)> {
     let (r, splits) = match l.args.get::<WnBatchNormCoopFwdArgs>() {
         Some(a) => (a.s.r, a.s.f.splits),
@@ -426,8 +436,28 @@ fn bn_coop_args(l: &Launch) -> Option<(WnBatchNormReduceArgs, f64, f64)> {
         }
     };
     let splits = splits.max(1) as u64;
-    let trips = 3 + splits.div_ceil(l.block[1].max(1) as u64) + 1;
+    let trips = if l.kernel.contains("_coop_nhwc_") {
+        let threads = l.block[0] as u64 * l.block[1] as u64;
+        let gx = (r.c.max(1) as u64).next_power_of_two().min(8);
+        let rows = (threads / gx).max(1);
+        // The eval-mode pass ends after the merge.
+        let eval = l.kernel.contains("_eval_coop_");
+        let second = if eval { 0 } else { 2 + 1 };
+        2 + splits.div_ceil(rows * coop_merge_batch(eval)) + 1 + second
+    } else {
+        2 + splits.div_ceil(l.block[1].max(1) as u64) + 1
+    };
     Some((r, splits as f64, trips as f64))
+}
+
+/// Splits whose partials a thread of a channels-last cooperative pass's merge loads before
+/// merging them (kMergeBatch in cuda/batch_norm.cu): 8, 4 in the eval-mode backward.
+fn coop_merge_batch(eval: bool) -> u64 {
+    if eval {
+        4
+    } else {
+        8
+    }
 }
 
 /// The sets of f32 partial rows a LayerNorm / RMSNorm backward launch writes (one row per

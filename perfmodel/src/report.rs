@@ -148,10 +148,12 @@ pub fn markdown(
          last block (with more than one split a fence and an atomic, then one per round of \
          partial loads, then one for the parameters: 4 in the usual case, 1.2 us, against the \
          2 us finalize launch it replaces) or of a cooperative BatchNorm pass's grid barrier \
-         (the fence and the arrival atomic, the last block's reset of the counter, the acquire \
-         load that sees it, one per round of partial loads, one for the parameters: 5 in the \
-         usual case, 1.5 us, against the 2 us launch it replaces); an op is the sum of its \
-         launches. **% roofline** = \
+         (the fence and the arrival atomic, the acquire load that sees the last arrival, one \
+         per round of partial loads, one for the parameters: 4 in the usual case, 1.2 us, \
+         against the 2 us launch it replaces; channels-last, the merge's rounds of 8 splits per \
+         thread, then a second barrier and the coefficients' loads, 3 more, against the \
+         finalize and elementwise launches it replaces); an op is the sum of its launches. \
+         **% roofline** = \
          (the op's minimum bytes at the copy bandwidth + one launch overhead) / predicted time. \
          **limit**: the largest term of the op's longest launch (`overhead` when launch \
          overheads are over half the time). **MLP**: bytes of global loads one thread issues \

@@ -3,8 +3,8 @@
 //!
 //! **The main loop.** Every backward branch closes a loop `[target, branch]`. Each loop's body
 //! is walked along its common path (below); the main loop is the one whose walk issues the most
-//! bytes of global loads (ties: the longer walk). A kernel without a backward branch is walked
-//! from its first instruction.
+//! bytes of global loads (ties: a loop nested in the other, else the longer walk). A kernel
+//! without a backward branch is walked from its first instruction.
 //!
 //! **The common path.** From the loop's first instruction, in address order: a conditional
 //! forward branch falls through (compilers lay the guarded, usual work out in line), except
@@ -419,13 +419,23 @@ fn main_loop(f: &Function) -> (LoopWalk, Vec<usize>) {
         w.range = (f.instrs[t].addr, f.instrs[b].addr);
         let better = match &best {
             None => true,
-            Some((o, _)) => (w.load_bytes, w.instrs) > (o.load_bytes, o.instrs),
+            Some((o, _)) if w.load_bytes != o.load_bytes => w.load_bytes > o.load_bytes,
+            // As many bytes: a loop nested in the other is the streaming loop (the outer one
+            // walks it once among its per-item work, as a cooperative pass's item loop).
+            Some((o, _)) if nested(w.range, o.range) => true,
+            Some((o, _)) if nested(o.range, w.range) => false,
+            Some((o, _)) => w.instrs > o.instrs,
         };
         if better {
             best = Some((w, path));
         }
     }
     best.unwrap_or_default()
+}
+
+/// Whether the address range `a` lies within `b` and is not `b`.
+fn nested(a: (u32, u32), b: (u32, u32)) -> bool {
+    a != b && b.0 <= a.0 && a.1 <= b.1
 }
 
 /// The main loop's common path, one instruction a line, loads and their first consumers

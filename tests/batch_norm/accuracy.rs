@@ -480,8 +480,10 @@ fn on_sim(arch: u32) {
             }
         }
         for dir in ["fwd", "bwd"] {
-            let coop = format!("warpnorm_batch_norm_{dir}_{dt}_coop_nchw_vec");
-            assert!(hit.contains(&coop), "compute_{arch}: {coop} not run");
+            for lay in ["nchw", "nhwc"] {
+                let coop = format!("warpnorm_batch_norm_{dir}_{dt}_coop_{lay}_vec");
+                assert!(hit.contains(&coop), "compute_{arch}: {coop} not run");
+            }
         }
         let odd = format!("warpnorm_batch_norm_fwd_{dt}_stats_nchw_vecodd");
         assert!(hit.contains(&odd), "compute_{arch}: {odd} not run");

@@ -229,8 +229,13 @@ mod bn {
             },
             // nchw, fused: 16 channels of N * S = 2e.
             case(vec![2, 16, e], Co),
-            // channels-last, split: C = 2e (one tile), 512 rows.
+            // channels-last, cooperative: C = 2e (one tile), 512 rows; and on a device without
+            // cooperative launches, split reduction, finalize and apply.
             case(vec![8, 2 * e, 8, 8], Cl),
+            Case {
+                split: true,
+                ..case(vec![8, 2 * e, 8, 8], Cl)
+            },
             // channels-last, fused: C = 8e = 16 vectors (8 tiles of 2 on SIM's 4 SMs), 64 rows.
             case(vec![4, 8 * e, 4, 4], Cl),
             // (N, C): 1024 rows of C = e.
@@ -270,7 +275,8 @@ fn batch_norm_aligned_shapes_are_fully_coalesced() {
                 pair.add(&what, arch, bn::run_all(case, arch));
             }
         }
-        // Every tier ran: the cooperative passes, split statistics and sums, both finalizes,
+        // Every tier ran: the cooperative passes (and the channels-last eval-mode one), split
+        // statistics and sums, both finalizes,
         // both applies, the eval
         // (frozen-statistics) apply of eval forward and eval-mode backward, the fused forward
         // and backward, in both layouts.
@@ -279,8 +285,13 @@ fn batch_norm_aligned_shapes_are_fully_coalesced() {
             format!("warpnorm_batch_norm_bwd_{pt}params_finalize"),
         ];
         for dir in ["fwd", "bwd"] {
-            want.push(format!("warpnorm_batch_norm_{dir}_{dt}_coop_nchw_vec"));
+            for l in ["nchw", "nhwc"] {
+                want.push(format!("warpnorm_batch_norm_{dir}_{dt}_coop_{l}_vec"));
+            }
         }
+        want.push(format!(
+            "warpnorm_batch_norm_bwd_{dt}_{pt}params_eval_coop_nhwc_vec"
+        ));
         for l in ["nchw", "nhwc"] {
             want.push(format!("warpnorm_batch_norm_fwd_{dt}_stats_{l}_vec"));
             want.push(format!("warpnorm_batch_norm_bwd_{dt}_reduce_{l}_vec"));

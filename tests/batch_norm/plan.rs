@@ -4,7 +4,7 @@
 use warpnorm::abi::{
     WnBatchNormApplyArgs, WnBatchNormCoopBwdArgs, WnBatchNormCoopFwdArgs, WnBatchNormFinalizeArgs,
     WnBatchNormFusedFwdArgs, WnBatchNormStatsArgs, WnBatchNormSumsArgs, WN_BN_CHANNEL_MAJOR,
-    WN_BN_FOLD, WN_BN_ODD_APPLY_PACKS, WN_BN_PARAMS_F32,
+    WN_BN_FOLD, WN_BN_FROZEN, WN_BN_ODD_APPLY_PACKS, WN_BN_PARAMS_F32,
 };
 use warpnorm::batch_norm::{
     plan_backward, plan_forward, workspace_bytes, BackwardPtrs, BatchNormDesc, Direction,
@@ -92,38 +92,49 @@ fn sane(p: &Plan, props: &DeviceProps) {
     }
 }
 
-/// NCHW training passes with vector access take one cooperative launch where the device has
-/// them: the reduction's items (channels x splits, at most one wave of the kernel's resident
-/// blocks) and the elementwise pass, the barrier's counter at the workspace's start, the
-/// partials channel-major and not folded; split 0 of each channel finishes it, block 0 bumps
-/// the counter with a momentum factor (a bump launch follows with cumulative momentum). Other
-/// layouts and access variants, and devices without cooperative launches, take the split tiers.
+/// Training passes with vector access take one cooperative launch where the device has them:
+/// the reduction's items (channels or channel tiles x splits, at most one wave of the kernel's
+/// resident blocks) and the elementwise pass, the barrier's counter at the workspace's start,
+/// the partials not folded (NCHW channel-major, channels-last split-major); block 0 bumps the
+/// counter with a momentum factor (a bump launch follows with cumulative momentum). Odd
+/// spatial sizes, misaligned views and channel counts without vector access, and devices
+/// without cooperative launches, take the split tiers.
 #[test]
 fn cooperative_passes_plan() {
-    let gpu: &[(&[usize], DType)] = &[
-        (&[32, 64, 56, 56], DType::BF16),
-        (&[32, 256, 28, 28], DType::F16),
-        (&[64, 3, 224, 224], DType::F32),
-        (&[256, 1024, 16, 16], DType::BF16),
+    use Layout::{ChannelsLast as Nhwc, Contiguous as Nchw};
+    let gpu: &[(&[usize], Layout, DType)] = &[
+        (&[32, 64, 56, 56], Nchw, DType::BF16),
+        (&[32, 256, 28, 28], Nchw, DType::F16),
+        (&[64, 3, 224, 224], Nchw, DType::F32),
+        (&[256, 1024, 16, 16], Nchw, DType::BF16),
+        (&[32, 64, 56, 56], Nhwc, DType::BF16),
+        (&[128, 256, 14, 14], Nhwc, DType::F16),
+        (&[32, 1024, 14, 14], Nhwc, DType::F32),
+        (&[1048576, 8], Nchw, DType::BF16),
+        (&[4096, 4096], Nchw, DType::BF16),
     ];
-    // (SIM's 4 SMs fuse 8 or more channels.)
-    let sim: &[(&[usize], DType)] = &[
-        (&[9, 2, 4, 256], DType::F16),
-        (&[64, 3, 32, 32], DType::F32),
+    // (SIM's 4 SMs fuse 8 or more channels; channels-last tiles of 8 vectors or fewer.)
+    let sim: &[(&[usize], Layout, DType)] = &[
+        (&[9, 2, 4, 256], Nchw, DType::F16),
+        (&[64, 3, 32, 32], Nchw, DType::F32),
+        (&[64, 8, 32, 32], Nhwc, DType::F32),
+        (&[4096, 16], Nchw, DType::BF16),
     ];
     for (props, shapes) in [
         (DeviceProps::H200, gpu),
         (DeviceProps::H100, gpu),
         (DeviceProps::SIM, sim),
     ] {
-        for &(dims, dt) in shapes {
-            let d = desc(dims, Layout::Contiguous, dt);
-            let ctx = format!("{dims:?} {dt} on {} SMs", props.sm_count);
+        for &(dims, layout, dt) in shapes {
+            let d = desc(dims, layout, dt);
+            let nhwc = layout == Nhwc || dims.len() == 2;
+            let lay = if nhwc { "nhwc" } else { "nchw" };
+            let ctx = format!("{dims:?} {layout:?} {dt} on {} SMs", props.sm_count);
             let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
             sane(&p, &props);
             assert_eq!(
                 names(&p),
-                [format!("warpnorm_batch_norm_fwd_{dt}_coop_nchw_vec")],
+                [format!("warpnorm_batch_norm_fwd_{dt}_coop_{lay}_vec")],
                 "{ctx}"
             );
             let l = &p.launches[0];
@@ -135,35 +146,48 @@ fn cooperative_passes_plan() {
                 (fwd_ptrs().y, fwd_ptrs().workspace),
                 "{ctx}"
             );
-            assert_eq!(l.block[0], 1, "{ctx}");
+            let c = dims[1] as u64;
+            let spatial: usize = dims[2..].iter().product();
+            let v = (16 / dt.size()) as u64;
+            // NCHW: one channel per block, units are packs; channels-last: tiles of bx
+            // vectors of channels (bx a power of two, at most 32), units are rows.
+            let (tiles, units) = if nhwc {
+                let bx = (c / v).next_power_of_two().min(32);
+                assert_eq!(l.block[0] as u64, bx, "{ctx}");
+                ((c / v).div_ceil(bx), (dims[0] * spatial) as i64)
+            } else {
+                assert_eq!(l.block[0], 1, "{ctx}");
+                (c, (dims[0] * spatial) as i64 / v as i64)
+            };
+            let threads = l.block[0] * l.block[1];
             let wave = props.sm_count as u64
-                * resident_per_sm(&l.kernel, l.block[1], &props).unwrap_or(1) as u64;
-            let items = dims[1] as u64 * f.splits as u64;
+                * resident_per_sm(&l.kernel, threads, &props).unwrap_or(1) as u64;
+            let items = tiles * f.splits as u64;
             assert_eq!(l.grid, [items.min(wave) as u32, 1, 1], "{ctx}");
-            // Fewer channels than a wave: whole splits per channel within it (one item per
-            // block); else at most 8 splits, the blocks striding over the items.
-            if (dims[1] as u64) < wave {
+            // Fewer tiles than a wave: whole splits per tile within it (one item per block);
+            // else at most 8 splits, the blocks striding over the items.
+            if tiles < wave {
                 assert!(items <= wave, "{ctx}: {items} items of {wave}");
             } else {
                 assert!((1..=8).contains(&f.splits), "{ctx}: {} splits", f.splits);
             }
-            let units = (dims[0] * dims[2] * dims[3] / (16 / dt.size())) as i64;
             assert!(
                 r.chunk * (f.splits - 1) < units && r.chunk * f.splits >= units,
                 "{ctx}"
             );
-            assert_eq!(
-                f.flags & (WN_BN_FOLD | WN_BN_CHANNEL_MAJOR),
-                WN_BN_CHANNEL_MAJOR
-            );
+            let major = if nhwc { 0 } else { WN_BN_CHANNEL_MAJOR };
+            assert_eq!(f.flags & (WN_BN_FOLD | WN_BN_CHANNEL_MAJOR), major, "{ctx}");
             assert_eq!(
                 f.counter_bump,
                 fwd_ptrs().num_batches_tracked.unwrap(),
                 "{ctx}"
             );
-            // The workspace holds the counter, the coefficients and every partial.
+            // The workspace holds the barriers' counters (two u32 per barrier, two barriers
+            // channels-last) before the coefficients, and every partial.
+            let barriers = if nhwc { 2 } else { 1 };
+            assert!(f.coef >= a.barrier + 8 * barriers, "{ctx}");
             let ws = workspace_bytes(&d, Direction::Forward, &props).unwrap() as u64;
-            let end = f.partials + 16 * f.splits as u64 * dims[1] as u64;
+            let end = f.partials + 16 * f.splits as u64 * c;
             assert!(end <= fwd_ptrs().workspace + ws, "{ctx}: workspace {ws}");
             // Cumulative momentum: every block reads the counter; a bump launch follows.
             let cum = Mode {
@@ -181,7 +205,7 @@ fn cooperative_passes_plan() {
             sane(&p, &props);
             assert_eq!(
                 names(&p),
-                [format!("warpnorm_batch_norm_bwd_{dt}_coop_nchw_vec")],
+                [format!("warpnorm_batch_norm_bwd_{dt}_coop_{lay}_vec")],
                 "{ctx}"
             );
             assert!(p.launches[0].cooperative);
@@ -191,8 +215,13 @@ fn cooperative_passes_plan() {
                 (bwd_ptrs().dx, bwd_ptrs().workspace),
                 "{ctx}"
             );
+            assert_eq!(
+                a.s.f.flags & (WN_BN_FOLD | WN_BN_CHANNEL_MAJOR),
+                major,
+                "{ctx}"
+            );
             let ws = workspace_bytes(&d, Direction::Backward, &props).unwrap() as u64;
-            let end = a.s.f.partials + 8 * a.s.f.splits as u64 * dims[1] as u64;
+            let end = a.s.f.partials + 8 * a.s.f.splits as u64 * c;
             assert!(end <= bwd_ptrs().workspace + ws, "{ctx}: workspace {ws}");
             // Without cooperative launches: the split tiers.
             let p =
@@ -200,20 +229,22 @@ fn cooperative_passes_plan() {
             assert!(p.launches.iter().all(|l| !l.cooperative), "{ctx}");
             assert_eq!(
                 p.launches[0].kernel,
-                format!("warpnorm_batch_norm_fwd_{dt}_stats_nchw_vec")
+                format!("warpnorm_batch_norm_fwd_{dt}_stats_{lay}_vec")
             );
         }
     }
-    // Channels-last, odd spatial sizes (vecodd) and misaligned views: never cooperative.
+    // Odd spatial sizes (vecodd), misaligned views and channels-last channel counts that
+    // vectors do not divide: never cooperative.
     let props = DeviceProps::H200;
     let mis = ForwardPtrs {
         x: A + 2,
         ..fwd_ptrs()
     };
     for (dims, layout, ptrs) in [
-        (vec![32usize, 256, 28, 28], Layout::ChannelsLast, fwd_ptrs()),
-        (vec![32, 256, 7, 7], Layout::Contiguous, fwd_ptrs()),
-        (vec![32, 256, 28, 28], Layout::Contiguous, mis),
+        (vec![32usize, 250, 28, 28], Nhwc, fwd_ptrs()),
+        (vec![32, 256, 7, 7], Nchw, fwd_ptrs()),
+        (vec![32, 256, 28, 28], Nchw, mis),
+        (vec![32, 256, 28, 28], Nhwc, mis),
     ] {
         let d = desc(&dims, layout, DType::BF16).with_mode(train());
         let p = plan_forward(&d, &ptrs, &props).unwrap();
@@ -226,14 +257,11 @@ fn cooperative_passes_plan() {
 
 #[test]
 fn h200_batchnorm1d_few_channels_large_batch_is_split_across_the_gpu() {
+    // (The split tiers: with cooperative launches, the cooperative pass.)
+    let props = split(DeviceProps::H200);
     let d = desc(&[65536 * 16, 8], Layout::Contiguous, DType::F32);
-    let p = plan_forward(
-        &d.clone().with_mode(train()),
-        &fwd_ptrs(),
-        &DeviceProps::H200,
-    )
-    .unwrap();
-    sane(&p, &DeviceProps::H200);
+    let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+    sane(&p, &props);
     assert_eq!(
         names(&p),
         [
@@ -247,7 +275,7 @@ fn h200_batchnorm1d_few_channels_large_batch_is_split_across_the_gpu() {
     // 256-thread blocks on 132 SMs: 4 per SM at the 60 registers ptxas gives it on sm_90
     // (a build with nvcc), 8 (2048 threads) when the build has no figures.
     assert_eq!(s.block, [2, 128, 1]);
-    let (splits, chunk) = match resident_per_sm(&s.kernel, 256, &DeviceProps::H200) {
+    let (splits, chunk) = match resident_per_sm(&s.kernel, 256, &props) {
         // chunk = ceil(2^20 / 528) = 1986 rows; the last split is shorter.
         Some(4) => (528, 1986),
         // chunk = ceil(2^20 / 1056) = 993 rows.
@@ -329,7 +357,8 @@ fn h200_resnet_shapes_nchw_and_nhwc() {
 /// the partials' cap (1/16 of the bytes) is above a wave there.
 #[test]
 fn channels_last_reductions_fill_one_wave() {
-    for props in [DeviceProps::H100, DeviceProps::H200] {
+    // (The split tiers; the cooperative passes' grids: cooperative_passes_plan.)
+    for props in [split(DeviceProps::H100), split(DeviceProps::H200)] {
         for dt in [DType::F32, DType::F16, DType::BF16] {
             let d = desc(&[256, 256, 14, 14], Layout::ChannelsLast, dt);
             let f = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
@@ -465,6 +494,11 @@ fn variants_follow_divisibility_and_alignment() {
     // (N, C, 1) and (N, C) use the channels-innermost kernels whatever the layout says.
     let d = desc(&[64, 32, 1], Layout::Contiguous, DType::F32);
     let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+    assert_eq!(
+        p.launches[0].kernel,
+        "warpnorm_batch_norm_fwd_f32_coop_nhwc_vec"
+    );
+    let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &split(props)).unwrap();
     assert_eq!(
         p.launches[0].kernel,
         "warpnorm_batch_norm_fwd_f32_stats_nhwc_vec"
@@ -1022,15 +1056,38 @@ fn h200_fused_backward_tier() {
         1
     );
     // (With dgamma / dbeta, the eval-mode sums write dx, then the finalize: channels-last
-    // reductions keep the finalize kernel.)
+    // reductions keep the finalize kernel; with cooperative launches, one cooperative pass
+    // does both.)
     let d = desc(&[256, 4096], Layout::Contiguous, DType::F32);
+    let eval = d.clone().with_mode(Mode::eval());
     assert_eq!(
-        names(&plan_backward(&d.clone().with_mode(Mode::eval()), &bwd_ptrs(), &props).unwrap()),
+        names(&plan_backward(&eval, &bwd_ptrs(), &split(props)).unwrap()),
         [
             "warpnorm_batch_norm_bwd_f32_f32params_eval_reduce_nhwc_vec",
             "warpnorm_batch_norm_bwd_f32params_finalize"
         ]
     );
+    let p = plan_backward(&eval, &bwd_ptrs(), &props).unwrap();
+    sane(&p, &props);
+    assert_eq!(
+        names(&p),
+        ["warpnorm_batch_norm_bwd_f32_f32params_eval_coop_nhwc_vec"]
+    );
+    let l = &p.launches[0];
+    assert!(l.cooperative);
+    let a: WnBatchNormCoopBwdArgs = l.args.get().unwrap();
+    let b = bwd_ptrs();
+    assert_eq!(
+        (a.s.r.dx, a.s.r.gamma, a.s.r.invstd, a.out, a.barrier),
+        (b.dx, b.gamma.unwrap(), b.save_invstd, 0, b.workspace)
+    );
+    assert_eq!(a.s.f.flags & WN_BN_FROZEN, WN_BN_FROZEN);
+    assert_eq!(
+        (a.s.f.dgamma, a.s.f.dbeta),
+        (b.dgamma.unwrap(), b.dbeta.unwrap())
+    );
+    let ws = workspace_bytes(&eval, Direction::Backward, &props).unwrap() as u64;
+    assert!(a.s.f.partials + 8 * a.s.f.splits as u64 * 4096 <= b.workspace + ws);
 }
 
 #[test]
@@ -1058,6 +1115,24 @@ fn tensors_over_2_pow_31_elements_plan_with_64_bit_sizes() {
             assert_eq!(a.s.f.count, (1i64 << 21) * 1024);
             assert!(a.s.r.chunk * a.s.f.splits >= (1i64 << 21) * 1024 / 8);
         }
+    }
+    // The channels-last cooperative passes: 2^31 elements of f16 as (2^28, 8), chunks of
+    // 2^28 / splits rows.
+    let d = desc(&[1 << 28, 8], Layout::Contiguous, DType::F16);
+    let p = plan_forward(&d.clone().with_mode(train()), &fwd_ptrs(), &props).unwrap();
+    sane(&p, &props);
+    assert_eq!(names(&p), ["warpnorm_batch_norm_fwd_f16_coop_nhwc_vec"]);
+    let a: WnBatchNormCoopFwdArgs = p.launches[0].args.get().unwrap();
+    assert_eq!((a.s.r.n, a.s.r.c, a.s.r.s), (1 << 28, 8, 1));
+    assert_eq!(a.s.f.count, 1i64 << 28);
+    assert!(a.s.r.chunk * a.s.f.splits >= 1i64 << 28);
+    for mode in [Mode::train(0.1), Mode::eval()] {
+        let p = plan_backward(&d.clone().with_mode(mode), &bwd_ptrs(), &props).unwrap();
+        sane(&p, &props);
+        assert!(p.launches[0].cooperative, "{p}");
+        let a: WnBatchNormCoopBwdArgs = p.launches[0].args.get().unwrap();
+        assert_eq!(a.s.f.count, 1i64 << 28);
+        assert!(a.s.r.chunk * a.s.f.splits >= 1i64 << 28);
     }
     // A channel count beyond the grid's x limit is an error, not a panic.
     let d = desc(&[2, 1 << 31, 3], Layout::Contiguous, DType::F32);
@@ -1253,11 +1328,12 @@ fn eval_needs_no_workspace_except_for_parameter_gradients() {
 /// `max_threads_per_sm / 256` blocks per SM where the build has none): a reduction's grid fits
 /// in one wave of its resident blocks unless its channel tiles alone exceed one, and an
 /// elementwise pass of more than one wave is a whole number of waves, up to less than one row
-/// of channel tiles (a partial last wave would take as long as a full one).
+/// of channel tiles (a partial last wave would take as long as a full one). (The split tiers:
+/// the cooperative passes' grids are cooperative_passes_plan's.)
 #[test]
 fn grids_fill_whole_waves_of_resident_blocks() {
     let mut checked = 0;
-    for props in [DeviceProps::H100, DeviceProps::H200] {
+    for props in [split(DeviceProps::H100), split(DeviceProps::H200)] {
         for (dims, layout) in [
             (vec![32usize, 256, 56, 56], Layout::Contiguous),
             (vec![32, 256, 56, 56], Layout::ChannelsLast),

@@ -244,6 +244,37 @@ fn empty_batch_counts_and_keeps_statistics_on_ptxsim() {
     }
 }
 
+/// An f32 training forward's buffers on `sim`: random x (seed `seed`), y, the saved
+/// statistics and a zeroed workspace for `props`, no parameters or running statistics.
+fn stats_forward(
+    sim: &mut Sim,
+    desc: &warpnorm::batch_norm::BatchNormDesc,
+    props: &DeviceProps,
+    seed: u64,
+) -> (Vec<f32>, warpnorm::batch_norm::ForwardPtrs) {
+    use warpnorm::batch_norm::{workspace_bytes, Direction, ForwardPtrs};
+    let g = crate::support::ncs(desc).unwrap();
+    let (n, c) = (g.numel as usize, g.c as usize);
+    let mut rng = crate::support::Rng::new(seed);
+    let x: Vec<f32> = (0..n).map(|_| rng.signed() as f32).collect();
+    let px = sim.upload(&x, 0);
+    let y = sim.alloc::<f32>(n, 0);
+    let [sm, sml, si] = [0; 3].map(|_| sim.alloc::<f32>(c, 0));
+    let ws_bytes = workspace_bytes(desc, Direction::Forward, props).unwrap() as u64;
+    let ws = crate::support::workspace(sim, ws_bytes, c);
+    let fp = ForwardPtrs {
+        x: px,
+        y,
+        save_mean: Some(sm),
+        save_mean_lo: Some(sml),
+        save_invstd: Some(si),
+        workspace: ws,
+        workspace_bytes: ws_bytes,
+        ..ForwardPtrs::default()
+    };
+    (x, fp)
+}
+
 /// The reductions that finalize in their last block, and the cooperative passes' grid barrier,
 /// count arrivals in the workspace, which must be zeroed before its first use. One that never
 /// was (a counter at or past the split count, or the grid's block count) does not finish from
@@ -253,8 +284,7 @@ fn empty_batch_counts_and_keeps_statistics_on_ptxsim() {
 #[test]
 fn a_workspace_never_zeroed_shows_as_nan() {
     use warpnorm::abi::{WnBatchNormStatsArgs, WN_BN_FOLD};
-    use warpnorm::batch_norm::{plan_forward, workspace_bytes, BatchNormDesc, Direction};
-    use warpnorm::batch_norm::{ForwardPtrs, Mode};
+    use warpnorm::batch_norm::{plan_forward, BatchNormDesc, Mode};
     if skip_without_kernels("a_workspace_never_zeroed_shows_as_nan") {
         return;
     }
@@ -263,23 +293,8 @@ fn a_workspace_never_zeroed_shows_as_nan() {
     let (n, c) = (12000usize, 2usize);
     for props in [crate::support::SIM_SPLIT, DeviceProps::SIM] {
         let mut sim = Sim::new(80);
-        let mut rng = crate::support::Rng::new(3);
-        let x: Vec<f32> = (0..n).map(|_| rng.signed() as f32).collect();
-        let px = sim.upload(&x, 0);
-        let y = sim.alloc::<f32>(n, 0);
-        let [sm, sml, si] = [0; 3].map(|_| sim.alloc::<f32>(c, 0));
-        let ws_bytes = workspace_bytes(&desc, Direction::Forward, &props).unwrap() as u64;
-        let ws = crate::support::workspace(&mut sim, ws_bytes, c);
-        let fp = ForwardPtrs {
-            x: px,
-            y,
-            save_mean: Some(sm),
-            save_mean_lo: Some(sml),
-            save_invstd: Some(si),
-            workspace: ws,
-            workspace_bytes: ws_bytes,
-            ..ForwardPtrs::default()
-        };
+        let (x, fp) = stats_forward(&mut sim, &desc, &props, 3);
+        let (y, sm, ws) = (fp.y, fp.save_mean.unwrap(), fp.workspace);
         let plan = plan_forward(&desc, &fp, &props).unwrap();
         if props.cooperative_launch {
             assert!(plan.launches[0].cooperative, "{plan}");
@@ -315,4 +330,63 @@ fn a_workspace_never_zeroed_shows_as_nan() {
         }
         assert!(crate::support::tickets_are_zero(&mut sim, ws, c));
     }
+}
+
+/// The channels-last cooperative pass's two grid barriers on a workspace that was never
+/// zeroed: a garbage first count gives NaN statistics and outputs, a garbage second count
+/// (the statistics already finished) NaN outputs; no block waits forever, and a zeroed
+/// workspace recovers, its counters back at zero after the call.
+#[test]
+fn a_channels_last_cooperative_pass_on_a_workspace_never_zeroed_shows_as_nan() {
+    use warpnorm::batch_norm::{plan_forward, BatchNormDesc, Mode};
+    if skip_without_kernels("a_channels_last_cooperative_pass_on_a_workspace_never_zeroed") {
+        return;
+    }
+    // (N, C) = (3000, 4): one channel tile of f32 vectors, split over the grid.
+    let (rows, c) = (3000usize, 4usize);
+    let desc = BatchNormDesc::new(&[rows, c], Layout::Contiguous, DType::F32, DType::F32)
+        .with_mode(Mode::train(0.1));
+    let props = DeviceProps::SIM;
+    let n = rows * c;
+    let mut sim = Sim::new(90);
+    let (x, fp) = stats_forward(&mut sim, &desc, &props, 5);
+    let (y, sm, ws) = (fp.y, fp.save_mean.unwrap(), fp.workspace);
+    let plan = plan_forward(&desc, &fp, &props).unwrap();
+    assert_eq!(plan.launches.len(), 1, "{plan}");
+    assert!(plan.launches[0].cooperative, "{plan}");
+    assert!(plan.launches[0].grid[0] > 1, "{plan}");
+    let want: Vec<f64> = (0..c)
+        .map(|ch| (0..rows).map(|r| x[r * c + ch] as f64).sum::<f64>() / rows as f64)
+        .collect();
+    let garbage = f32::from_bits(0xffff_fff0);
+    // Each barrier has two counters (arrivals, departures). Both barriers' garbage: NaN
+    // statistics and outputs.
+    sim.write(ws, &[garbage; 4]);
+    sim.run(&plan).unwrap();
+    assert!(sim.download::<f32>(sm, c).iter().all(|v| v.is_nan()));
+    assert!(
+        sim.download::<f32>(y, n).iter().all(|v| v.is_nan()),
+        "y not NaN"
+    );
+    // The second alone: the statistics are right, the outputs NaN.
+    sim.write(ws, &[0.0f32, 0.0, garbage, garbage]);
+    sim.write(y, &vec![0.0f32; n]);
+    sim.run(&plan).unwrap();
+    let mean = sim.download::<f32>(sm, c);
+    for (m, w) in mean.iter().zip(&want) {
+        assert!((*m as f64 - w).abs() < 1e-6, "{m} vs {w}");
+    }
+    assert!(
+        sim.download::<f32>(y, n).iter().all(|v| v.is_nan()),
+        "y not NaN"
+    );
+    // Zeroed: the statistics and y of x, the counters back at zero.
+    sim.write(ws, &[0.0f32; 4]);
+    sim.run(&plan).unwrap();
+    assert!(sim.download::<f32>(y, n).iter().all(|v| v.is_finite()));
+    let mean = sim.download::<f32>(sm, c);
+    for (m, w) in mean.iter().zip(&want) {
+        assert!((*m as f64 - w).abs() < 1e-6, "{m} vs {w}");
+    }
+    assert!(crate::support::tickets_are_zero(&mut sim, ws, c));
 }

@@ -58,12 +58,42 @@ pub fn training_forward_plan(
     plan_forward(&desc, &ptrs, props)
 }
 
-/// Whether a training forward of `case` (its views at its offset) plans a cooperative launch
-/// on `props`: then the same case on [`SIM_SPLIT`] reaches the split tiers instead.
+/// The plan of an eval-mode backward of `desc` with dgamma and dbeta on `props` over
+/// placeholder buffers as [`training_forward_plan`]'s.
+pub fn eval_backward_plan(
+    desc: &BatchNormDesc,
+    offset: u64,
+    props: &DeviceProps,
+) -> Result<Plan, warpnorm::Error> {
+    let desc = desc.clone().with_mode(Mode::eval());
+    let ws = workspace_bytes(&desc, Direction::Backward, props)? as u64;
+    let a = 1u64 << 40;
+    let ptrs = BackwardPtrs {
+        x: a + offset,
+        dy: 2 * a + offset,
+        dx: 3 * a + offset,
+        gamma: Some(4 * a),
+        save_mean: 5 * a,
+        save_mean_lo: Some(6 * a),
+        save_invstd: 7 * a,
+        dgamma: Some(8 * a),
+        dbeta: Some(9 * a),
+        workspace: 10 * a,
+        workspace_bytes: ws,
+    };
+    plan_backward(&desc, &ptrs, props)
+}
+
+/// Whether a training forward or an eval-mode backward with the parameters' gradients of
+/// `case` (its views at its offset) plans a cooperative launch on `props`: then the same case
+/// on [`SIM_SPLIT`] reaches the split tiers instead.
 pub fn plans_cooperative(case: &Case, props: &DeviceProps) -> bool {
     let offset = (case.offset * case.dtype.size()) as u64;
-    training_forward_plan(&case.desc(), offset, props)
-        .is_ok_and(|plan| plan.launches.iter().any(|l| l.cooperative))
+    let coop = |plan: Result<Plan, warpnorm::Error>| {
+        plan.is_ok_and(|plan| plan.launches.iter().any(|l| l.cooperative))
+    };
+    coop(training_forward_plan(&case.desc(), offset, props))
+        || coop(eval_backward_plan(&case.desc(), offset, props))
 }
 
 /// Tolerance of one output: |got - ref| <= atol + k * u * scale, where scale is max|ref| of

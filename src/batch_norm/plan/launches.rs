@@ -546,33 +546,40 @@ pub(super) fn push_reduce(
     Ok(())
 }
 
-/// Whether the cooperative NCHW training pass applies: a device with cooperative launches,
-/// NCHW with vector access over every activation buffer (`reads`).
+/// Whether the cooperative training pass applies: a device with cooperative launches and
+/// vector access over every activation buffer (`reads`), either layout.
 pub(super) fn coop_applies(
     desc: &BatchNormDesc,
     g: &Ncs,
     props: &DeviceProps,
     reads: &[u64],
 ) -> bool {
-    props.cooperative_launch && !g.nhwc && access(g, desc.dtype, reads) == Access::Vec
+    props.cooperative_launch && access(g, desc.dtype, reads) == Access::Vec
 }
 
-/// Pushes the cooperative NCHW training pass `warpnorm_batch_norm_<dir>_<T>_coop_nchw_vec`
+/// Pushes the cooperative training pass `warpnorm_batch_norm_<dir>_<T>_coop_<layout>_vec`
 /// (see `WnBatchNormCoopFwdArgs`; [`coop_applies`] must hold): the reduction's items
-/// ([`coop_geom`]) and the elementwise pass writing `out`, in one cooperative launch of at
-/// most a wave ([`coop_wave`]) with the grid barrier's counter at `barrier`.
+/// ([`coop_geom`]), the finalize (NCHW: per item; channels-last: spread over the grid, then a
+/// second barrier) and the elementwise pass writing `out`, in one cooperative launch of at
+/// most a wave ([`coop_wave`]) with the grid barriers' counters at `barrier` (channels-last:
+/// two u32, `barrier` and `barrier + 4`).
+///
+/// `stage` is `coop`, or `<P>params_eval_coop` for the channels-last eval-mode backward with
+/// dgamma / dbeta (`p` with its dx, gamma and invstd; `out` 0): the sums writing dx, then the
+/// merge writing the parameters' gradients, one barrier.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn push_coop(
     plan: &mut Plan,
     desc: &BatchNormDesc,
     g: &Ncs,
     props: &DeviceProps,
+    stage: &str,
     p: ReduceInputs,
     out: u64,
     barrier: u64,
     finish: Finish,
 ) -> Result<()> {
-    let kernel = reduce_kernel(desc, g, finish.dir(), "coop", Access::Vec);
+    let kernel = reduce_kernel(desc, g, finish.dir(), stage, Access::Vec);
     let rg = coop_geom(g, Access::Vec, desc.dtype, props, &kernel);
     let wave = coop_wave(&kernel, rg.block[0] * rg.block[1], props);
     let grid = grid_dim((rg.grid[0] * rg.splits).min(wave), &kernel)?;
@@ -581,16 +588,18 @@ pub(super) fn push_coop(
         dy: p.dy,
         mean: p.mean,
         partials: p.partials,
-        dx: 0,
-        gamma: 0,
-        invstd: 0,
+        dx: p.dx,
+        gamma: p.gamma,
+        invstd: p.invstd,
         n: g.n as i64,
         c: g.c as i64,
         s: g.s as i64,
         chunk: rg.chunk as i64,
     };
     let (grid, block) = ([grid, 1, 1], [rg.block[0], rg.block[1], 1]);
-    let l = match finish.with_splits(rg.splits, WN_BN_CHANNEL_MAJOR) {
+    // NCHW partials are channel-major (see the ABI header), channels-last ones split-major.
+    let flags = if g.nhwc { 0 } else { WN_BN_CHANNEL_MAJOR };
+    let l = match finish.with_splits(rg.splits, flags) {
         Finish::Fwd(f) => {
             let s = WnBatchNormStatsArgs { r, f };
             let args = WnBatchNormCoopFwdArgs { s, out, barrier };

@@ -31,7 +31,11 @@
 //! - `warpnorm_batch_norm_bwd_<T>_<P>params_eval_reduce_<layout>_<access>` (every variant;
 //!   vecodd not in place): the eval-mode backward with dgamma / dbeta in one sweep, the sums
 //!   over x and dy writing dx as well and finalizing as the other reductions (3 bytes per
-//!   element of the activation size; one launch where the finalize folds),
+//!   element of the activation size; one launch where the finalize folds); channels-last with
+//!   vector access on a device with cooperative launches,
+//!   `warpnorm_batch_norm_bwd_<T>_<P>params_eval_coop_nhwc_vec`: those sums, a grid barrier,
+//!   and the finalize's merge spread over the grid (see the cooperative passes below), one
+//!   launch,
 //! - `warpnorm_batch_norm_fwd_<T>_<P>params_fused_<layout>_<access>`: the whole training
 //!   forward in one pass (2s per element) under the same conditions as the fused backward,
 //!   one launch that also bumps the counter, or with [`Momentum::Cumulative`] (every block
@@ -40,14 +44,17 @@
 //!   backward in one launch when x and dy of a block's channels fit in [`FUSED_MAX_SHARED`]
 //!   bytes of shared memory and there are at least 2 channel tiles per SM (3s per element
 //!   instead of 5s),
-//! - `warpnorm_batch_norm_{fwd,bwd}_<T>_coop_nchw_vec`: where the fused tier does not apply,
-//!   an NCHW training forward or backward with vector access in one cooperative launch
+//! - `warpnorm_batch_norm_{fwd,bwd}_<T>_coop_<layout>_vec`: where the fused tier does not
+//!   apply, a training forward or backward with vector access in one cooperative launch
 //!   ([`crate::Launch::cooperative`], devices with [`DeviceProps::cooperative_launch`]): the
-//!   reduction's items (channel, split), grid-strided over at most one wave of the kernel's
-//!   certainly resident blocks (the build's figures, or one per SM without them), a grid
-//!   barrier on a counter at the start of the workspace (zero before and after every call),
-//!   then each item's channel merged in the finalize's order and its elements written (the
-//!   same traffic as the two launches it replaces, one launch overhead less).
+//!   reduction's items (channel or channel tile, split), grid-strided over at most one wave of
+//!   the kernel's certainly resident blocks (the build's figures, or one per SM without them),
+//!   a grid barrier on a counter at the start of the workspace (zero before and after every
+//!   call), then NCHW each item's channel merged in the finalize's order and its elements
+//!   written; channels-last the finalize's merge spread over the grid (groups of 8 channels,
+//!   as the finalize kernel's blocks), a second barrier on the next counter, then each item's
+//!   rows written (the same traffic as the two or three launches it replaces, one launch
+//!   overhead instead of two or three).
 //!
 //! The reduction is split along N * S into at most one wave of the kernel's resident blocks
 //! (`sm_count` x [`crate::occupancy::resident_blocks`] from the build's ptxas figures for the
@@ -173,8 +180,10 @@ pub struct BackwardPtrs {
 }
 
 /// Workspace bytes the plans of `desc` in direction `dir` need on `props`: one arrival counter
-/// per channel tile of the reductions that finalize themselves, the per-channel coefficients
-/// and one partial per (split, channel), whatever the buffers' alignment.
+/// per channel tile of the reductions that finalize themselves (the cooperative passes' grid
+/// barriers use the first two or four: arrivals and departures per barrier; at least 8 are
+/// always there), the per-channel coefficients and one partial per (split, channel),
+/// whatever the buffers' alignment.
 ///
 /// The counters come first and must be zero before a workspace's first use (allocate it with
 /// `alloc_zeros`, or zero it once); every call leaves them at zero, so one workspace serves
@@ -217,14 +226,19 @@ pub fn workspace_bytes_checked(
             })
         })
         .chain(
-            // the cooperative passes' (NCHW, vector access)
-            ["fwd", "bwd"]
-                .into_iter()
-                .filter(|_| props.cooperative_launch && !g.nhwc && shape_access == Access::Vec)
-                .map(|dir| {
-                    let kernel = reduce_kernel(desc, g, dir, "coop", Access::Vec);
-                    coop_geom(g, Access::Vec, desc.dtype, props, &kernel).splits
-                }),
+            // the cooperative passes' (vector access; channels-last also the eval-mode one)
+            [
+                ("fwd", "coop".to_string()),
+                ("bwd", "coop".to_string()),
+                ("bwd", eval_coop_stage(desc)),
+            ]
+            .into_iter()
+            .filter(|(_, stage)| stage == "coop" || g.nhwc)
+            .filter(|_| props.cooperative_launch && shape_access == Access::Vec)
+            .map(|(dir, stage)| {
+                let kernel = reduce_kernel(desc, g, dir, &stage, Access::Vec);
+                coop_geom(g, Access::Vec, desc.dtype, props, &kernel).splits
+            }),
         )
         .max()
         .unwrap_or(1);
@@ -242,6 +256,12 @@ pub fn workspace_bytes_checked(
 /// (`warpnorm_batch_norm_bwd_<T>_<P>params_eval_reduce_<layout>_<access>`).
 fn eval_reduce_stage(desc: &BatchNormDesc) -> String {
     format!("{}params_eval_reduce", desc.param_dtype)
+}
+
+/// The stage name of the channels-last eval-mode backward with dgamma / dbeta in one
+/// cooperative launch (`warpnorm_batch_norm_bwd_<T>_<P>params_eval_coop_nhwc_vec`).
+fn eval_coop_stage(desc: &BatchNormDesc) -> String {
+    format!("{}params_eval_coop", desc.param_dtype)
 }
 
 /// The in-place pairs BatchNorm accepts: `y == x` forward, `dx == dy` backward.
@@ -427,7 +447,8 @@ pub fn plan_forward_checked(
                 ..ReduceInputs::default()
             };
             let (out, barrier) = (ptrs.y, ptrs.workspace);
-            push_coop(&mut plan, desc, g, props, ins, out, barrier, Finish::Fwd(f))?;
+            let finish = Finish::Fwd(f);
+            push_coop(&mut plan, desc, g, props, "coop", ins, out, barrier, finish)?;
             bump_after(&mut plan, &finalize_kernel, fin, counter, cumulative)?;
             plan.check(props)?;
             return Ok(plan);
@@ -611,16 +632,8 @@ pub fn plan_backward_checked(
             // The sums, dgamma / dbeta and dx in one cooperative launch.
             let ins = sums_inputs();
             let (out, barrier) = (ptrs.dx, ptrs.workspace);
-            push_coop(
-                &mut plan,
-                desc,
-                g,
-                props,
-                ins,
-                out,
-                barrier,
-                Finish::Bwd(fin),
-            )?;
+            let finish = Finish::Bwd(fin);
+            push_coop(&mut plan, desc, g, props, "coop", ins, out, barrier, finish)?;
             plan.check(props)?;
             return Ok(plan);
         }
@@ -643,11 +656,18 @@ pub fn plan_backward_checked(
             invstd: ptrs.save_invstd,
         };
         let reads = [ptrs.x, ptrs.dy, ptrs.dx];
-        let stage = eval_reduce_stage(desc);
         let finish = Finish::Bwd(fin);
-        push_reduce(
-            &mut plan, desc, g, props, "bwd", &stage, &reads, ins, finish,
-        )?;
+        if g.nhwc && coop_applies(desc, g, props, &reads) {
+            // Channels-last: the sums, dx and the merge writing dgamma / dbeta in one
+            // cooperative launch (the reduction does not finalize itself there).
+            let (stage, ws) = (eval_coop_stage(desc), ptrs.workspace);
+            push_coop(&mut plan, desc, g, props, &stage, ins, 0, ws, finish)?;
+        } else {
+            let stage = eval_reduce_stage(desc);
+            push_reduce(
+                &mut plan, desc, g, props, "bwd", &stage, &reads, ins, finish,
+            )?;
+        }
         plan.check(props)?;
         return Ok(plan);
     }
