@@ -36,6 +36,15 @@
 //!     workspace_bytes: 1 << 20,
 //! };
 //! let plan = plan_forward(&desc, &ptrs, &DeviceProps::H200).unwrap();
+//! // One cooperative launch: the statistics split across the GPU, the finalize and y, with
+//! // grid barriers between them.
+//! assert_eq!(plan.launches.len(), 1);
+//! assert_eq!(plan.launches[0].kernel, "warpnorm_batch_norm_fwd_f32_coop_nhwc_vec");
+//! assert!(plan.launches[0].cooperative);
+//! assert!(plan.launches[0].grid[0] > 100);
+//! // A device without cooperative launches: the statistics, the finalize, then y.
+//! let split = DeviceProps { cooperative_launch: false, ..DeviceProps::H200 };
+//! let plan = plan_forward(&desc, &ptrs, &split).unwrap();
 //! assert_eq!(plan.launches.len(), 3);
 //! assert_eq!(plan.launches[0].kernel, "warpnorm_batch_norm_fwd_f32_stats_nhwc_vec");
 //! assert!(plan.launches[0].grid[1] > 100); // the reduction is split across the GPU
