@@ -30,7 +30,11 @@
  * - split:   a row split into chunks across grid.y (longer rows, or fewer rows than SMs with
  *            D >= 4096): fwd split_stats writes per-chunk (mean hi, mean lo, m2 / D, lo),
  *            split_norm merges them in chunk order and normalizes; bwd split_sums /
- *            split_dx likewise for the two row sums of the dx formula.
+ *            split_dx likewise for the two row sums of the dx formula. Forward, where every
+ *            chunk fits in the shared memory of one wave (4 x 2^20 in every dtype on an
+ *            H100 / H200), the same chunks in one cooperative launch instead (split_coop:
+ *            each chunk held on chip between its statistics and its output, x read once,
+ *            a grid barrier between the phases; fwd_split_coop).
  * Every tier has a `vec` variant and a `scalar` one (pointers not congruent; fewer elements
  * per thread). The vec variant moves packs of VEC = 16 / max(sizeof(T), sizeof(P)) elements
  * (kPairVec), aligned to the absolute address with a predicated head/tail (common/rowtile.cuh):
@@ -55,7 +59,8 @@
  * Bytes moved (fwd): read x + write y; (bwd) read x, dy + write dx (+ 2 * 4 * D per partial
  * row, written and read once; at most 1/8 of the minimum for few rows, ~1 % at 16384 rows on
  * an H200, see src/layer_norm/plan.rs); split
- * tiers read x (and dy) twice. gamma/beta are re-read per row from L1/L2.
+ * tiers read x (and dy) twice, but the forward's cooperative pass (split_coop) once.
+ * gamma/beta are re-read per row from L1/L2.
  * Fused residual add: forward h = (x + residual) + bias in f32, rounded once to T and
  * stored, then y = norm(stored h) - equal to PyTorch's unfused `h = x + residual;
  * y = norm(h)` whenever its add is exact. Its own forward entry points
@@ -85,6 +90,7 @@
  * with WN_LN_BODIES_ONLY defined this file defines the bodies and entry macros only.
  */
 #include "abi.h"
+#include "common/arrival.cuh"
 #include "common/reduce.cuh"
 #include "common/rowtile.cuh"
 #include "common/twosum.cuh"
@@ -388,6 +394,36 @@ __device__ __forceinline__ float saved_rstd(float var, float eps, float fallback
 }
 
 /**
+ * Normalizes one pack in place: v = ((v - mean0) - c) * rstd [* gm + bt] (tile_normalize's
+ * arithmetic; gm and bt are read only where the parameter is present).
+ */
+template <bool kExact, int VEC>
+__device__ __forceinline__ void normalize_pack(float (&v)[VEC], float mean0, float c, float rstd,
+                                               float rlo, bool has_gamma, const float (&gm)[VEC],
+                                               bool has_beta, const float (&bt)[VEC]) {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+        if constexpr (kExact) {
+            // y = t (rstd + rlo) g + b, t = (v - mean0) - c, with s = (rstd + rlo) g as
+            // the exact pair shi + slo: t * shi is exact inside the last fma, so y sees
+            // t's roundings and its own only (where |t| dominates, as for an outlier,
+            // c is below t's last bit and t - c is exact).
+            const float g1 = has_gamma ? gm[i] : 1.0f;
+            const float shi = rstd * g1;
+            const float slo = fmaf(rlo, g1, fmaf(rstd, g1, -shi));
+            const float t = (v[i] - mean0) - c;
+            const float b = has_beta ? bt[i] : 0.0f;
+            v[i] = fmaf(t, shi, fmaf(t, slo, b));
+        } else {
+            float y = ((v[i] - mean0) - c) * rstd;
+            if (has_gamma) y *= gm[i];
+            if (has_beta) y += bt[i];
+            v[i] = y;
+        }
+    }
+}
+
+/**
  * Normalizes the held segment in place: v = ((v - mean0) - c) * rstd [* gamma + beta], with
  * the mean split as mean0 + c (tile_stats). `gamma` and `beta` point at the parameter of the
  * segment's column 0 (null when absent).
@@ -407,26 +443,8 @@ __device__ __forceinline__ void tile_normalize(float (&v)[NPACK][VEC], const G& 
         if (beta != nullptr) {
             param_load<P, VEC>(beta, lo, g.n, bt, 0.0f);
         }
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) {
-            if constexpr (kExact) {
-                // y = t (rstd + rlo) g + b, t = (v - mean0) - c, with s = (rstd + rlo) g as
-                // the exact pair shi + slo: t * shi is exact inside the last fma, so y sees
-                // t's roundings and its own only (where |t| dominates, as for an outlier,
-                // c is below t's last bit and t - c is exact).
-                const float g1 = gamma != nullptr ? gm[i] : 1.0f;
-                const float shi = rstd * g1;
-                const float slo = fmaf(rlo, g1, fmaf(rstd, g1, -shi));
-                const float t = (v[k][i] - mean0) - c;
-                const float b = beta != nullptr ? bt[i] : 0.0f;
-                v[k][i] = fmaf(t, shi, fmaf(t, slo, b));
-            } else {
-                float y = ((v[k][i] - mean0) - c) * rstd;
-                if (gamma != nullptr) y *= gm[i];
-                if (beta != nullptr) y += bt[i];
-                v[k][i] = y;
-            }
-        }
+        normalize_pack<kExact, VEC>(v[k], mean0, c, rstd, rlo, gamma != nullptr, gm,
+                                    beta != nullptr, bt);
     }
 }
 
@@ -796,6 +814,209 @@ __device__ __forceinline__ void fwd_split_norm(const WnLayerNormFwdArgs& a) {
         tile_normalize<kExact, P, VEC, NPACK>(v, g, mean0, corr, rstd, rlo, gamma, beta);
         tile_store<T, VEC, NPACK>(reinterpret_cast<T*>(a.y) + off, g, v);
     }
+}
+
+/**
+ * merge_chunks by one warp, for the cooperative split pass: the same formulas (chan_merge_all
+ * and the exact variance pair), each lane summing the partials j = lane, lane + 32, ... and
+ * the lanes' sums combined by the xor butterfly (warp_allreduce, twosum.cuh's CompCombine for
+ * the pair), so that every lane of every warp merging the same partials gets the same bits.
+ * The partials sit in shared memory. The sums' order differs from merge_chunks' (32 running
+ * sums, then a tree): the same error bounds, not the same bits as the two-launch split tier.
+ */
+template <bool kExact>
+__device__ __forceinline__ void merge_chunks_warp(const float4* part, int64_t splits,
+                                                  int64_t chunk, int64_t cols, float& mh,
+                                                  float& ml, float& var, float& var_lo) {
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    const float n = static_cast<float>(cols);
+    const float w_full = static_cast<float>(chunk) / n;
+    const float w_last = static_cast<float>(chunk_len(splits - 1, chunk, cols)) / n;
+    const float4 p0 = part[0];
+    const float h0 = 0.5f * p0.x, l0 = 0.5f * p0.y;
+    float dsum = 0.0f;
+    for (int64_t j = 1 + lane; j < splits; j += 32) {
+        const float4 pj = part[j];
+        const float w = j + 1 < splits ? w_full : w_last;
+        dsum = fmaf(w, pair_sub(0.5f * pj.x, 0.5f * pj.y, h0, l0), dsum);
+    }
+    dsum = warp_allreduce_sum(dsum);
+    float e;
+    two_sum(h0, dsum, mh, e);
+    two_sum(mh, e + l0, mh, ml);
+    float v = 0.0f, vh = 0.0f, vl = 0.0f, between = 0.0f;
+    for (int64_t j = lane; j < splits; j += 32) {
+        const float4 pj = part[j];
+        const float w = j + 1 < splits ? w_full : w_last;
+        const float dm = pair_sub(0.5f * pj.x, 0.5f * pj.y, mh, ml);
+        v += pj.z;
+        v = fmaf(4.0f * w * dm, dm, v);
+        if constexpr (kExact) {
+            comp_add(vh, vl, pj.z);
+            vl += pj.w;
+            between = fmaf(4.0f * w * dm, dm, between);
+        }
+    }
+    var = warp_allreduce_sum(v);
+    var_lo = 0.0f;
+    if constexpr (kExact) {
+        warp_allreduce_comp(vh, vl, 32);
+        between = warp_allreduce_sum(between);
+        // A variance beyond f32 (Inf: rstd 0) or NaN keeps the plain sum, as merge_chunks.
+        if (isfinite(var)) two_sum(vh, vl + between, var, var_lo);
+    }
+}
+
+/**
+ * split tier in one cooperative launch (`..._split_coop_vec`, `..._res_split_coop_vec`; the
+ * planner's choice where every chunk fits on chip across one wave). The chunks (items
+ * i = row * splits + c, as split_stats's) are dealt to the blocks in contiguous runs of
+ * `per` = ceil(items / grid). Phase 1, per item: split_stats's body - the chunk loaded (h
+ * formed and stored for the fused residual add, kRes), its statistics to the workspace - with
+ * the loaded chunk also kept in dynamic shared memory as T (exact: the held floats came from
+ * T; pack k of thread t at [k][t], conflict-free). A grid barrier (arrival.cuh). Phase 2, per
+ * item: the row's partials loaded once per row by the block's threads (relaxed loads: other
+ * blocks wrote them) into shared memory after the held chunks, merged by warp 0
+ * (merge_chunks_warp), which saves the statistics (in the block holding the row's chunk 0)
+ * and shares the normalization through shared memory; the chunk normalized pack by pack from
+ * its held copy and y stored, each group of kCoopGroup packs' parameters loaded before any is
+ * used (one pack at a time, as tile_normalize, left a thread 16-32 bytes in flight in a loop
+ * that reads nothing else). x is read once, where the two-launch split tier reads it twice.
+ * A block that found the barrier's counts not zeroed (or gave up waiting) merges NaN
+ * partials: its rows come out NaN, visibly. Dynamic shared memory: per * blockDim.x * NPACK
+ * packs, then splits float4.
+ */
+template <Norm N, typename T, typename P, int VEC, int NPACK, int kRes = kPlain>
+__device__ __forceinline__ void fwd_split_coop(const WnLayerNormFwdArgs& a) {
+    extern __shared__ __align__(16) unsigned char coop_smem[];
+    __shared__ float scratch[64];
+    const BlockTeam team{scratch};
+    using Pk = Pack<T, VEC>;
+    Pk* held = reinterpret_cast<Pk*>(coop_smem);
+    const int t = static_cast<int>(threadIdx.x);
+    const int nt = static_cast<int>(blockDim.x);
+    const int64_t items = a.rows * a.splits;
+    // Items per block (the planner keeps them few: they share the block's shared memory).
+    const int per = static_cast<int>((items + gridDim.x - 1) / gridDim.x);
+    const int64_t i0 = static_cast<int64_t>(blockIdx.x) * per;
+    const int count = static_cast<int>(max(min(items - i0, static_cast<int64_t>(per)), int64_t{0}));
+    float4* part = reinterpret_cast<float4*>(a.partials);
+    float4* sp = reinterpret_cast<float4*>(held + (per * NPACK) * nt);
+    for (int s = 0; s < count; ++s) {
+        const int64_t i = i0 + s;
+        const int64_t row = i / a.splits;
+        const int64_t c = i - row * a.splits;
+        const int64_t off = row * a.cols + c * a.chunk;
+        const T* xs = reinterpret_cast<const T*>(a.x) + off;
+        const TileGeom64 g{chunk_len(c, a.chunk, a.cols), head_offset<T, VEC>(xs), t, nt};
+        const P* bias = a.bias ? reinterpret_cast<const P*>(a.bias) + c * a.chunk : nullptr;
+        float v[NPACK][VEC];
+        fwd_load<kRes, BlockTeam, T, P, VEC, NPACK>(a, off, bias, g, v);
+        Pk* mine = held + (s * NPACK) * nt + t;
+#pragma unroll
+        for (int k = 0; k < NPACK; ++k) {
+            Pk q;
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) q.v[e] = from_float<T>(v[k][e]);
+            mine[k * nt] = q;
+        }
+        const TileStats st =
+            tile_stats<N, kExactOut<T>, VEC, NPACK>(v, g, team, static_cast<float>(a.cols));
+        if (t == 0) {
+            float hi, lo;
+            mean_pair(st, hi, lo);
+            part[i] = make_float4(hi * st.unscale, lo * st.unscale, st.var, st.var_lo);
+        }
+    }
+    unsigned left = 0;
+    const wn_devptr bar = a.partials - WN_LN_SPLIT_BARRIER_BYTES;
+    const bool ok = grid_barrier(bar, gridDim.x, left);
+    constexpr bool kExact = kExactOut<T>;
+    // Packs whose parameters phase 2 holds in flight at once: RMSNorm's gamma, every pack
+    // (8 x 16 bytes per thread at most); LayerNorm's gamma and beta, a tile of 4 packs at once,
+    // 2 of 8 (4 of 8 spilled the f32 and bf16/f32 kernels on sm_90).
+    constexpr int kCoopGroup = N == Norm::Rms ? NPACK : (NPACK <= 4 ? NPACK : 2);
+    static_assert(NPACK % kCoopGroup == 0, "whole groups of packs");
+    const P* gamma0 = reinterpret_cast<const P*>(a.gamma);
+    const P* beta0 = reinterpret_cast<const P*>(a.beta);
+    // The current row's normalization (mean0, corr, rstd, rlo), from warp 0's merge.
+    __shared__ float s_norm[4];
+    int64_t merged = -1;
+    for (int s = 0; s < count; ++s) {
+        const int64_t i = i0 + s;
+        const int64_t row = i / a.splits;
+        const int64_t c = i - row * a.splits;
+        if (row != merged) {  // block-uniform
+            __syncthreads();  // the previous row's s_norm and partials are read
+            // The row's partials as floats, consecutive threads on consecutive floats
+            // (coalesced).
+            const float* pr = reinterpret_cast<const float*>(part + row * a.splits);
+            float* sf = reinterpret_cast<float*>(sp);
+            for (int64_t j = t; j < 4 * a.splits; j += nt) {
+                sf[j] = ok ? load_relaxed(pr + j) : welford_nan();
+            }
+            __syncthreads();
+            if (t < 32) {
+                float mh, ml, var, var_lo;
+                merge_chunks_warp<kExact>(sp, a.splits, a.chunk, a.cols, mh, ml, var, var_lo);
+                float rstd, rlo = 0.0f;
+                if constexpr (kExact) {
+                    rstd_pair(var, var_lo, a.eps, rstd, rlo);
+                } else {
+                    rstd = invstd_of(var, a.eps);
+                }
+                if (t == 0) {
+                    // The block with the row's chunk 0 saves its statistics (split_norm's).
+                    if (row * a.splits >= i0) {
+                        float hi, lo;
+                        two_sum(2.0f * mh, 2.0f * ml, hi, lo);
+                        save_stat(a.mean, row, hi);
+                        save_stat(a.mean_lo, row, lo);
+                        save_stat(a.rstd, row,
+                                  kExact ? rstd + rlo : saved_rstd(var, a.eps, rstd));
+                    }
+                    // rstd 0: a variance beyond f32 of a row without Inf or NaN (split_norm).
+                    const bool zero = rstd == 0.0f;
+                    s_norm[0] = zero ? 0.0f : 2.0f * mh;
+                    s_norm[1] = zero ? 0.0f : 2.0f * ml;
+                    s_norm[2] = rstd;
+                    s_norm[3] = rlo;
+                }
+            }
+            __syncthreads();
+            merged = row;
+        }
+        const int64_t off = row * a.cols + c * a.chunk;
+        const TileGeom64 g{chunk_len(c, a.chunk, a.cols),
+                           head_offset<T, VEC>(reinterpret_cast<const T*>(a.x) + off), t, nt};
+        const P* gamma = gamma0 ? gamma0 + c * a.chunk : nullptr;
+        const P* beta = beta0 ? beta0 + c * a.chunk : nullptr;
+        T* y = reinterpret_cast<T*>(a.y) + off;
+        const Pk* mine = held + (s * NPACK) * nt + t;
+        // The chunk goes pack by pack from shared memory, so the registers hold a group of
+        // packs' parameters in flight (issued before any is converted) rather than the tile.
+#pragma unroll 1
+        for (int k0 = 0; k0 < NPACK; k0 += kCoopGroup) {
+            Held<P, VEC> rg[kCoopGroup], rb[kCoopGroup];
+            param_load_raw<P, VEC, kCoopGroup>(gamma, g, k0, rg);
+            param_load_raw<P, VEC, kCoopGroup>(beta, g, k0, rb);
+#pragma unroll
+            for (int j = 0; j < kCoopGroup; ++j) {
+                const int64_t lo = g.template lo<VEC>(k0 + j);
+                if (lo >= g.n) continue;
+                const Pk q = mine[(k0 + j) * nt];
+                float v[VEC], gm[VEC], bt[VEC];
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) v[e] = to_float(q.v[e]);
+                if (gamma != nullptr) param_convert<P, VEC>(gamma, lo, g.n, rg[j], gm, 1.0f);
+                if (beta != nullptr) param_convert<P, VEC>(beta, lo, g.n, rb[j], bt, 0.0f);
+                normalize_pack<kExact, VEC>(v, s_norm[0], s_norm[1], s_norm[2], s_norm[3],
+                                            gamma != nullptr, gm, beta != nullptr, bt);
+                pack_store<T, VEC>(y, lo, g.n, v);
+            }
+        }
+    }
+    grid_barrier_reset(bar, gridDim.x, left);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1852,7 +2073,10 @@ constexpr int kPacks = ELEMS / VEC;
         warpnorm::ln::BODY<warpnorm::ln::Norm::NORM, T, P, VEC, NPACK, warpnorm::ln::RES>(a);  \
     }
 
-/** The fused residual add's forward entry points (`res_<tier>`): the vector variant only. */
+/**
+ * The fused residual add's forward entry points (`res_<tier>`), and the split tier's
+ * cooperative pass (`split_coop`, `res_split_coop`): the vector variant only.
+ */
 #define WN_LN_RES_vec(OP, NORM, TN, PN, T, P, VEC, FE)                                         \
     WN_LN_ENTRY_FWD(OP, NORM, TN, PN, res_subwarp, vec, WN_LN_WARP_BLOCK, fwd_warp, T, P, VEC, \
                     1, kFused)                                                                 \
@@ -1861,6 +2085,10 @@ constexpr int kPacks = ELEMS / VEC;
     WN_LN_ENTRY_FWD(OP, NORM, TN, PN, res_block, vec, WN_LN_MAX_BLOCK, fwd_block, T, P, VEC,   \
                     (warpnorm::ln::kPacks<VEC, FE>), kFused)                                   \
     WN_LN_ENTRY_FWD(OP, NORM, TN, PN, res_split_stats, vec, WN_LN_MAX_BLOCK, fwd_split_stats,  \
+                    T, P, VEC, (warpnorm::ln::kPacks<VEC, FE>), kFused)                        \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, split_coop, vec, WN_LN_MAX_BLOCK, fwd_split_coop, T, P,  \
+                    VEC, (warpnorm::ln::kPacks<VEC, FE>), kPlain)                              \
+    WN_LN_ENTRY_FWD(OP, NORM, TN, PN, res_split_coop, vec, WN_LN_MAX_BLOCK, fwd_split_coop,    \
                     T, P, VEC, (warpnorm::ln::kPacks<VEC, FE>), kFused)
 /**
  * The scalar variant's plain subwarp, warp and block kernels take the residual at run time

@@ -145,7 +145,7 @@ fn sim_layer_norm() {
     let ws_bytes = ln::workspace_bytes(&desc, Direction::Backward, &props)
         .expect("workspace")
         .max(ln::workspace_bytes(&desc, Direction::Forward, &props).expect("workspace"));
-    let pws = s.alloc::<f32>(ws_bytes.div_ceil(4), 0);
+    let pws = testkit::backend::row_norm_workspace(&mut s, ws_bytes);
 
     let fwd = ln::plan_forward(
         &desc,

@@ -113,13 +113,9 @@ fn row(
     }
 }
 
-fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usize) {
-    let props = DeviceProps::SIM;
-    // At least 512 rows: 128 rows per block of the 4-SM device's one-wave backward grid, as
-    // 16384 rows give on an H200's 132 blocks (the partial-row share is blocks / rows).
-    let rows = ((1usize << 20) / cols).max(512);
-    let s_ = T::DTYPE.size() as f64;
-    let desc = LayerNormDesc::new(
+/// A LayerNorm description of rows x cols, T activations, f32 gamma and beta.
+fn ln_desc<T: Element>(rows: usize, cols: usize) -> LayerNormDesc {
+    LayerNormDesc::new(
         &[rows, cols],
         &[cols],
         T::DTYPE,
@@ -127,7 +123,59 @@ fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usi
         Affine::WeightBias,
         1e-5,
     )
-    .expect("desc");
+    .expect("desc")
+}
+
+/// The forward's split tier (rows split into chunks across blocks; 2 rows of 65536, fewer
+/// rows than the 4-SM device has SMs): the cooperative pass, which holds each chunk in shared
+/// memory across its grid barrier (x read once), and the two launches a device without
+/// cooperative launches gets (split_stats, then split_norm: x read twice).
+fn layer_norm_split<T: Element + Default>(notes: &mut Vec<(String, String)>) {
+    let (rows, cols) = (2usize, 1usize << 16);
+    let desc = ln_desc::<T>(rows, cols);
+    let shape = format!("{rows} x {cols}");
+    let dt = format!("{}/f32", T::DTYPE);
+    let min = 2.0 * T::DTYPE.size() as f64 * (rows * cols) as f64;
+    let no_coop = DeviceProps {
+        cooperative_launch: false,
+        ..DeviceProps::SIM
+    };
+    for (props, op, coop) in [
+        (DeviceProps::SIM, "LayerNorm fwd split, cooperative", true),
+        (no_coop, "LayerNorm fwd split, 2 launches", false),
+    ] {
+        let mut s = sim();
+        let ws_bytes = ln::workspace_bytes(&desc, Direction::Forward, &props).unwrap();
+        let fp = ln::ForwardPtrs {
+            x: s.upload(&fill::<T>(rows * cols), 0),
+            y: s.alloc::<T>(rows * cols, 0),
+            gamma: Some(s.upload(&fill::<f32>(cols), 0)),
+            beta: Some(s.upload(&fill::<f32>(cols), 0)),
+            mean: Some(s.alloc::<f32>(rows, 0)),
+            rstd: Some(s.alloc::<f32>(rows, 0)),
+            mean_lo: Some(s.alloc::<f32>(rows, 0)),
+            workspace: testkit::backend::row_norm_workspace(&mut s, ws_bytes),
+            workspace_bytes: ws_bytes as u64,
+        };
+        let plan = ln::plan_forward(&desc, &fp, &props).expect("plan");
+        let names: Vec<&str> = plan.launches.iter().map(|l| l.kernel.as_str()).collect();
+        assert_eq!(
+            names.iter().any(|k| k.contains("_split_coop_")),
+            coop,
+            "{op}: planned {names:?}"
+        );
+        let t = run(&mut s, &plan);
+        row(notes, op, &shape, &dt, min, &t, None);
+    }
+}
+
+fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usize) {
+    let props = DeviceProps::SIM;
+    // At least 512 rows: 128 rows per block of the 4-SM device's one-wave backward grid, as
+    // 16384 rows give on an H200's 132 blocks (the partial-row share is blocks / rows).
+    let rows = ((1usize << 20) / cols).max(512);
+    let s_ = T::DTYPE.size() as f64;
+    let desc = ln_desc::<T>(rows, cols);
     let mut s = sim();
     let x = s.upload(&fill::<T>(rows * cols), 0);
     let dy = s.upload(&fill::<T>(rows * cols), 0);
@@ -143,7 +191,7 @@ fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usi
     let ws_bytes = ln::workspace_bytes(&desc, Direction::Backward, &props)
         .unwrap()
         .max(ln::workspace_bytes(&desc, Direction::Forward, &props).unwrap());
-    let ws = s.alloc::<f32>(ws_bytes.div_ceil(4).max(1), 0);
+    let ws = testkit::backend::row_norm_workspace(&mut s, ws_bytes);
     let fp = ln::ForwardPtrs {
         x,
         y,
@@ -205,15 +253,7 @@ fn layer_norm<T: Element + Default>(notes: &mut Vec<(String, String)>, cols: usi
     let mut bwd = bwd;
     let sim_partial = part_of(&plan);
     bwd.unique -= sim_partial as u64;
-    let h_desc = LayerNormDesc::new(
-        &[16384, cols],
-        &[cols],
-        T::DTYPE,
-        DType::F32,
-        Affine::WeightBias,
-        1e-5,
-    )
-    .unwrap();
+    let h_desc = ln_desc::<T>(16384, cols);
     let h_ws = ln::workspace_bytes(&h_desc, Direction::Backward, &DeviceProps::H200).unwrap();
     // Planned only, never run: distinct 256-byte aligned addresses (as the simulator's), far
     // enough apart that the 16384-row buffers do not overlap (the planner rejects that).
@@ -400,7 +440,12 @@ fn main() {
          of the 4-SM device's backward grid, as 16384 rows give an H200's 132 blocks. \
          LayerNorm res bwd + dbias: the fused residual add's backward with the bias gradient \
          (read h, dy and dh, write dx: 4s; dgamma, dbias and dbeta from the backward kernel's \
-         partial rows, counted once likewise).\n\n\
+         partial rows, counted once likewise). LayerNorm fwd split: 2 rows of 65536, each \
+         split into chunks across blocks; the cooperative pass holds each chunk in shared \
+         memory across its grid barrier (x read once), the two launches of a device without \
+         cooperative launches read x twice (0.5 more of the minimum, of which x is half). At \
+         2 rows, gamma and beta (f32, 512 KiB) add 0.5 of the minimum in f32/f32 and 1.0 in \
+         bf16/f32.\n\n\
          H200 16384 rows (LayerNorm bwd): the same ratio for an H200 plan with 16384 rows: \
          (sim unique - sim partial bytes) / sim min + H200 partial bytes / H200 min, partial \
          bytes = partial rows x padded cols x 4 x 2 of each plan.\n\n\
@@ -430,6 +475,8 @@ fn main() {
         layer_norm::<f32>(&mut notes, cols);
         layer_norm::<half::bf16>(&mut notes, cols);
     }
+    layer_norm_split::<f32>(&mut notes);
+    layer_norm_split::<half::bf16>(&mut notes);
     for (dims, layout) in [
         (vec![8usize, 64, 32, 32], Layout::Contiguous),
         (vec![8, 64, 32, 32], Layout::ChannelsLast),

@@ -27,6 +27,12 @@
  * on sm_100, 24 still 4), so the planner does not choose the wide tier for them there.
  */
 #define WN_LN_BWD_WIDE_FACTOR 2
+/**
+ * Bytes at the start of every non-empty LayerNorm / RMSNorm workspace kept for the forward
+ * split tier's cooperative pass: its grid barrier's two u32 counts (see `partials`), padded
+ * to a 32-byte sector so that the partials (and the backward's partial rows) start on one.
+ */
+#define WN_LN_SPLIT_BARRIER_BYTES 32
 /** The finalize kernel's block: columns per block (x) and partial-row lanes (y). */
 #define WN_LN_FINALIZE_COLS 32
 #define WN_LN_FINALIZE_LANES 8
@@ -54,7 +60,14 @@ typedef struct WnLayerNormFwdArgs {
      * the backward re-centres x on the pair. LayerNorm only (RMSNorm saves no mean).
      */
     wn_devptr mean_lo;
-    /** Split tier: rows * splits float4 (mean hi, mean lo, m2 / cols, 0), 16-byte aligned; else 0. */
+    /**
+     * Split tier: rows * splits float4 (mean hi, mean lo, m2 / cols, its lo part), 16-byte
+     * aligned; else 0. The forward's cooperative pass (`..._split_coop_vec`,
+     * `..._res_split_coop_vec`) keeps its grid barrier's two u32 counts (arrivals,
+     * departures) in the WN_LN_SPLIT_BARRIER_BYTES before it (the workspace's start), zero
+     * before the first call and left zero by every call. (Not a field of its own: one more
+     * pointer in this struct spilled three block kernels on sm_100.)
+     */
     wn_devptr partials;
     /** Number of rows (M). */
     int64_t rows;

@@ -301,12 +301,33 @@ __device__ __forceinline__ void tile_load2(const T* a, const T* b, const G& g,
     }
 }
 
+/**
+ * Rounds and stores one pack, columns [lo, lo + VEC) of the segment at `base` (those in
+ * [0, n) only): one vector store where the pack is whole.
+ */
+template <typename T, int VEC, typename I>
+__device__ __forceinline__ void pack_store(T* base, I lo, I n, const float (&v)[VEC]) {
+    if (lo >= 0 && lo + VEC <= n) {
+        Pack<T, VEC> pack;
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) pack.v[i] = from_float<T>(v[i]);
+        store_vec<T, VEC>(base + lo, pack);
+    } else {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+            if (in_seg(lo + i, n)) base[lo + i] = from_float<T>(v[i]);
+        }
+    }
+}
+
 /** Rounds and stores this thread's packs of the segment at `base` (columns in [0, n) only). */
 template <typename T, int VEC, int NPACK, class G>
 __device__ __forceinline__ void tile_store(T* base, const G& g,
                                            const float (&v)[NPACK][VEC]) {
 #pragma unroll
     for (int k = 0; k < NPACK; ++k) {
+        // Written out rather than calling pack_store: that form changed ptxas's allocation
+        // in the backward kernels (spills on sm_90/sm_100).
         const auto lo = g.template lo<VEC>(k);
         if (lo >= 0 && lo + VEC <= g.n) {
             Pack<T, VEC> pack;
@@ -346,6 +367,47 @@ __device__ __forceinline__ void param_load(const P* p, I lo, I n, float (&out)[V
     }
 #pragma unroll
     for (int i = 0; i < VEC; ++i) out[i] = in_seg(lo + i, n) ? to_float(p[lo + i]) : fill;
+}
+
+/** True when columns [lo, lo + VEC) of the parameter `p` are one aligned pack in [0, n). */
+template <typename P, int VEC, typename I>
+__device__ __forceinline__ bool param_whole(const P* p, I lo, I n) {
+    return lo >= 0 && lo + VEC <= n &&
+           reinterpret_cast<uintptr_t>(p + lo) % sizeof(Pack<P, VEC>) == 0;
+}
+
+/**
+ * Issues the parameter loads of this thread's packs k0 .. k0 + G - 1 (param_whole ones, as one
+ * vector load each; none for a null `p`), all before any is converted: G packs in flight per
+ * thread and parameter, where param_load per pack keeps one (tile_load_raw's form; held as
+ * 32-bit words, vec.cuh's Held: as Pack<bf16, 8>, nvcc spilled their 16-bit halves).
+ */
+template <typename P, int VEC, int G, class Geo>
+__device__ __forceinline__ void param_load_raw(const P* p, const Geo& g, int k0,
+                                               Held<P, VEC> (&raw)[G]) {
+    if (p == nullptr) return;
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+        const auto lo = g.template lo<VEC>(k0 + j);
+        if (param_whole<P, VEC>(p, lo, g.n)) raw[j].load(p + lo);
+    }
+}
+
+/**
+ * param_load_raw's pack of columns [lo, lo + VEC) as floats: converted where it was loaded,
+ * element by element under the bound otherwise (`fill` outside [0, n)).
+ */
+template <typename P, int VEC, typename I>
+__device__ __forceinline__ void param_convert(const P* p, I lo, I n, const Held<P, VEC>& raw,
+                                              float (&out)[VEC], float fill) {
+    if (param_whole<P, VEC>(p, lo, n)) {
+        const Pack<P, VEC> pack = raw.pack();
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) out[i] = to_float(pack.v[i]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) out[i] = in_seg(lo + i, n) ? to_float(p[lo + i]) : fill;
+    }
 }
 
 }  // namespace warpnorm

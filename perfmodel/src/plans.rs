@@ -12,7 +12,7 @@
 
 use warpnorm::abi::{
     WnBatchNormCoopBwdArgs, WnBatchNormCoopFwdArgs, WnBatchNormReduceArgs, WnBatchNormStatsArgs,
-    WnBatchNormSumsArgs, WnLayerNormBwdArgs, WN_BN_FOLD,
+    WnBatchNormSumsArgs, WnLayerNormBwdArgs, WnLayerNormFwdArgs, WN_BN_FOLD,
 };
 use warpnorm::batch_norm::{self as bn, BatchNormDesc, Layout, Mode};
 use warpnorm::copy::plan_copy;
@@ -303,6 +303,25 @@ fn traffic(l: &Launch, n: f64, s: f64, rows: f64, cols: f64) -> Option<Traffic> 
     // Fused residual forward (`_res_`): x and the residual read, h written (and y with the
     // statistics, except in split_stats, whose h the plain split_norm then reads as its x).
     if k.starts_with("warpnorm_layer_norm_fwd") || k.starts_with("warpnorm_rms_norm_fwd") {
+        // The split tier's cooperative pass: x (and the residual) read once, h and y written,
+        // the chunk partials written and read back through L2; between the phases a grid
+        // barrier (2 L2 round trips: arrivals, then the wait that sees the last one) and the
+        // row's partials (1: every thread's loads issued together).
+        if k.contains("_split_coop_") {
+            let a = l.args.get::<WnLayerNormFwdArgs>()?;
+            let stats = if k.starts_with("warpnorm_layer_norm") {
+                12.0
+            } else {
+                4.0
+            };
+            let partials = (a.rows * a.splits) as f64 * 16.0;
+            let streams = if k.contains("_res_") { 2.0 } else { 1.0 };
+            return Some(Traffic {
+                read: streams * ns,
+                write: streams * ns + stats * rows + partials,
+                tail_trips: 3.0,
+            });
+        }
         if k.contains("_res_split_stats") {
             return t(2.0 * ns, ns);
         }

@@ -13,6 +13,7 @@ pub const WN_LN_FWD_THREAD_ELEMS_SCALAR: u32 = 8;
 pub const WN_LN_BWD_THREAD_ELEMS_SCALAR: u32 = 8;
 pub const WN_LN_BWD_THREAD_ELEMS_CC12: u32 = 8;
 pub const WN_LN_BWD_WIDE_FACTOR: u32 = 2;
+pub const WN_LN_SPLIT_BARRIER_BYTES: u32 = 32;
 pub const WN_LN_FINALIZE_COLS: u32 = 32;
 pub const WN_LN_FINALIZE_LANES: u32 = 8;
 pub const WN_LN_COLSUM_LANES: u32 = 32;
@@ -60,7 +61,7 @@ pub struct WnLayerNormFwdArgs {
     pub rstd: wn_devptr,
     #[doc = " The saved mean's rounding error, f32, rows elements, or 0: not saved. The row mean is\n `mean + mean_lo` to about a rounding of the row's spread (`mean` is it rounded to f32);\n the backward re-centres x on the pair. LayerNorm only (RMSNorm saves no mean)."]
     pub mean_lo: wn_devptr,
-    #[doc = " Split tier: rows * splits float4 (mean hi, mean lo, m2 / cols, 0), 16-byte aligned; else 0."]
+    #[doc = " Split tier: rows * splits float4 (mean hi, mean lo, m2 / cols, its lo part), 16-byte\n aligned; else 0. The forward's cooperative pass (`..._split_coop_vec`,\n `..._res_split_coop_vec`) keeps its grid barrier's two u32 counts (arrivals,\n departures) in the WN_LN_SPLIT_BARRIER_BYTES before it (the workspace's start), zero\n before the first call and left zero by every call. (Not a field of its own: one more\n pointer in this struct spilled three block kernels on sm_100.)"]
     pub partials: wn_devptr,
     #[doc = " Number of rows (M)."]
     pub rows: i64,

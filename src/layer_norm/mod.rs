@@ -50,4 +50,5 @@ pub use plan::{
     plan_forward_residual_checked, workspace_bytes, workspace_bytes_checked,
     workspace_bytes_residual, workspace_bytes_residual_checked, BackwardPtrs, ColumnSumGeometry,
     Direction, ForwardPtrs, ResidualGrads, ResidualPtrs, COLSUM_MIN_CHUNK_ROWS,
+    SPLIT_BARRIER_BYTES,
 };

@@ -63,7 +63,10 @@ pub struct ForwardBuffers<'a, T, P> {
     /// for [`backward`], which re-centres x on the pair: dx on rows with a large offset is
     /// then as accurate as y; `None`: not stored (see [`ForwardPtrs::mean_lo`]).
     pub mean_lo: Option<CudaViewMut<'a, f32>>,
-    /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0).
+    /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned, zeroed before its first use
+    /// (`alloc_zeros`: it starts with the cooperative split pass's barrier counts, which every
+    /// call leaves zero; a backward never writes them, so one buffer may serve both), `None`
+    /// when that is 0.
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 
@@ -82,7 +85,10 @@ pub struct ForwardInPlaceBuffers<'a, T, P> {
     pub rstd: Option<CudaViewMut<'a, f32>>,
     /// The saved mean's rounding error, as [`ForwardBuffers::mean_lo`].
     pub mean_lo: Option<CudaViewMut<'a, f32>>,
-    /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0).
+    /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned, zeroed before its first use
+    /// (`alloc_zeros`: it starts with the cooperative split pass's barrier counts, which every
+    /// call leaves zero; a backward never writes them, so one buffer may serve both), `None`
+    /// when that is 0.
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 
@@ -107,7 +113,9 @@ pub struct BackwardBuffers<'a, T, P> {
     pub dgamma: Option<CudaViewMut<'a, P>>,
     /// Gradient of beta (written), cols elements: given exactly when there is a bias.
     pub dbeta: Option<CudaViewMut<'a, P>>,
-    /// At least [`backward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0).
+    /// At least [`backward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0); its
+    /// first [`SPLIT_BARRIER_BYTES`](crate::layer_norm::SPLIT_BARRIER_BYTES) are never
+    /// written (a forward's barrier counts, when shared with one).
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 
@@ -131,7 +139,9 @@ pub struct BackwardInPlaceBuffers<'a, T, P> {
     pub dgamma: Option<CudaViewMut<'a, P>>,
     /// Gradient of beta (written), cols elements: given exactly when there is a bias.
     pub dbeta: Option<CudaViewMut<'a, P>>,
-    /// At least [`backward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0).
+    /// At least [`backward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0); its
+    /// first [`SPLIT_BARRIER_BYTES`](crate::layer_norm::SPLIT_BARRIER_BYTES) are never
+    /// written (a forward's barrier counts, when shared with one).
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 
@@ -376,7 +386,8 @@ pub struct ForwardResidualBuffers<'a, T, P> {
     pub rstd: Option<CudaViewMut<'a, f32>>,
     /// The saved mean's rounding error (rows f32), as [`ForwardBuffers::mean_lo`].
     pub mean_lo: Option<CudaViewMut<'a, f32>>,
-    /// Workspace of [`forward_workspace_bytes`] bytes (`None` when that is 0).
+    /// Workspace of [`forward_workspace_bytes`] bytes, zeroed before its first use (as
+    /// [`ForwardBuffers::workspace`]), `None` when that is 0.
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 

@@ -56,7 +56,10 @@ pub struct ForwardBuffers<'a, T, P> {
     /// Saved 1 / sqrt(mean(x^2) + eps), one f32 per row (for [`backward`]); `None` for
     /// inference: nothing is stored.
     pub rstd: Option<CudaViewMut<'a, f32>>,
-    /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0).
+    /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned, zeroed before its first use
+    /// (`alloc_zeros`: it starts with the cooperative split pass's barrier counts, which every
+    /// call leaves zero; a backward never writes them, so one buffer may serve both), `None`
+    /// when that is 0.
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 
@@ -69,7 +72,10 @@ pub struct ForwardInPlaceBuffers<'a, T, P> {
     pub weight: Option<CudaView<'a, P>>,
     /// Saved rstd, one f32 per row; `None`: not stored.
     pub rstd: Option<CudaViewMut<'a, f32>>,
-    /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0).
+    /// At least [`forward_workspace_bytes`] bytes, 16-byte aligned, zeroed before its first use
+    /// (`alloc_zeros`: it starts with the cooperative split pass's barrier counts, which every
+    /// call leaves zero; a backward never writes them, so one buffer may serve both), `None`
+    /// when that is 0.
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 
@@ -87,7 +93,9 @@ pub struct BackwardBuffers<'a, T, P> {
     pub dx: CudaViewMut<'a, T>,
     /// Gradient of the weight (written), cols elements: given exactly when `desc.weight`.
     pub dweight: Option<CudaViewMut<'a, P>>,
-    /// At least [`backward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0).
+    /// At least [`backward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0); its
+    /// first [`SPLIT_BARRIER_BYTES`](crate::layer_norm::SPLIT_BARRIER_BYTES) are never
+    /// written (a forward's barrier counts, when shared with one).
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 
@@ -104,7 +112,9 @@ pub struct BackwardInPlaceBuffers<'a, T, P> {
     pub weight: Option<CudaView<'a, P>>,
     /// Gradient of the weight (written), cols elements: given exactly when `desc.weight`.
     pub dweight: Option<CudaViewMut<'a, P>>,
-    /// At least [`backward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0).
+    /// At least [`backward_workspace_bytes`] bytes, 16-byte aligned (`None` when that is 0); its
+    /// first [`SPLIT_BARRIER_BYTES`](crate::layer_norm::SPLIT_BARRIER_BYTES) are never
+    /// written (a forward's barrier counts, when shared with one).
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 
@@ -303,7 +313,8 @@ pub struct ForwardResidualBuffers<'a, T, P> {
     /// Saved 1 / sqrt(mean(h^2) + eps) (rows f32), for [`backward_residual`]; `None` for
     /// inference.
     pub rstd: Option<CudaViewMut<'a, f32>>,
-    /// Workspace of [`forward_workspace_bytes`] bytes (`None` when that is 0).
+    /// Workspace of [`forward_workspace_bytes`] bytes, zeroed before its first use (as
+    /// [`ForwardBuffers::workspace`]), `None` when that is 0.
     pub workspace: Option<CudaViewMut<'a, u8>>,
 }
 

@@ -30,3 +30,21 @@ pub trait Backend: Executor {
     /// Reads one i64 from `ptr`.
     fn download_i64(&mut self, ptr: u64) -> i64;
 }
+
+/// A LayerNorm / RMSNorm workspace of `bytes` on `be`: uninitialized (initcheck reports any
+/// read of what no kernel wrote) except its first
+/// [`warpnorm::layer_norm::SPLIT_BARRIER_BYTES`], the cooperative split pass's barrier counts,
+/// zeroed as the API asks before a workspace's first use (every call leaves them zero:
+/// [`barrier_is_zero`] checks). 0 bytes: a 4-byte allocation nothing reads.
+pub fn row_norm_workspace<B: Backend>(be: &mut B, bytes: usize) -> u64 {
+    let p = be.alloc::<f32>(bytes.div_ceil(4).max(1), 0);
+    if bytes > 0 {
+        be.write(p, &[0.0f32; 4]);
+    }
+    p
+}
+
+/// Whether a row-norm workspace's barrier counts (see [`row_norm_workspace`]) are zero.
+pub fn barrier_is_zero<B: Backend>(be: &mut B, ws: u64) -> bool {
+    be.download::<f32>(ws, 4).iter().all(|v| v.to_bits() == 0)
+}

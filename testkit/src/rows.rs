@@ -39,10 +39,15 @@ pub fn last_block(l: &Launch, rows: u64, group: u32) -> (u32, Vec<usize>) {
     (b as u32, block_rows(b, unit, gx, rows))
 }
 
-/// A device like the simulated one with `sm_count` SMs, so that grids grow with the rows.
+/// A device like the simulated one with `sm_count` SMs, so that grids grow with the rows, and
+/// without cooperative launches: the huge shapes run some of a launch's blocks
+/// ([`run_row_blocks`]), which a cooperative launch (its blocks wait for each other) cannot.
+/// The cooperative passes' 64-bit offsets are those of the kernels they share their bodies
+/// with (LayerNorm's split tier), which run here.
 pub fn props_with_sms(sm_count: u32) -> DeviceProps {
     DeviceProps {
         sm_count,
+        cooperative_launch: false,
         ..DeviceProps::SIM
     }
 }
@@ -143,12 +148,13 @@ pub fn show_rows(r: &[usize]) -> String {
 
 /// The vector kernels of every tier of a row norm, forward and backward, with `{}` standing for
 /// the dtype pair (`warpnorm_<op>_` before): what the coalescing tests must see run.
-pub const VEC_TIERS: [&str; 10] = [
+pub const VEC_TIERS: [&str; 11] = [
     "fwd_{}_subwarp_vec",
     "fwd_{}_warp_vec",
     "fwd_{}_block_vec",
     "fwd_{}_split_stats_vec",
     "fwd_{}_split_norm_vec",
+    "fwd_{}_split_coop_vec",
     "bwd_{}_subwarp_vec",
     "bwd_{}_warp_vec",
     "bwd_{}_block_vec",

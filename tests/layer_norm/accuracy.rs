@@ -84,7 +84,7 @@ fn sim_fwd<T: Element + Default, P: Element + Default>(
     let prstd = sim.alloc::<f32>(m, 0);
     let plo = sim.alloc::<f32>(m, 0);
     let ws = workspace_bytes(desc, Direction::Forward, &props).unwrap();
-    let pws = sim.alloc::<f32>(ws.div_ceil(4), 0);
+    let pws = testkit::backend::row_norm_workspace(&mut sim, ws);
     let ptrs = ForwardPtrs {
         x: px,
         y: py,

@@ -2,7 +2,9 @@
 //!
 //! - coalescing: for aligned shapes (buffers 256-byte aligned, D a multiple of the vector
 //!   width) every global request of every launch - forward, backward and the finalize, in
-//!   every tier (subwarp, warp, block, split), f32/f32, bf16/bf16 and the mixed pairs
+//!   every tier (subwarp, warp, block, split: the forward's cooperative pass, and its
+//!   two-launch form planned for a device without cooperative launches), f32/f32, bf16/bf16
+//!   and the mixed pairs
 //!   f16/f32 and bf16/f32 (f16/bf16 activations with f32 gamma/beta: 8-byte activation and
 //!   16-byte parameter accesses) - touches exactly its ideal number of 32-byte sectors
 //!   (ptxsim's per-request metric: 0 uncoalesced requests);
@@ -22,6 +24,13 @@ use warpnorm::{kernels, DType, DeviceProps, Element, Plan};
 
 const ARCH: u32 = 80;
 
+/// The simulated device without cooperative launches: its plans take the two-launch split
+/// tier (split_stats, split_norm) where SIM's take the cooperative pass.
+const NO_COOP: DeviceProps = DeviceProps {
+    cooperative_launch: false,
+    ..DeviceProps::SIM
+};
+
 /// Forward and backward plans of a case on aligned buffers, with each launch's statistics.
 struct Traced {
     runs: Vec<(String, LaunchStats)>,
@@ -30,8 +39,11 @@ struct Traced {
     fin: Option<(u64, u64, u64)>,
 }
 
-fn run<T: Element + Default, P: Element + Default>(case: &Case, forward: bool) -> Traced {
-    let props = DeviceProps::SIM;
+fn run<T: Element + Default, P: Element + Default>(
+    case: &Case,
+    forward: bool,
+    props: &DeviceProps,
+) -> Traced {
     let desc = case.desc();
     let (m, d) = (case.rows, case.cols);
     let data: Data<T, P> = make_data(case);
@@ -53,8 +65,8 @@ fn run<T: Element + Default, P: Element + Default>(case: &Case, forward: bool) -
         let pmean = sim.alloc::<f32>(m, 0);
         let prstd = sim.alloc::<f32>(m, 0);
         let plo = sim.alloc::<f32>(m, 0);
-        let ws = workspace_bytes(&desc, Direction::Forward, &props).unwrap();
-        let pw = sim.alloc::<f32>(ws.div_ceil(4), 0);
+        let ws = workspace_bytes(&desc, Direction::Forward, props).unwrap();
+        let pw = testkit::backend::row_norm_workspace(&mut sim, ws);
         let p = ForwardPtrs {
             x: px,
             y: py,
@@ -66,7 +78,7 @@ fn run<T: Element + Default, P: Element + Default>(case: &Case, forward: bool) -
             workspace: pw,
             workspace_bytes: ws as u64,
         };
-        exec(&mut sim, &plan_forward(&desc, &p, &props).unwrap());
+        exec(&mut sim, &plan_forward(&desc, &p, props).unwrap());
     }
     let r =
         cpu_forward::<T, P>(&desc, &data.x, data.gamma.as_deref(), data.beta.as_deref()).unwrap();
@@ -77,8 +89,8 @@ fn run<T: Element + Default, P: Element + Default>(case: &Case, forward: bool) -
     let plo = sim.upload(&r.mean_lo, 0);
     let pdg = data.gamma.as_ref().map(|_| sim.alloc::<P>(d, 0));
     let pdb = data.beta.as_ref().map(|_| sim.alloc::<P>(d, 0));
-    let ws = workspace_bytes(&desc, Direction::Backward, &props).unwrap();
-    let pw = sim.alloc::<f32>(ws.div_ceil(4), 0);
+    let ws = workspace_bytes(&desc, Direction::Backward, props).unwrap();
+    let pw = testkit::backend::row_norm_workspace(&mut sim, ws);
     let p = BackwardPtrs {
         x: px,
         dy: pdy,
@@ -92,7 +104,7 @@ fn run<T: Element + Default, P: Element + Default>(case: &Case, forward: bool) -
         workspace: pw,
         workspace_bytes: ws as u64,
     };
-    let bwd = plan_backward(&desc, &p, &props).unwrap();
+    let bwd = plan_backward(&desc, &p, props).unwrap();
     exec(&mut sim, &bwd);
     let fin = bwd.launches.last().and_then(|l| {
         let a = l.args.get::<WnLayerNormFinalizeArgs>()?;
@@ -102,13 +114,13 @@ fn run<T: Element + Default, P: Element + Default>(case: &Case, forward: bool) -
     Traced { runs, plans, fin }
 }
 
-fn run_dyn(case: &Case, forward: bool) -> Traced {
+fn run_dyn(case: &Case, forward: bool, props: &DeviceProps) -> Traced {
     use half::{bf16, f16};
     match (case.dtype, case.param_dtype) {
-        (DType::F32, DType::F32) => run::<f32, f32>(case, forward),
-        (DType::BF16, DType::BF16) => run::<bf16, bf16>(case, forward),
-        (DType::F16, DType::F32) => run::<f16, f32>(case, forward),
-        (DType::BF16, DType::F32) => run::<bf16, f32>(case, forward),
+        (DType::F32, DType::F32) => run::<f32, f32>(case, forward, props),
+        (DType::BF16, DType::BF16) => run::<bf16, bf16>(case, forward, props),
+        (DType::F16, DType::F32) => run::<f16, f32>(case, forward, props),
+        (DType::BF16, DType::F32) => run::<bf16, f32>(case, forward, props),
         (t, p) => panic!("no coalescing case for {t}/{p}"),
     }
 }
@@ -161,8 +173,17 @@ fn assert_all_coalesced(pairs: &[(DType, DType)]) {
             (r / 8, 16384),
         ] {
             let c = case_pair(rows, cols, dtype, param_dtype);
-            let t = run_dyn(&c, true);
-            for (kernel, stats) in &t.runs {
+            let mut traces = vec![run_dyn(&c, true, &DeviceProps::SIM)];
+            if traces[0]
+                .runs
+                .iter()
+                .any(|(k, _)| k.contains("_split_coop_"))
+            {
+                // The two-launch split tier too: what a device without cooperative launches
+                // runs for the same shape.
+                traces.push(run_dyn(&c, true, &NO_COOP));
+            }
+            for (kernel, stats) in traces.iter().flat_map(|t| &t.runs) {
                 tiers.insert(kernel.clone());
                 let m = stats.metrics.as_ref().expect("metrics are on");
                 let e = totals.entry(kernel.clone()).or_default();
@@ -239,7 +260,7 @@ fn backward_unique_bytes_within_two_percent_of_the_minimum() {
         for cols in [768usize, 1024, 4096, 8192] {
             let rows = 512;
             let c = case(rows, cols, dtype);
-            let t = run_dyn(&c, false);
+            let t = run_dyn(&c, false, &DeviceProps::SIM);
             let sum: u64 = t
                 .runs
                 .iter()

@@ -2,6 +2,8 @@
 //! the H200 and the simulator's GPU, workspace sizes, and every bad-input path (each returns
 //! the right `Error` variant; a rejected call plans nothing, so nothing can be launched).
 
+use crate::support::DTYPE_PAIRS;
+use warpnorm::abi::WnLayerNormFwdArgs;
 use warpnorm::layer_norm::plan::{geometry, nested_first_grid, wide_elems, Tier};
 use warpnorm::layer_norm::{
     plan_backward, plan_forward, workspace_bytes, Affine, BackwardPtrs, Direction, ForwardPtrs,
@@ -187,7 +189,10 @@ fn tier_boundaries_f32() {
 
 #[test]
 fn sim_props_reach_the_split_tier_with_few_rows() {
-    let s = DeviceProps::SIM;
+    let s = DeviceProps {
+        cooperative_launch: false,
+        ..DeviceProps::SIM
+    };
     let d = desc(3, 4096, DType::F16, DType::F32, Affine::Weight);
     let f = plan_forward(&d, &fwd_ptrs(&d, &s), &s).unwrap();
     assert_eq!(
@@ -198,6 +203,111 @@ fn sim_props_reach_the_split_tier_with_few_rows() {
         ]
     );
     assert_eq!(f.launches[0].grid[1], 2, "4096 columns in 2 chunks of 2048");
+    // With cooperative launches (SIM has them), the same chunks in one launch - where the
+    // build has SIM's sm_80 figures (nvcc present; without them co-residency cannot be shown
+    // and the two launches stay).
+    let s = DeviceProps::SIM;
+    let f = plan_forward(&d, &fwd_ptrs(&d, &s), &s).unwrap();
+    if !warpnorm::kernels::RESOURCES.iter().any(|r| r.arch == 80) {
+        assert_eq!(f.launches.len(), 2, "{f}");
+        return;
+    }
+    assert_eq!(
+        names(&f),
+        ["warpnorm_layer_norm_fwd_f16_f32_split_coop_vec"]
+    );
+    let l = &f.launches[0];
+    assert!(l.cooperative);
+    assert_eq!(l.args.get::<WnLayerNormFwdArgs>().unwrap().splits, 2);
+}
+
+/// The forward split tier's cooperative pass: chosen where every chunk of every row fits in
+/// the shared memory of one wave - on an H100 and an H200, 4 rows of 2^20 in every dtype pair,
+/// plain and with the residual add (one launch, a grid no larger than the kernel's wave at its
+/// dynamic shared memory, the fewest chunks per block, the partials after the barrier counts
+/// in the workspace) - and not where they do not fit (4 rows of 2^22 f32: 64 MiB) or the device
+/// has no cooperative launches (the two launches then).
+#[test]
+fn split_coop_pass_where_the_chunks_fit_on_chip() {
+    use warpnorm::layer_norm::{plan_forward_residual, ResidualPtrs, SPLIT_BARRIER_BYTES};
+    let have_figures = warpnorm::kernels::RESOURCES.iter().any(|r| r.arch == 90);
+    for props in [DeviceProps::H100, DeviceProps::H200] {
+        for (t, p) in DTYPE_PAIRS {
+            let d = desc(4, 1 << 20, t, p, Affine::WeightBias);
+            let fp = fwd_ptrs(&d, &props);
+            let r = ResidualPtrs {
+                residual: DY,
+                bias: Some(DB),
+                h: DG,
+            };
+            for (plan, res) in [
+                (plan_forward(&d, &fp, &props).unwrap(), ""),
+                (plan_forward_residual(&d, &fp, &r, &props).unwrap(), "res_"),
+            ] {
+                let ctx = format!("{t}/{p} {res}\n{plan}");
+                if !have_figures {
+                    // Without the build's figures co-residency cannot be shown: two launches.
+                    assert_eq!(plan.launches.len(), 2, "{ctx}");
+                    continue;
+                }
+                assert_eq!(plan.launches.len(), 1, "{ctx}");
+                let l = &plan.launches[0];
+                assert_eq!(
+                    l.kernel,
+                    format!("warpnorm_layer_norm_fwd_{t}_{p}_{res}split_coop_vec"),
+                    "{ctx}"
+                );
+                assert!(l.cooperative, "{ctx}");
+                let a = l.args.get::<WnLayerNormFwdArgs>().unwrap();
+                assert_eq!(a.partials, WS + SPLIT_BARRIER_BYTES, "{ctx}");
+                let items = (a.rows * a.splits) as u64;
+                let per = items.div_ceil(l.blocks());
+                let threads = l.block[0] as u64;
+                let elems = (a.chunk as u64).div_ceil(threads);
+                let k = resident_blocks_of(&l.kernel, l.block[0], l.shared_mem_bytes, &props);
+                assert!(l.blocks() <= props.sm_count as u64 * k as u64, "{ctx}");
+                assert!(
+                    l.shared_mem_bytes <= props.max_shared_per_block_optin,
+                    "{ctx}"
+                );
+                // Room for `per` chunks of the block's held elements and the row's partials.
+                assert!(
+                    u64::from(l.shared_mem_bytes) >= per * threads * elems * t.size() as u64,
+                    "{ctx}"
+                );
+                // The fewest chunks per block: one fewer would not fit the wave.
+                if per > 1 {
+                    let smaller = l.shared_mem_bytes as u64
+                        - (l.shared_mem_bytes as u64 - a.splits as u64 * 16) / per;
+                    let k1 = resident_blocks_of(&l.kernel, l.block[0], smaller as u32, &props);
+                    assert!(
+                        props.sm_count as u64 * k1 as u64 * (per - 1) < items,
+                        "{ctx}"
+                    );
+                }
+                // The workspace holds the barrier counts and every chunk's partial.
+                assert!(
+                    fp.workspace_bytes >= SPLIT_BARRIER_BYTES + items * 16,
+                    "{ctx}"
+                );
+            }
+            // Without cooperative launches: the two launches.
+            let two = DeviceProps {
+                cooperative_launch: false,
+                ..props
+            };
+            let plan = plan_forward(&d, &fwd_ptrs(&d, &two), &two).unwrap();
+            assert_eq!(plan.launches.len(), 2, "{plan}");
+            assert!(
+                plan.launches[0].kernel.ends_with("_split_stats_vec"),
+                "{plan}"
+            );
+        }
+        // 64 MiB of f32 rows: beyond any GPU's shared memory, two launches.
+        let d = desc(4, 1 << 22, DType::F32, DType::F32, Affine::WeightBias);
+        let plan = plan_forward(&d, &fwd_ptrs(&d, &props), &props).unwrap();
+        assert_eq!(plan.launches.len(), 2, "{plan}");
+    }
 }
 
 #[test]
@@ -592,13 +702,7 @@ fn every_planned_kernel_is_exported() {
         return;
     }
     let entries: Vec<&str> = warpnorm::kernels::all_entries().collect();
-    for (t, p) in [
-        (DType::F32, DType::F32),
-        (DType::F16, DType::F16),
-        (DType::F16, DType::F32),
-        (DType::BF16, DType::BF16),
-        (DType::BF16, DType::F32),
-    ] {
+    for (t, p) in DTYPE_PAIRS {
         for cols in [3usize, 300, 3000, 30000] {
             for off in [0u64, t.size() as u64] {
                 let d = desc(8, cols, t, p, Affine::WeightBias);
@@ -889,8 +993,13 @@ fn split_first_pass_runs_a_wave_of_its_own() {
                 }
             }
         }
-        // Forward: split_stats on a wave of its own too (the split tier with few rows).
+        // Forward: split_stats on a wave of its own too (the split tier with few rows, in its
+        // two launches: without cooperative launches).
         let d = desc(4, 1 << 20, DType::BF16, DType::BF16, Affine::WeightBias);
+        let props = DeviceProps {
+            cooperative_launch: false,
+            ..props
+        };
         let plan = plan_forward(&d, &fwd_ptrs(&d, &props), &props).unwrap();
         let stats = &plan.launches[0];
         assert!(stats.kernel.ends_with("_split_stats_vec"), "{plan}");

@@ -288,7 +288,7 @@ fn in_place_matches_out_of_place_in_every_tier() {
         let ws_bytes = workspace_bytes(&d, Direction::Forward, &props)
             .unwrap()
             .max(workspace_bytes(&d, Direction::Backward, &props).unwrap());
-        let ws = sim.alloc::<f32>(ws_bytes.div_ceil(4).max(1), 0);
+        let ws = testkit::backend::row_norm_workspace(&mut sim, ws_bytes);
         let (pg, pb) = (sim.upload(&g, 0), sim.upload(&b, 0));
         let (pm, pr) = (sim.alloc::<f32>(rows, 0), sim.alloc::<f32>(rows, 0));
         let plo = sim.alloc::<f32>(rows, 0);
@@ -355,7 +355,7 @@ fn forward_without_saved_statistics_in_every_tier() {
             o.metrics = true;
             sim.dev.set_options(o);
             let ws_bytes = workspace_bytes(&d, Direction::Forward, &props).unwrap();
-            let ws = sim.alloc::<f32>(ws_bytes.div_ceil(4).max(1), 0);
+            let ws = testkit::backend::row_norm_workspace(&mut sim, ws_bytes);
             let (px, pg, pb) = (sim.upload(&x, 0), sim.upload(&g, 0), sim.upload(&b, 0));
             let (pm, pr) = (sim.alloc::<f32>(rows, 0), sim.alloc::<f32>(rows, 0));
             let (pm2, pr2) = (sim.alloc::<f32>(rows, 0), sim.alloc::<f32>(rows, 0));
@@ -426,5 +426,96 @@ fn forward_without_saved_statistics_in_every_tier() {
                 "{ctx}: mean not stored"
             );
         }
+    }
+}
+
+/// The forward split tier's cooperative pass (one launch, every chunk held in shared memory
+/// across the grid; bf16/f32 rows split on SIM): planned as one cooperative launch; a second
+/// call on the same workspace gives the same bits, each call leaving the barrier counts zero;
+/// the two-launch split tier (planned without cooperative launches) agrees with it up to the
+/// merges' f32 roundings; and on a workspace whose counts were never zeroed every row comes
+/// out NaN (no block finishes from partials it did not wait for), the counts zero after it.
+#[test]
+fn split_coop_pass_reruns_bitwise_and_a_dirty_workspace_shows_as_nan() {
+    if skip_without_kernels("split_coop_pass_reruns_bitwise_and_a_dirty_workspace_shows_as_nan") {
+        return;
+    }
+    use crate::support::plan_fwd_sim;
+    use testkit::backend::barrier_is_zero;
+    for (rows, cols) in [(2usize, 9000usize), (5, 20000)] {
+        let n = rows * cols;
+        let d = bf16_f32(rows, cols);
+        let (x, _, g, b) = tier_data(rows, cols, 23);
+        let mut sim = Sim::new(80);
+        let props = DeviceProps::SIM;
+        let (px, pg, pb) = (sim.upload(&x, 0), sim.upload(&g, 0), sim.upload(&b, 0));
+        let f = plan_fwd_sim::<bf16>(&mut sim, &d, &props, px, 0, Some(pg), Some(pb)).unwrap();
+        let (py, pm, pr, plo, ws) = (f.y, f.mean, f.rstd, f.mean_lo, f.workspace);
+        let plan = f.plan;
+        let l = &plan.launches;
+        assert!(
+            l.len() == 1 && l[0].cooperative && l[0].kernel.ends_with("_split_coop_vec"),
+            "{rows}x{cols}:\n{plan}"
+        );
+        let mut runs = Vec::new();
+        for _ in 0..2 {
+            sim.run(&plan).unwrap();
+            assert!(
+                barrier_is_zero(&mut sim, ws),
+                "{rows}x{cols}: counts left non-zero"
+            );
+            let y: Vec<u16> = sim
+                .download::<bf16>(py, n)
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            let stats: Vec<u32> = [pm, pr, plo]
+                .iter()
+                .flat_map(|&p| sim.download::<f32>(p, rows))
+                .map(f32::to_bits)
+                .collect();
+            runs.push((y, stats));
+        }
+        assert!(runs[0] == runs[1], "{rows}x{cols}: the rerun differs");
+        let (mean, rstd) = (sim.download::<f32>(pm, rows), sim.download::<f32>(pr, rows));
+        // The two launches of the split tier: the same statistics up to the merge's roundings.
+        let two = DeviceProps {
+            cooperative_launch: false,
+            ..props
+        };
+        let f2 = plan_fwd_sim::<bf16>(&mut sim, &d, &two, px, 0, Some(pg), Some(pb)).unwrap();
+        let plan2 = f2.plan;
+        assert!(
+            plan2.launches.len() == 2 && plan2.launches.iter().all(|l| !l.cooperative),
+            "{plan2}"
+        );
+        sim.run(&plan2).unwrap();
+        let (mean2, rstd2) = (
+            sim.download::<f32>(f2.mean, rows),
+            sim.download::<f32>(f2.rstd, rows),
+        );
+        for r in 0..rows {
+            assert!(
+                (mean[r] - mean2[r]).abs() <= 1e-6 * rstd[r].recip()
+                    && (rstd[r] - rstd2[r]).abs() <= 1e-6 * rstd[r],
+                "{rows}x{cols} row {r}: ({}, {}) one launch, ({}, {}) two",
+                mean[r],
+                rstd[r],
+                mean2[r],
+                rstd2[r]
+            );
+        }
+        // Counts never zeroed (here beyond any grid): no block waits, each finishes from NaN.
+        sim.write(ws, &[f32::from_bits(1 << 30), f32::from_bits(0)]);
+        sim.run(&plan).unwrap();
+        let y: Vec<bf16> = sim.download(py, n);
+        assert!(
+            y.iter().all(|v| v.is_nan()),
+            "{rows}x{cols}: a dirty workspace gave finite outputs"
+        );
+        assert!(
+            barrier_is_zero(&mut sim, ws),
+            "{rows}x{cols}: counts not reset"
+        );
     }
 }

@@ -367,6 +367,8 @@ pub struct PlannedFwd {
     pub rstd: u64,
     /// Saved mean_lo (rows f32).
     pub mean_lo: u64,
+    /// The workspace (testkit's `row_norm_workspace`: its barrier counts zeroed).
+    pub workspace: u64,
 }
 
 /// Allocates y (`y_offset` elements past an aligned address), mean, rstd and the workspace
@@ -386,7 +388,7 @@ pub fn plan_fwd_sim<T: Element>(
     let rstd = be.alloc::<f32>(m, 0);
     let mean_lo = be.alloc::<f32>(m, 0);
     let ws = workspace_bytes(desc, Direction::Forward, props).map_err(|e| e.to_string())?;
-    let workspace = be.alloc::<f32>(ws.div_ceil(4), 0);
+    let workspace = testkit::backend::row_norm_workspace(be, ws);
     let ptrs = ForwardPtrs {
         x,
         y,
@@ -405,6 +407,7 @@ pub fn plan_fwd_sim<T: Element>(
         mean,
         rstd,
         mean_lo,
+        workspace,
     })
 }
 

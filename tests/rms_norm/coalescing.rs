@@ -3,9 +3,11 @@
 //! RMSNorm's loads, stores and saved statistics are its own instantiations):
 //!
 //! - coalescing: on aligned shapes every global request of every launch - forward, backward
-//!   and the finalize, in every tier, for every dtype pair - touches exactly its ideal number of
-//!   32-byte sectors (ptxsim's per-request metric: 0 uncoalesced requests), and every tier's
-//!   vector kernel and each parameter dtype's finalize ran;
+//!   and the finalize, in every tier (the forward's split tier both as the cooperative pass
+//!   and as the two launches a device without cooperative launches gets), for every dtype
+//!   pair - touches exactly its ideal number of 32-byte sectors (ptxsim's per-request metric:
+//!   0 uncoalesced requests), and every tier's vector kernel and each parameter dtype's
+//!   finalize ran;
 //! - traffic: the backward's unique global bytes stay within 1.02 x the minimum (read x and
 //!   dy, write dx) for 512 rows of D up to 8192.
 
@@ -21,6 +23,13 @@ use warpnorm::abi::WnLayerNormFinalizeArgs;
 use warpnorm::{DType, DeviceProps, Element, Executor, Plan};
 
 const ARCH: u32 = 80;
+
+/// The simulated device without cooperative launches: its plans take the two-launch split
+/// tier (split_stats, split_norm) where SIM's take the cooperative pass.
+const NO_COOP: DeviceProps = DeviceProps {
+    cooperative_launch: false,
+    ..DeviceProps::SIM
+};
 
 /// The simulator, keeping every launch's statistics (kernel name, stats) in run order.
 struct Recording {
@@ -83,7 +92,7 @@ struct Traced {
     fin: Option<(u64, u64)>,
 }
 
-fn run<T: Element + Default, P: Element + Default>(case: &Case) -> Traced {
+fn run<T: Element + Default, P: Element + Default>(case: &Case, props: &DeviceProps) -> Traced {
     let data: Data<T, P> = make_data(case);
     let mut be = Recording {
         sim: Sim::new(ARCH),
@@ -92,7 +101,7 @@ fn run<T: Element + Default, P: Element + Default>(case: &Case) -> Traced {
     let (_, ran) = run_on::<T, P>(
         &mut be,
         &case.desc(),
-        &DeviceProps::SIM,
+        props,
         Views::Aligned,
         &data.x,
         &data.dy,
@@ -111,13 +120,13 @@ fn run<T: Element + Default, P: Element + Default>(case: &Case) -> Traced {
     }
 }
 
-fn run_dyn(case: &Case) -> Traced {
+fn run_dyn(case: &Case, props: &DeviceProps) -> Traced {
     match (case.dtype, case.param_dtype) {
-        (DType::F32, DType::F32) => run::<f32, f32>(case),
-        (DType::F16, DType::F16) => run::<f16, f16>(case),
-        (DType::F16, DType::F32) => run::<f16, f32>(case),
-        (DType::BF16, DType::BF16) => run::<bf16, bf16>(case),
-        (DType::BF16, DType::F32) => run::<bf16, f32>(case),
+        (DType::F32, DType::F32) => run::<f32, f32>(case, props),
+        (DType::F16, DType::F16) => run::<f16, f16>(case, props),
+        (DType::F16, DType::F32) => run::<f16, f32>(case, props),
+        (DType::BF16, DType::BF16) => run::<bf16, bf16>(case, props),
+        (DType::BF16, DType::F32) => run::<bf16, f32>(case, props),
         (t, p) => panic!("no coalescing case for {t}/{p}"),
     }
 }
@@ -158,8 +167,18 @@ fn aligned_rms_norm_requests_are_all_coalesced() {
             (2, 8192),
             (r / 8, 16384),
         ] {
-            let t = run_dyn(&case(rows, cols, dtype, param_dtype));
-            for (kernel, stats) in &t.runs {
+            let c = case(rows, cols, dtype, param_dtype);
+            let mut traces = vec![run_dyn(&c, &DeviceProps::SIM)];
+            if traces[0]
+                .runs
+                .iter()
+                .any(|(k, _)| k.contains("_split_coop_"))
+            {
+                // The two-launch split tier too: what a device without cooperative launches
+                // runs for the same shape.
+                traces.push(run_dyn(&c, &NO_COOP));
+            }
+            for (kernel, stats) in traces.iter().flat_map(|t| &t.runs) {
                 ran.insert(kernel.clone());
                 let m = stats.metrics.as_ref().expect("metrics are on");
                 let e = totals.entry(kernel.clone()).or_default();
@@ -204,7 +223,7 @@ fn rms_norm_backward_unique_bytes_within_two_percent_of_the_minimum() {
     for dtype in [DType::F32, DType::BF16] {
         for cols in [768usize, 1024, 4096, 8192] {
             let rows = 512;
-            let t = run_dyn(&case(rows, cols, dtype, dtype));
+            let t = run_dyn(&case(rows, cols, dtype, dtype), &DeviceProps::SIM);
             let fwd_launches = t.runs.iter().filter(|(k, _)| k.contains("_fwd_")).count();
             let sum: u64 = t.runs[fwd_launches..]
                 .iter()

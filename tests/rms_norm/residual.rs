@@ -314,6 +314,9 @@ struct Case {
     oout: usize,
     bias: bool,
     dh: bool,
+    /// Planned for a device with cooperative launches (the forward split tier's one-launch
+    /// pass where it fits), else without (its two launches).
+    coop: bool,
     seed: u64,
 }
 
@@ -390,7 +393,10 @@ fn run_op<T: Element + Default, P: Element + Default>(
     let (m, d) = (c.rows, c.cols);
     let n = m * d;
     // (An H100's shared memory: LayerNorm's wide bias-gradient backward needs 193 KiB.)
-    let props = SIM_SM90_SHARED;
+    let props = DeviceProps {
+        cooperative_launch: c.coop,
+        ..SIM_SM90_SHARED
+    };
     let px = sim.upload(x, c.oin);
     let pg = sim.upload(&inp.gamma, 0);
     let pb = sim.upload(&inp.beta, 0);
@@ -423,7 +429,7 @@ fn run_op<T: Element + Default, P: Element + Default>(
         Op::Layer => {
             let desc = ln_desc(c);
             ws_f = ln::workspace_bytes(&desc, ln::Direction::Forward, &props).map_err(e)?;
-            let w = sim.alloc::<f32>(ws_f.div_ceil(4), 0);
+            let w = testkit::backend::row_norm_workspace(sim, ws_f);
             let p = ln::ForwardPtrs {
                 x: px,
                 y,
@@ -443,7 +449,7 @@ fn run_op<T: Element + Default, P: Element + Default>(
         Op::Rms => {
             let desc = rms_desc(c);
             ws_f = rms::workspace_bytes(&desc, rms::Direction::Forward, &props).map_err(e)?;
-            let w = sim.alloc::<f32>(ws_f.div_ceil(4), 0);
+            let w = testkit::backend::row_norm_workspace(sim, ws_f);
             let p = rms::ForwardPtrs {
                 x: px,
                 y,
@@ -838,6 +844,9 @@ fn sim_fused_residual_every_tier_and_dtype() {
                         // sweep (the block tier's vector and scalar `block_dbias` kernels).
                         bias: (k / 2).is_multiple_of(2),
                         dh: !k.is_multiple_of(3),
+                        // The longest rows plan without cooperative launches: the two-launch
+                        // split tier's fused vector kernels run as well as the one-launch pass.
+                        coop: cols != 65537,
                         seed: k,
                     };
                     match check_dyn(arch, &c) {
@@ -1122,6 +1131,7 @@ fn sim_dbias_compute_75_and_90() {
                         oout,
                         bias: true,
                         dh: true,
+                        coop: true,
                         seed: k,
                     };
                     let dg = ln::column_sum_geometry(&ln_desc(&c), &DeviceProps::SIM);
@@ -1623,6 +1633,7 @@ fn sim_layer_norm_dbias_without_beta() {
             oout: 0,
             bias: true,
             dh: true,
+            coop: true,
             seed,
         };
         let inp: Inputs<T, P> = inputs(&c);

@@ -514,7 +514,7 @@ fn run_sim<T: Element + Default, P: Element + Default>(
                 mean: Some(mean),
                 rstd: Some(rstd),
                 mean_lo: Some(mean_lo),
-                workspace: sim.alloc::<f32>(ws.div_ceil(4), 0),
+                workspace: testkit::backend::row_norm_workspace(sim, ws),
                 workspace_bytes: ws as u64,
             };
             ln::plan_forward_residual(&desc, &p, &r, &props)
@@ -526,7 +526,7 @@ fn run_sim<T: Element + Default, P: Element + Default>(
                 y,
                 weight: pg,
                 rstd: Some(rstd),
-                workspace: sim.alloc::<f32>(ws.div_ceil(4), 0),
+                workspace: testkit::backend::row_norm_workspace(sim, ws),
                 workspace_bytes: ws as u64,
             };
             rms::plan_forward_residual(&desc, &p, &r, &props)
@@ -557,7 +557,7 @@ fn run_sim<T: Element + Default, P: Element + Default>(
                 mean_lo: Some(mean_lo),
                 dgamma: dg,
                 dbeta: db,
-                workspace: sim.alloc::<f32>(ws.div_ceil(4), 0),
+                workspace: testkit::backend::row_norm_workspace(sim, ws),
                 workspace_bytes: ws as u64,
             };
             ln::plan_backward_residual(&desc, &p, &grads, &props)
@@ -571,7 +571,7 @@ fn run_sim<T: Element + Default, P: Element + Default>(
                 weight: pg,
                 rstd,
                 dweight: dg,
-                workspace: sim.alloc::<f32>(ws.div_ceil(4), 0),
+                workspace: testkit::backend::row_norm_workspace(sim, ws),
                 workspace_bytes: ws as u64,
             };
             rms::plan_backward_residual(&desc, &p, &grads, &props)

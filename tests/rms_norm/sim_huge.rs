@@ -70,7 +70,7 @@ fn run_huge<T: Element + Default, P: Element + Default>(
     let py = sim.alloc::<T>(n, 0);
     let prstd = sim.alloc::<f32>(m, 0);
     let ws = workspace_bytes(&full, Direction::Forward, &props).map_err(|e| e.to_string())?;
-    let pws = sim.alloc::<f32>(ws.div_ceil(4), 0);
+    let pws = testkit::backend::row_norm_workspace(&mut sim, ws);
     let fptrs = ForwardPtrs {
         x: px,
         y: py,

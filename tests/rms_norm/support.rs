@@ -313,7 +313,7 @@ pub fn run_on<T: Element + Default, P: Element + Default>(
     let y = be.alloc::<T>(m * d, oout);
     let rstd = be.alloc::<f32>(m, 0);
     let wsf = workspace_bytes(desc, Direction::Forward, props).map_err(|e| e.to_string())?;
-    let wf = be.alloc::<f32>(wsf.div_ceil(4), 0);
+    let wf = testkit::backend::row_norm_workspace(be, wsf);
     let fptrs = ForwardPtrs {
         x: px,
         y,

@@ -23,7 +23,7 @@
 //! | `warp` | packs <= 32 * elems / VEC | a warp per row, up to `elems` elements per lane |
 //! | `block` | packs <= 512 * elems / VEC | a row per team of 128..512 threads, in registers (backward: 512 / team rows per block) |
 //! | `wide` | backward, vector: packs <= 512 * 2 elems / VEC | a row per 512-thread block, dgamma/dbeta sums in shared memory |
-//! | `split` | longer rows, or fewer rows than SMs with D >= 4096 | chunks of a row on grid.y |
+//! | `split` | longer rows, or fewer rows than SMs with D >= 4096 | chunks of a row on grid.y; forward: one cooperative launch where the chunks fit on chip ([`coop_split`]) |
 //!
 //! `elems` (elements per thread) is 32 forward and 16 backward (8 for the scalar variants,
 //! and 8 backward on compute capability >= 12.0, where ptxas needs more registers), so in f32
@@ -69,7 +69,7 @@
 use crate::abi::{
     WN_LN_BWD_THREAD_ELEMS, WN_LN_BWD_THREAD_ELEMS_CC12, WN_LN_BWD_THREAD_ELEMS_SCALAR,
     WN_LN_BWD_WARP_BLOCK, WN_LN_BWD_WIDE_FACTOR, WN_LN_FWD_THREAD_ELEMS,
-    WN_LN_FWD_THREAD_ELEMS_SCALAR, WN_LN_MAX_BLOCK, WN_LN_WARP_BLOCK,
+    WN_LN_FWD_THREAD_ELEMS_SCALAR, WN_LN_MAX_BLOCK, WN_LN_SPLIT_BARRIER_BYTES, WN_LN_WARP_BLOCK,
 };
 use crate::device::DeviceProps;
 use crate::occupancy;
@@ -156,6 +156,85 @@ pub struct Geometry {
     pub shared_mem_bytes: u32,
     /// Workspace bytes this geometry needs.
     pub workspace_bytes: u64,
+    /// The forward split tier's cooperative pass, where it applies ([`coop_split`]); the
+    /// two launches `split_stats` / `split_norm` otherwise.
+    pub coop: Option<CoopSplit>,
+}
+
+/// The forward split tier as one cooperative launch (`..._split_coop_vec`): every chunk of
+/// every row held on chip across one wave, x read once (see [`coop_split`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoopSplit {
+    /// Blocks (one wave at most: all resident at once).
+    pub grid: u64,
+    /// Chunks per block (the last block may have fewer).
+    pub per_block: u64,
+    /// Dynamic shared memory: the held chunks (T), then the row's chunk partials (float4 each).
+    pub shared_mem_bytes: u32,
+}
+
+/// Bytes at the start of every non-empty workspace, forward and backward alike (one buffer
+/// may serve both), kept for the forward split tier's cooperative pass: its grid barrier's
+/// two u32 counts, zero before the first call and left zero by every call, padded to a 32-byte
+/// sector so that what follows (the chunk partials, the backward's partial rows) starts on
+/// one. [`Geometry::workspace_bytes`] does not count them; the planners' workspace sizes do.
+pub const SPLIT_BARRIER_BYTES: u64 = WN_LN_SPLIT_BARRIER_BYTES as u64;
+
+/// `bytes` of workspace contents plus the [`SPLIT_BARRIER_BYTES`] before them (nothing for an
+/// empty workspace).
+pub(crate) fn with_barrier(bytes: u64) -> u64 {
+    if bytes == 0 {
+        0
+    } else {
+        bytes + SPLIT_BARRIER_BYTES
+    }
+}
+
+/// The cooperative pass of the forward split tier for `rows` rows of `splits` chunks, blocks
+/// of `threads` threads holding `npack` packs of `v` elements each: the fewest chunks per
+/// block whose shared memory (`per * threads * npack * v` activation elements, then `splits`
+/// float4 partials) fits the device's opt-in limit beside the kernel's static shared memory
+/// and whose resident blocks (registers, shared memory: the build's figures) hold every chunk
+/// in one wave. None where nothing fits, where the device has no cooperative launches, or
+/// where the build has no figures for the device's SASS (co-residency cannot be shown).
+#[allow(clippy::too_many_arguments)]
+pub fn coop_split(
+    kernel: &str,
+    dtype: DType,
+    rows: u64,
+    splits: u64,
+    threads: u64,
+    npack: u64,
+    v: u64,
+    props: &DeviceProps,
+) -> Option<CoopSplit> {
+    if !props.cooperative_launch {
+        return None;
+    }
+    let res = occupancy::kernel_resources(kernel, props)?;
+    let items = rows.checked_mul(splits)?;
+    let item_bytes = threads * npack * v * dtype.size() as u64;
+    let parts = splits * 16;
+    let limit = u64::from(
+        props
+            .max_shared_per_block_optin
+            .saturating_sub(res.shared_bytes),
+    );
+    let sms = u64::from(props.sm_count.max(1));
+    (1u64..)
+        .map_while(|per| {
+            let smem = per.checked_mul(item_bytes)?.checked_add(parts)?;
+            (smem <= limit).then_some((per, smem))
+        })
+        .find_map(|(per, smem)| {
+            let smem = u32::try_from(smem).ok()?;
+            let k = occupancy::resident_blocks(Some(res), threads as u32, smem, props);
+            (sms * u64::from(k) * per >= items).then(|| CoopSplit {
+                grid: items.div_ceil(per),
+                per_block: per,
+                shared_mem_bytes: smem,
+            })
+        })
 }
 
 fn next_pow2(v: u64) -> u64 {
@@ -437,6 +516,16 @@ pub(crate) fn geometry_with(
     } else {
         WN_LN_BWD_WARP_BLOCK
     } as u64;
+    // The kernel a pass launches (the residual add's and bias gradient's own entry points).
+    let launched = |pass: &str| {
+        kernel(
+            op,
+            dir_name,
+            desc,
+            &launched_pass(pass, fwd, residual, vec),
+            vec,
+        )
+    };
     // Persistent grids of one wave: as many blocks as are resident at once (occupancy from
     // the kernels' registers and shared memory), fewest over the kernels of the tier.
     let cap = |passes: &[&str], threads: u64, smem: &[u64]| -> u64 {
@@ -444,8 +533,7 @@ pub(crate) fn geometry_with(
             .iter()
             .zip(smem)
             .map(|(pass, &sm)| {
-                let launched = launched_pass(pass, fwd, residual, vec);
-                let name = kernel(op, dir_name, desc, &launched, vec);
+                let name = launched(pass);
                 let b = occupancy::resident_blocks_of(
                     &name,
                     threads as u32,
@@ -491,13 +579,7 @@ pub(crate) fn geometry_with(
     let wide_npack = wide_elems(desc.dtype, props) / v;
     let wide_smem = wide_shared_bytes(op, desc.dtype, residual, props);
     let wide_fits = || {
-        let name = kernel(
-            op,
-            dir_name,
-            desc,
-            &launched_pass("wide", fwd, residual, vec),
-            vec,
-        );
+        let name = launched("wide");
         let static_smem = occupancy::kernel_resources(&name, props).map_or(0, |r| r.shared_bytes);
         wide_smem + u64::from(static_smem) <= u64::from(props.max_shared_per_block_optin)
     };
@@ -506,6 +588,7 @@ pub(crate) fn geometry_with(
             .then(|| cap(&["wide"], max_block, &[wide_smem]));
     let mut rows_per_block = 1u64;
     let fits_block = packs <= max_block * npack;
+    let mut coop = None;
     // (tier, threads, grid_x, grid_y, rows per block per grid-stride step, dynamic smem,
     // the split tier's first pass's grid_x: 0 elsewhere)
     let (tier, threads, grid_x, grid_y, unit, smem, first) = if packs <= 32 * npack {
@@ -574,6 +657,10 @@ pub(crate) fn geometry_with(
             )));
         }
         let t = block_threads(packs_of(chunk));
+        if fwd && vec {
+            let name = launched("split_coop");
+            coop = coop_split(&name, desc.dtype, rows, splits, t, npack, v, props);
+        }
         let (passes, smem) = if fwd {
             (["split_stats", "split_norm"], [0, 0])
         } else {
@@ -613,7 +700,7 @@ pub(crate) fn geometry_with(
     let f32b = 4u64;
     let mut ws = 0u64;
     if let Tier::Split { splits, .. } = tier {
-        // Per chunk: forward (mean hi, mean lo, m2 / D, pad), backward two row sums.
+        // Per chunk: forward (mean hi, mean lo, m2 / D, its lo part), backward two row sums.
         let per_chunk = if fwd { 4 } else { 2 };
         ws += round_up(rows * splits * per_chunk * f32b, WORKSPACE_ALIGN);
     }
@@ -634,6 +721,7 @@ pub(crate) fn geometry_with(
         grid_y,
         shared_mem_bytes,
         workspace_bytes: ws,
+        coop,
     })
 }
 

@@ -18,11 +18,11 @@ use super::desc::{Affine, LayerNormDesc, Problem};
 
 mod geometry;
 pub use geometry::{
-    access_bytes, bwd_grid_for_heads, bwd_min_rows_per_block, geometry, head_period,
-    nested_first_grid, pack_width, part_stride, wide_elems, Geometry, Tier, SPLIT_MIN_CHUNK,
-    SPLIT_MIN_COLS,
+    access_bytes, bwd_grid_for_heads, bwd_min_rows_per_block, coop_split, geometry, head_period,
+    nested_first_grid, pack_width, part_stride, wide_elems, CoopSplit, Geometry, Tier,
+    SPLIT_BARRIER_BYTES, SPLIT_MIN_CHUNK, SPLIT_MIN_COLS,
 };
-pub(crate) use geometry::{geometry_of, geometry_with, residual_pass, RowNorm};
+pub(crate) use geometry::{geometry_of, geometry_with, residual_pass, with_barrier, RowNorm};
 use geometry::{kernel, launched_pass, round_up};
 
 pub use crate::check::WORKSPACE_ALIGN;
@@ -87,6 +87,7 @@ fn max_workspace(
             .ok_or_else(|| Error::Overflow("workspace size".into()))?;
         max = max.max(bytes);
     }
+    let max = with_barrier(max);
     usize::try_from(max).map_err(|_| Error::Overflow(format!("workspace of {max} bytes")))
 }
 
@@ -281,7 +282,8 @@ pub struct ForwardPtrs {
     /// a large offset (1e6 + 0.01 N(0, 1)) dx is then as accurate as the forward's y, where
     /// the f32 mean alone leaves it good to about 1e-2. LayerNorm only.
     pub mean_lo: Option<u64>,
-    /// Workspace (16-byte aligned).
+    /// Workspace (16-byte aligned), its first [`SPLIT_BARRIER_BYTES`] zero before the first
+    /// call (the cooperative split pass's barrier counts, left zero by every call).
     pub workspace: u64,
     /// Workspace size in bytes.
     pub workspace_bytes: u64,
@@ -468,9 +470,12 @@ pub(crate) fn plan_forward_res_of(
         r.is_some(),
         props,
     )?;
-    check_workspace_for(p.workspace, p.workspace_bytes, geo.workspace_bytes, || {
-        workspace_bytes_of(op, problem, Direction::Forward, props)
-    })?;
+    check_workspace_for(
+        p.workspace,
+        p.workspace_bytes,
+        with_barrier(geo.workspace_bytes),
+        || workspace_bytes_of(op, problem, Direction::Forward, props),
+    )?;
     let mut args = WnLayerNormFwdArgs {
         x: p.x,
         y: p.y,
@@ -518,9 +523,20 @@ pub(crate) fn plan_forward_res_of(
             return Err(Error::UnknownKernel(kernel(op, "fwd", desc, "wide", vec)));
         }
         Tier::Split { chunk, splits, .. } => {
-            args.partials = p.workspace;
+            // The workspace: the cooperative pass's barrier counts, then the chunk partials.
+            args.partials = p.workspace + SPLIT_BARRIER_BYTES;
             args.chunk = chunk as i64;
             args.splits = splits as i64;
+            if let Some(co) = geo.coop {
+                // One cooperative launch: every chunk held on chip, x read once (its barrier
+                // counts in the SPLIT_BARRIER_BYTES before the partials).
+                let name = kernel(op, "fwd", desc, &res_tier("split_coop"), vec);
+                let grid = [grid_dim(co.grid, &name)?, 1, 1];
+                let l = Launch::new(name, grid, block, co.shared_mem_bytes, &args);
+                plan.push(l.into_cooperative());
+                plan.check(props)?;
+                return Ok(plan);
+            }
             for pass in ["split_stats", "split_norm"] {
                 let mut a = args;
                 let tier = if pass == "split_stats" {
@@ -805,12 +821,13 @@ pub(crate) fn plan_backward_res_of(
     check_workspace_for(
         p.workspace,
         p.workspace_bytes,
-        geo.workspace_bytes + extra,
+        with_barrier(geo.workspace_bytes + extra),
         || workspace_bytes_residual_of(op, problem, dbias.is_some(), props),
     )?;
     let stride = part_stride(cols);
     let part = round_up(geo.grid_x * stride * 4, WORKSPACE_ALIGN);
-    let mut next = p.workspace;
+    // (The workspace starts with the forward's barrier counts, untouched here.)
+    let mut next = p.workspace + SPLIT_BARRIER_BYTES;
     let mut take = |bytes: u64| {
         let at = next;
         next += bytes;
